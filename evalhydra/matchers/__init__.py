@@ -1,0 +1,1 @@
+"""Matchers: score an output against a case."""

@@ -1,0 +1,63 @@
+"""The matcher seam.
+
+A matcher is an async callable ``(MatchContext) -> MatchResult``. Deterministic
+matchers are plain functions wrapped by :func:`sync_matcher`; judges call a
+service through the :class:`JudgeClient` the runner hands them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from evalhydra.types import Case, ChatRequest, Completion, MatchResult, ToolCall
+
+__all__ = ["JudgeClient", "MatchContext", "Matcher", "sync_matcher"]
+
+
+@dataclass(frozen=True, slots=True)
+class MatchContext:
+    """Everything a matcher may look at.
+
+    Attributes:
+        case: The dataset case (input, ideal, expected tool calls …).
+        output: The candidate's text output ("" when it only called tools).
+        tool_calls: The candidate's tool calls.
+        trace: An agent's TrialTrace, when the service is an agent CLI.
+        output_dir: An agent trial's working directory.
+        log_content: An agent trial's combined stdout/stderr.
+    """
+
+    case: Case
+    output: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    trace: Any = None
+    output_dir: Path | None = None
+    log_content: str = ""
+
+
+class JudgeClient(Protocol):
+    """Lets a judge matcher call a configured service by name."""
+
+    def service_names(self) -> list[str]:
+        """Names of every service a judge may use."""
+        ...
+
+    async def judge(self, service_name: str, request: ChatRequest) -> Completion:
+        """Call ``service_name`` with ``request``; never raises for call errors."""
+        ...
+
+
+Matcher = Callable[[MatchContext], Awaitable[MatchResult]]
+
+
+def sync_matcher(fn: Callable[[MatchContext], MatchResult]) -> Matcher:
+    """Wrap a pure, synchronous matching function as an async matcher."""
+
+    async def run(ctx: MatchContext) -> MatchResult:
+        return fn(ctx)
+
+    run.__name__ = getattr(fn, "__name__", "matcher")
+    return run

@@ -1,0 +1,1 @@
+"""Services: the things evals call (OpenAI-compatible endpoints, agent CLIs)."""

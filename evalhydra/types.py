@@ -1,0 +1,219 @@
+"""Value objects shared by the loader, services, matchers, runner and store.
+
+They are frozen dataclasses: cheap to create, safe to share between trio tasks,
+and easy to turn into store rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "Attachment",
+    "AttemptRecord",
+    "Case",
+    "ChatRequest",
+    "Completion",
+    "ErrorKind",
+    "ExpectedToolCall",
+    "MatchResult",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+    "INFRA_ERRORS",
+]
+
+
+class ErrorKind(StrEnum):
+    """Why a call or a result failed for a reason other than a wrong answer."""
+
+    RATE_LIMITED = "rate_limited"
+    SERVER_ERROR = "server_error"
+    CLIENT_ERROR = "client_error"
+    TIMEOUT = "timeout"
+    CONNECT_ERROR = "connect_error"
+    INVALID_RESPONSE = "invalid_response"
+    RENDER_ERROR = "render_error"
+    MATCHER_ERROR = "matcher_error"
+    AGENT_ERROR = "agent_error"
+
+
+#: Error kinds that say nothing about the answer's quality. Results with one of
+#: these are reported as errors, never as failures, and ``run.retry_errors``
+#: re-runs them.
+INFRA_ERRORS = frozenset(
+    {
+        ErrorKind.RATE_LIMITED,
+        ErrorKind.SERVER_ERROR,
+        ErrorKind.CLIENT_ERROR,
+        ErrorKind.TIMEOUT,
+        ErrorKind.CONNECT_ERROR,
+        ErrorKind.INVALID_RESPONSE,
+        ErrorKind.MATCHER_ERROR,
+        ErrorKind.AGENT_ERROR,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file or image sent with a case (zig_eval ``attachments`` entry).
+
+    ``path`` is registry-relative and already checked to stay inside the root.
+    """
+
+    kind: str  # "image" | "file"
+    path: str
+    mime_type: str
+    label: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedToolCall:
+    """One tool call a ``tool_call`` matcher expects (``arguments_json`` optional)."""
+
+    name: str
+    arguments_json: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One dataset line.
+
+    Attributes:
+        id: The case id, unique within its dataset.
+        input: What is sent to the service (string, or any JSON for aiwg cases).
+        ideal: The reference answer, or None (a blank ideal counts as absent).
+        expected_tool_calls: For the ``tool_call`` matcher.
+        attachments: Files and images rendered into the user message.
+        expected: aiwg ``expected`` object; never sent to a judge.
+        tags: Free-form labels.
+        content_hash: Hash of the whole line; part of the resume key.
+        line: 1-based line number in the dataset, for error messages.
+    """
+
+    id: str
+    input: Any
+    ideal: str | None = None
+    expected_tool_calls: tuple[ExpectedToolCall, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
+    expected: Any = None
+    tags: tuple[str, ...] = ()
+    content_hash: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool offered to the model; ``parameters`` is the parsed JSON schema object."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call returned by the model; ``arguments`` is the raw JSON string."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts reported by the service (0 when absent)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """What a service is asked: one user turn, optional system prompt and tools.
+
+    ``user_content`` is a plain string, or the OpenAI content-part list when the
+    case has attachments. ``system_prompt`` None means "use the service's".
+    """
+
+    user_content: str | list[dict[str, Any]]
+    model: str | None = None
+    system_prompt: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    params: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One HTTP attempt, for the ``attempts`` audit table."""
+
+    attempt: int
+    status_code: int | None
+    error_kind: ErrorKind | None
+    latency_ms: float
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The outcome of one logical call (all its retries). Never an exception.
+
+    ``error_kind`` is None on success. On failure ``output`` is "" and
+    ``error_message`` holds the seed's reason (``error.message`` of the body, or
+    the error's name).
+    """
+
+    output: str
+    model: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    status_code: int | None = None
+    attempt_count: int = 1
+    retried: bool = False
+    latency_ms: float = 0.0
+    error_kind: ErrorKind | None = None
+    error_message: str | None = None
+    attempts: tuple[AttemptRecord, ...] = ()
+    cost_usd: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the service answered with a usable completion."""
+        return self.error_kind is None
+
+
+@dataclass(frozen=True, slots=True)
+class MatchResult:
+    """A matcher's verdict.
+
+    Attributes:
+        passed: Whether the output passes.
+        score: In [0, 1]; 1/0 for deterministic matchers.
+        reason: The failure reason (None on pass), using the seed's exact strings.
+        details: Matcher-specific extras stored as JSON (per-part results, paths).
+        feedback, rubric_scores, failure_category, suggested_fix: rubric judges.
+        judge: The judge call's outcome, when a model judged.
+        error_kind: Set when matching itself failed (a matcher raised, a judge
+            call failed for infrastructure reasons).
+    """
+
+    passed: bool
+    score: float
+    reason: str | None = None
+    details: dict[str, Any] | None = None
+    feedback: str | None = None
+    rubric_scores: dict[str, float] | None = None
+    failure_category: str | None = None
+    suggested_fix: str | None = None
+    judge: Completion | None = None
+    error_kind: ErrorKind | None = None
