@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 __all__ = [
     "Config",
@@ -202,5 +202,25 @@ class Config:
 
 
 def register() -> None:
-    """Register the schema with Hydra's ConfigStore (idempotent)."""
+    """Register the schema and the registry config source with Hydra (idempotent).
+
+    The config source is registered explicitly because Hydra's plugin scan
+    cannot see namespace packages of editable installs.
+    """
+    from hydra.core.plugins import Plugins
+    from hydra_plugins.evalhydra_registry import EvalHydraRegistrySource
+
     ConfigStore.instance().store(name="evalhydra_schema", node=Config)
+    Plugins.instance().register(EvalHydraRegistrySource)
+    if not OmegaConf.has_resolver("env"):
+        OmegaConf.register_new_resolver("env", keep_env_reference)
+
+
+def keep_env_reference(name: str) -> str:
+    """Resolve ``${env:NAME}`` to itself, so secrets are never resolved into a config.
+
+    Header values such as ``Bearer ${env:TOKEN}`` stay literal in the composed
+    config, Hydra's saved ``config.yaml`` and the store; only the HTTP client
+    substitutes the variable, at request time.
+    """
+    return "${env:" + name + "}"

@@ -1,0 +1,83 @@
+"""Hydra plugin: the ``evalhydra-registry://`` config source.
+
+See :mod:`evalhydra.registry_source`; this module only adapts it to Hydra's
+``ConfigSource`` interface.
+"""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from hydra.core.object_type import ObjectType
+from hydra.errors import ConfigCompositionException
+from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
+
+
+class EvalHydraRegistrySource(ConfigSource):
+    """Serves ``service/*`` and ``eval/*`` options from the active registry."""
+
+    GROUPS = ("service", "eval")
+
+    @staticmethod
+    def scheme() -> str:
+        """The URL scheme of this source."""
+        return "evalhydra-registry"
+
+    def _options(self) -> tuple[object, dict[str, list[str]]]:
+        from evalhydra.errors import EvalHydraError
+        from evalhydra.registry_source import registry_options
+
+        try:
+            return registry_options()
+        except EvalHydraError as exc:
+            raise ConfigCompositionException(str(exc)) from None
+
+    def _split(self, config_path: str) -> tuple[str, str]:
+        path = config_path.strip("/")
+        if path.endswith(".yaml"):
+            path = path[: -len(".yaml")]
+        group, _, name = path.partition("/")
+        return group, name
+
+    def available(self) -> bool:
+        """Always available; an empty or missing registry simply has no options."""
+        return True
+
+    def is_group(self, config_path: str) -> bool:
+        """``service`` and ``eval`` are groups here."""
+        group, name = self._split(config_path)
+        return group in self.GROUPS and not name
+
+    def is_config(self, config_path: str) -> bool:
+        """True for ``service/<name>`` and ``eval/<id-or-group>`` that exist."""
+        group, name = self._split(config_path)
+        if group not in self.GROUPS or not name:
+            return False
+        return name in self._options()[1][group]
+
+    def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
+        """Option names of a group."""
+        group, name = self._split(config_path)
+        if group not in self.GROUPS or name or results_filter == ObjectType.GROUP:
+            return []
+        return sorted(self._options()[1][group])
+
+    def load_config(self, config_path: str) -> ConfigResult:
+        """Build the node for one option."""
+        from evalhydra.errors import EvalHydraError
+        from evalhydra.registry_source import eval_option, service_option
+
+        group, name = self._split(config_path)
+        if not self.is_config(config_path):
+            raise ConfigLoadError(f"Config not found: {config_path}")
+        registry = self._options()[0]
+        try:
+            node = (service_option if group == "service" else eval_option)(registry, name)  # type: ignore[arg-type]
+        except EvalHydraError as exc:
+            raise ConfigCompositionException(str(exc)) from None
+        return ConfigResult(
+            provider="evalhydra-registry",
+            path=f"{self.scheme()}://{self.path}",
+            config=OmegaConf.create(node),
+            header={"package": None},
+        )

@@ -1,0 +1,183 @@
+"""What one cell does: ask the service, score the answer, build the store row.
+
+A cell is one (eval, case, service, model, trial). The functions here never
+raise for a per-call problem; they return a row whose ``error_kind`` says what
+went wrong, so one failure never cancels its siblings.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from evalhydra.config import EvalPlan
+from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
+from evalhydra.schema import ServiceConfig
+from evalhydra.services.base import Service
+from evalhydra.types import INFRA_ERRORS, Case, ChatRequest, Completion, ErrorKind, MatchResult, Usage
+
+__all__ = ["CellJob", "ChatCellRunner", "now_iso", "refinement_input"]
+
+
+@dataclass(frozen=True, slots=True)
+class CellJob:
+    """One cell to execute."""
+
+    key: str
+    eval: EvalPlan
+    case: Any  # Case for chat evals, AgentCase for agent evals
+    trial: int
+
+
+def now_iso() -> str:
+    """UTC timestamp in ISO 8601 with a Z suffix."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def refinement_input(feedback: str, original: str) -> str:
+    """The aiwg refinement message, exactly."""
+    return f"Previous attempt was insufficient. Feedback: {feedback}\n\nOriginal request: {original}"
+
+
+def _input_text(case: Case) -> str:
+    return case.input if isinstance(case.input, str) else json.dumps(case.input, ensure_ascii=False)
+
+
+class ChatCellRunner:
+    """Executes chat cells against one service with per-eval matchers."""
+
+    def __init__(self, service: Service, matchers: dict[str, Matcher], registry_root: Path,
+                 run_id: str, judges: JudgeClient | None = None) -> None:
+        self.service = service
+        self.matchers = matchers
+        self.root = registry_root
+        self.run_id = run_id
+        self.judges = judges
+        self.config: ServiceConfig = service.config
+        self.model = self.config.model or self.config.default_model
+
+    async def run(self, job: CellJob) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Execute one cell; return its result row and its attempt rows."""
+        started = trio.current_time()
+        history: list[dict[str, Any]] = []
+        calls: list[tuple[str, Completion]] = []
+        text = _input_text(job.case)
+        feedback = ""
+        for attempt in range(1, job.eval.max_attempts + 1):
+            prompt = text if attempt == 1 else refinement_input(feedback, text)
+            completion = await self._generate(job, prompt)
+            calls.append(("candidate", completion))
+            match = await self._score(job, completion)
+            if match.judge is not None:
+                calls.append(("judge", match.judge))
+            history.append({"attempt": attempt, "output": completion.output, "score": match.score,
+                            "pass": match.passed, "feedback": match.feedback or match.reason or ""})
+            feedback = match.feedback or match.reason or ""
+            if match.passed or match.error_kind is not None or completion.error_kind is not None:
+                break
+        latency = (trio.current_time() - started) * 1000
+        row = self._row(job, completion, match, calls, history, latency)
+        return row, self._attempt_rows(job, calls)
+
+    async def _generate(self, job: CellJob, prompt: str) -> Completion:
+        from evalhydra.services.render import RenderError, build_chat_request
+
+        case = job.case if prompt == _input_text(job.case) else _with_input(job.case, prompt)
+        try:
+            request = build_chat_request(case, job.eval.tools, self.root)
+        except (RenderError, OSError, UnicodeDecodeError) as exc:
+            return Completion(output="", model=self.model, error_kind=ErrorKind.RENDER_ERROR,
+                              error_message=f"{type(exc).__name__}: {exc}", attempt_count=0)
+        return await self.service.complete(request)
+
+    async def _score(self, job: CellJob, completion: Completion) -> MatchResult:
+        if not completion.ok:
+            return MatchResult(passed=False, score=0.0, reason=completion.error_message,
+                               error_kind=completion.error_kind)
+        ctx = MatchContext(case=job.case, output=completion.output, tool_calls=completion.tool_calls)
+        return await self.matchers[job.eval.id](ctx)
+
+    def _row(self, job: CellJob, completion: Completion, match: MatchResult,
+             calls: list[tuple[str, Completion]], history: list[dict[str, Any]],
+             latency_ms: float) -> dict[str, Any]:
+        case: Case = job.case
+        judge = match.judge
+        candidate = [c for kind, c in calls if kind == "candidate"]
+        judges = [c for kind, c in calls if kind == "judge"]
+        usage = sum((c.usage for c in candidate), Usage())
+        judge_usage = sum((c.usage for c in judges), Usage())
+        error = match.error_kind or completion.error_kind
+        attempts = sum(c.attempt_count for _, c in calls)
+        status = "ERROR" if error in INFRA_ERRORS or error == ErrorKind.RENDER_ERROR else (
+            "PASS" if match.passed else "FAIL")
+        return {
+            "cell_key": job.key,
+            "run_id": self.run_id,
+            "group": job.eval.group,
+            "eval_id": job.eval.id,
+            "service_name": self.config.name,
+            "model": completion.model if completion.ok else self.model,
+            "requested_model": self.model,
+            "run_index": job.trial,
+            "case_id": case.id,
+            "kind": "chat",
+            "status": status,
+            "input": case.input,
+            "ideal": case.ideal,
+            "output": completion.output,
+            "tool_calls": [{"name": t.name, "arguments": t.arguments} for t in completion.tool_calls],
+            "passed": bool(match.passed) and error is None,
+            "score": float(match.score),
+            "failure_reason": None if match.passed else match.reason,
+            "error_kind": str(error) if error else None,
+            "status_code": completion.status_code,
+            "attempt_count": attempts,
+            "retried": any(c.retried for _, c in calls),
+            "judge_attempt_count": judge.attempt_count if judge else None,
+            "judge_retried": judge.retried if judge else None,
+            "judge_status_code": judge.status_code if judge else None,
+            "judge_service": job.eval.matcher.get("judge_service"),
+            "judge_model": (judge.model if judge else None),
+            "latency_ms": int(round(latency_ms)),
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "judge_prompt_tokens": judge_usage.prompt_tokens if judges else None,
+            "judge_completion_tokens": judge_usage.completion_tokens if judges else None,
+            "cost_usd": sum(c.cost_usd for c in candidate),
+            "judge_cost_usd": sum(c.cost_usd for c in judges) if judges else None,
+            "details": match.details,
+            "feedback": match.feedback,
+            "rubric_scores": match.rubric_scores,
+            "failure_category": match.failure_category,
+            "suggested_fix": match.suggested_fix,
+            "pass_threshold": job.eval.matcher.get("pass_threshold", job.eval.matcher.get("pass_score")),
+            "attempts": len(history),
+            "attempt_history": history if job.eval.max_attempts > 1 else None,
+            "case_hash": case.content_hash,
+            "evaluated_at": now_iso(),
+        }
+
+    def _attempt_rows(self, job: CellJob, calls: list[tuple[str, Completion]]) -> list[dict[str, Any]]:
+        rows = []
+        for index, (kind, completion) in enumerate(calls):
+            call = kind if len(calls) <= 2 else f"{kind}{index // 2 + 1}"
+            for record in completion.attempts:
+                rows.append({
+                    "cell_key": job.key, "run_id": self.run_id, "call": call,
+                    "attempt": record.attempt, "status_code": record.status_code,
+                    "error_kind": str(record.error_kind) if record.error_kind else None,
+                    "latency_ms": round(record.latency_ms, 3), "error_message": record.error_message,
+                })
+        return rows
+
+
+def _with_input(case: Case, text: str) -> Case:
+    from dataclasses import replace
+
+    return replace(case, input=text)

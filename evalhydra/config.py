@@ -1,0 +1,320 @@
+"""From a composed Hydra config to a validated, frozen :class:`RunPlan`.
+
+The Hydra entry point composes; :func:`build_plan` validates everything a run
+needs before any call (services, evals, matchers, judges, datasets) and returns
+plain frozen objects that the runner and tests use directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.registry import Registry, load_registry, resolve_registry_root, validate_retry
+from evalhydra.schema import Config, RunConfig, ServiceConfig
+from evalhydra.types import ToolSpec
+
+__all__ = [
+    "EvalPlan",
+    "RunPlan",
+    "build_plan",
+    "cell_key",
+    "compose_config",
+    "redact",
+    "to_config",
+]
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """One eval as it will run."""
+
+    id: str
+    group: str
+    description: str
+    dataset_path: str | None
+    split: str
+    matcher: dict[str, Any]
+    trials: int
+    tools: tuple[ToolSpec, ...]
+    max_attempts: int
+    cases: Any = None
+    result_hash: str = ""  # hash of result-relevant settings (part of every cell key)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run needs, validated and frozen."""
+
+    service: ServiceConfig
+    model: str
+    evals: tuple[EvalPlan, ...]
+    judges: dict[str, ServiceConfig]
+    registry_root: Path
+    run: RunConfig
+    store_path: Path
+    fingerprint: str
+    config: dict[str, Any]
+    overrides: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # evals left out by their service_allowlist
+
+
+def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose the packaged config with Hydra's compose API (tests, subcommands).
+
+    Args:
+        overrides: Hydra overrides, e.g. ``["service=mock", "trials=3"]``.
+    """
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from evalhydra.registry_source import activate
+    from evalhydra.schema import register
+
+    register()
+    activate(list(overrides))
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="evalhydra.conf", version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def to_config(cfg: DictConfig) -> Config:
+    """Turn a composed config into the typed :class:`Config` (fails on ``???``)."""
+    from omegaconf.errors import MissingMandatoryValue
+
+    from omegaconf.errors import OmegaConfBaseException
+
+    _reject_unknown_keys(cfg, "")
+    try:
+        obj = OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as exc:
+        raise EvalHydraError(f"Missing value for '{exc.full_key}'.", "Set it on the command line.") from None
+    except (OmegaConfBaseException, TypeError) as exc:
+        raise EvalHydraError(f"Invalid configuration: {exc}".split("\n")[0]) from None
+    assert isinstance(obj, Config)
+    return obj
+
+
+def _reject_unknown_keys(node: Any, path: str) -> None:
+    """Fail on keys a ``+key=`` override added outside the schema (Hydra lets them through)."""
+    import dataclasses
+
+    if not isinstance(node, DictConfig):
+        return
+    schema = OmegaConf.get_type(node)
+    if dataclasses.is_dataclass(schema):
+        allowed = {f.name for f in dataclasses.fields(schema)}
+        for key in node:
+            if key not in allowed:
+                name = f"{path}{key}"
+                raise EvalHydraError(f"Unknown config key '{name}'.", did_you_mean(str(key), allowed))
+    for key in node:
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing():
+            _reject_unknown_keys(child, f"{path}{key}.")
+
+
+def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
+    """Validate a composed config and produce the frozen plan of the run.
+
+    Raises:
+        EvalHydraError: Anything a user must fix, naming the key and the options.
+    """
+    conf = to_config(cfg)
+    root = resolve_registry_root(conf.registry)
+    registry = load_registry(root)
+    service = _check_service(conf.service)
+    model = service.model or service.default_model
+    evals, skipped = _plan_evals(conf, registry, service.name)
+    if not evals:
+        raise EvalHydraError(
+            "No eval runs matched: every selected eval excludes service "
+            f"'{service.name}' in its service_allowlist ({', '.join(skipped)}).",
+            "Choose another service=, or another eval=.",
+        )
+    judges = _judges(conf, registry, evals, service)
+    plain = redact(OmegaConf.to_container(cfg, resolve=True))
+    return RunPlan(
+        service=service,
+        model=model,
+        evals=tuple(evals),
+        judges=judges,
+        registry_root=root,
+        run=_check_run(conf.run),
+        store_path=Path(conf.store.path).expanduser().resolve(),
+        fingerprint=_digest(plain),
+        config=plain,
+        overrides=tuple(overrides),
+        skipped=tuple(skipped),
+    )
+
+
+def _check_run(run: RunConfig) -> RunConfig:
+    if run.concurrency < 1:
+        raise EvalHydraError(f"run.concurrency={run.concurrency}: must be at least 1.")
+    if run.batch_size < 1:
+        raise EvalHydraError(f"run.batch_size={run.batch_size}: must be at least 1.")
+    if run.fail_under is not None and not 0 <= run.fail_under <= 1:
+        raise EvalHydraError(f"run.fail_under={run.fail_under}: must be in 0..1.")
+    return run
+
+
+def _check_service(svc: ServiceConfig) -> ServiceConfig:
+    where = f"service '{svc.name}'"
+    if svc.kind not in ("openai", "command"):
+        raise EvalHydraError(f"{where}: service.kind={svc.kind} is unknown.", "Use openai or command.")
+    if svc.timeout_ms <= 0:
+        raise EvalHydraError(f"{where}: service.timeout_ms={svc.timeout_ms}: must be > 0.")
+    if not 1 <= svc.max_concurrency <= 4096:
+        raise EvalHydraError(f"{where}: service.max_concurrency={svc.max_concurrency}: must be in 1..4096.")
+    validate_retry(OmegaConf.to_container(OmegaConf.structured(svc.retry)), "service.retry")  # type: ignore[arg-type]
+    if svc.kind == "openai" and not svc.base_url and not svc.mock.enabled:
+        raise EvalHydraError(f"{where}: service.base_url is empty.", "Set service.base_url=http://host:port/v1.")
+    return svc
+
+
+def _plan_evals(conf: Config, registry: Registry, service: str) -> tuple[list[EvalPlan], list[str]]:
+    node = OmegaConf.to_container(OmegaConf.structured(conf.eval))
+    assert isinstance(node, dict)
+    suite_matcher = node.get("matcher") if node.get("include") else None
+    members = [registry.eval(i) for i in node["include"]] if node.get("include") else [node]
+    plans, skipped = [], []
+    for spec in members:
+        allow = spec.get("service_allowlist")
+        if allow and service not in allow:
+            skipped.append(spec["id"])
+            continue
+        plans.append(_eval_plan(spec, conf, registry.root, suite_matcher))
+    return plans, skipped
+
+
+def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: Any) -> EvalPlan:
+    from evalhydra.matchers.factory import validate_matcher
+
+    where = spec.get("source") or f"eval '{spec['id']}'"
+    matcher = _matcher_spec(spec, conf, suite_matcher, where)
+    if conf.judge_service and matcher.get("judge_service"):
+        matcher = {**matcher, "judge_service": conf.judge_service}
+    matcher = validate_matcher(matcher, f"{where}: matcher", registry_root=root)
+    trials = conf.trials if conf.trials is not None else int(spec.get("default_run_count") or 1)
+    if not 1 <= trials <= 10000:
+        raise EvalHydraError(f"trials={trials}: must be in 1..10000.")
+    if spec.get("dataset_path") is None and spec.get("cases") is None:
+        raise EvalHydraError(f"{where}: needs dataset_path (or cases for agent evals).")
+    plan = EvalPlan(
+        id=spec["id"],
+        group=spec.get("group") or spec["id"].split(".")[0],
+        description=spec.get("description") or "",
+        dataset_path=spec.get("dataset_path"),
+        split=spec.get("split") or "test",
+        matcher=matcher,
+        trials=trials,
+        tools=tuple(_tool(t, where) for t in spec.get("tools") or []),
+        max_attempts=int(spec.get("max_attempts") or 1),
+        cases=spec.get("cases"),
+    )
+    tools = [(t.name, t.description, t.parameters) for t in plan.tools]
+    return replace(plan, result_hash=_digest([matcher, tools, plan.max_attempts]))
+
+
+def _matcher_spec(spec: dict[str, Any], conf: Config, suite: Any, where: str) -> dict[str, Any]:
+    chosen: Any = spec.get("matcher")
+    if suite:
+        chosen = suite
+    if conf.matcher is not None:
+        chosen = OmegaConf.to_container(OmegaConf.structured(conf.matcher))
+    if not isinstance(chosen, dict) or not chosen.get("kind"):
+        raise EvalHydraError(f"{where}: no matcher.", "Set matcher=exact_match (or another kind).")
+    return {k: v for k, v in chosen.items() if v is not None}
+
+
+def _tool(tool: Any, where: str) -> ToolSpec:
+    try:
+        params = json.loads(tool["parameters_json"] or "{}")
+    except json.JSONDecodeError as exc:
+        raise EvalHydraError(f"{where}: tool '{tool['name']}' parameters_json: {exc}.") from None
+    if not isinstance(params, dict):
+        raise EvalHydraError(f"{where}: tool '{tool['name']}' parameters_json must be a JSON object.")
+    return ToolSpec(name=tool["name"], description=tool.get("description") or "", parameters=params)
+
+
+def _judges(conf: Config, registry: Registry, evals: list[EvalPlan], service: ServiceConfig) -> dict[str, ServiceConfig]:
+    from evalhydra.matchers.factory import judge_services_of
+
+    names = set().union(*(judge_services_of(e.matcher) for e in evals))
+    known = _known_services(registry)
+    known[service.name] = service
+    judges = {}
+    for name in sorted(names):
+        if name not in known:
+            raise EvalHydraError(
+                f"Judge service '{name}' not found (JudgeServiceNotFound).",
+                did_you_mean(name, known) + "\nSet judge_service=NAME to choose another.",
+            )
+        judges[name] = known[name]
+    return judges
+
+
+def _known_services(registry: Registry) -> dict[str, ServiceConfig]:
+    """Services a judge may name: conf/service/*.yaml and the registry's."""
+    import evalhydra.conf as conf_pkg
+
+    found: dict[str, ServiceConfig] = {}
+    base = OmegaConf.structured(ServiceConfig)
+    for directory in conf_pkg.__path__:
+        for path in sorted(Path(directory, "service").glob("*.yaml")):
+            node = OmegaConf.merge(base, OmegaConf.load(path))
+            found[path.stem] = OmegaConf.to_object(node)  # type: ignore[assignment]
+    for name, spec in registry.services.items():
+        found[name] = OmegaConf.to_object(OmegaConf.merge(base, spec))  # type: ignore[assignment]
+    return found
+
+
+SECRET_MARKERS = ("key", "token", "secret", "password", "authorization")
+
+
+def redact(value: Any) -> Any:
+    """Drop secret-looking values (header values, ``*key*`` fields) from a config tree.
+
+    ``api_key_env`` names a variable, not a secret, so it is kept.
+    """
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            lowered = str(key).lower()
+            if key == "headers" and isinstance(item, dict):
+                out[key] = {h: "<redacted>" for h in item}
+            elif lowered != "api_key_env" and any(m in lowered for m in SECRET_MARKERS) and isinstance(item, str):
+                out[key] = "<redacted>"
+            else:
+                out[key] = redact(item)
+        return out
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def service_result_hash(service: ServiceConfig) -> str:
+    """Hash of the service settings that change results (not URLs, timeouts, limits)."""
+    return _digest([service.system_prompt, dict(service.params), service.provider, service.kind,
+                    service.template, list(service.argv or [])])
+
+
+def cell_key(eval_plan: EvalPlan, case_id: str, case_hash: str, service: str, model: str,
+             trial: int, service_hash: str) -> str:
+    """The resume key of one cell: everything that determines its result."""
+    text = "\x1f".join([eval_plan.id, case_id, case_hash, service, model, str(trial),
+                        eval_plan.result_hash, service_hash])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -1,0 +1,93 @@
+"""One job, end to end: plan → run → store → reports → summary → exit code.
+
+Everything here is a plain function of a composed config, so tests call
+:func:`run_config` directly (with :func:`evalhydra.config.compose_config`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+from omegaconf import DictConfig
+
+from evalhydra.config import RunPlan, build_plan
+from evalhydra.errors import EvalHydraError
+from evalhydra.progress import Progress
+from evalhydra.runner import RunOutcome, count_cells, execute
+from evalhydra.store import open_store
+
+__all__ = ["run_config", "run_plan"]
+
+EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def run_config(cfg: DictConfig, *, overrides: Sequence[str] = (), output_dir: str | None = None,
+               job_num: int | None = None) -> int:
+    """Run a composed config; print the summary; return the process exit code.
+
+    User-fixable problems are printed as one ``error:`` message (no traceback)
+    and give exit code 2.
+    """
+    try:
+        plan = build_plan(cfg, overrides)
+        if job_num is not None and output_dir:
+            os.environ["EVALHYDRA_SWEEP_DIR"] = str(Path(output_dir).resolve().parent)
+        return run_plan(plan, output_dir=Path(output_dir) if output_dir else None)
+    except EvalHydraError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def run_plan(plan: RunPlan, *, output_dir: Path | None = None) -> int:
+    """Execute a plan and write its reports; return the exit code."""
+    _warn_missing_keys(plan)
+    total = count_cells(plan)
+    if plan.run.dry_run:
+        from evalhydra.reports.summary import print_dry_run
+
+        print_dry_run(plan, total)
+        return EXIT_OK
+    store = open_store(plan.store_path)
+    try:
+        progress = Progress(total, enabled=plan.run.progress, label=f"[{plan.service.name}] ")
+        outcome = trio.run(_execute, plan, store, total, progress)
+        return _finish(plan, store, outcome, output_dir)
+    finally:
+        store.close()
+
+
+async def _execute(plan: RunPlan, store, total: int, progress: Progress) -> RunOutcome:  # type: ignore[no-untyped-def]
+    return await execute(plan, store, total=total, progress=progress)
+
+
+def _finish(plan: RunPlan, store, outcome: RunOutcome, output_dir: Path | None) -> int:  # type: ignore[no-untyped-def]
+    from evalhydra.reports.summary import gate_failures, print_summary
+    from evalhydra.reports.writer import write_run_reports
+
+    out = output_dir or plan.store_path.parent / "runs" / outcome.run_id
+    write_run_reports(store, [outcome.run_id], out, formats=plan.config.get("report") or ["json", "md"])
+    rows = list(store.run_rows([outcome.run_id]))
+    print_summary(rows, outcome, out)
+    if outcome.interrupted:
+        print(f"interrupted: {outcome.executed} results stored; rerun the same command to resume.",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if outcome.budget_exhausted:
+        print(f"stopped scheduling: run.max_cost_usd={plan.run.max_cost_usd} reached.", file=sys.stderr)
+    if plan.run.fail_under is not None and gate_failures(rows, plan.run.fail_under):
+        return EXIT_GATE
+    return EXIT_OK
+
+
+def _warn_missing_keys(plan: RunPlan) -> None:
+    seen = set()
+    for svc in [plan.service, *plan.judges.values()]:
+        var = svc.api_key_env
+        if var and var not in seen and not os.environ.get(var, "").strip():
+            seen.add(var)
+            print(f"warning: service '{svc.name}' names api_key_env={var}, but ${var} is not set; "
+                  "requests go without an Authorization header.", file=sys.stderr)

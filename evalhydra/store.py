@@ -1,0 +1,332 @@
+"""The SQLite store: every result, every attempt, every run.
+
+One file (WAL mode, busy timeout) that several processes can write at once:
+each batch starts with ``BEGIN IMMEDIATE`` so writers queue on the lock instead
+of failing. Tables:
+
+* ``runs``: one row per invocation (config with secrets removed, fingerprint,
+  status ``running|completed|interrupted|failed``).
+* ``results``: one row per cell, keyed by ``cell_key`` (hash of everything that
+  determines a result). Resume is "skip the keys that are already here".
+* ``run_cells``: which cells belong to which run (a resumed run reuses cells
+  stored by earlier runs, so reports of a run cover its whole plan).
+* ``attempts``: every HTTP attempt (status, error kind, latency) for auditing.
+
+Schema changes are numbered migrations tracked with ``PRAGMA user_version``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+__all__ = ["SCHEMA_VERSION", "Batch", "Store", "open_store", "merge_stores"]
+
+RESULT_COLUMNS: dict[str, type] = {
+    "cell_key": str,
+    "run_id": str,
+    "group": str,
+    "eval_id": str,
+    "service_name": str,
+    "model": str,
+    "requested_model": str,
+    "run_index": int,
+    "case_id": str,
+    "kind": str,
+    "status": str,
+    "input": str,
+    "ideal": str,
+    "output": str,
+    "tool_calls": str,
+    "passed": int,
+    "score": float,
+    "failure_reason": str,
+    "error_kind": str,
+    "status_code": int,
+    "attempt_count": int,
+    "retried": int,
+    "judge_attempt_count": int,
+    "judge_retried": int,
+    "judge_status_code": int,
+    "judge_service": str,
+    "judge_model": str,
+    "latency_ms": int,
+    "prompt_tokens": int,
+    "completion_tokens": int,
+    "cached_tokens": int,
+    "judge_prompt_tokens": int,
+    "judge_completion_tokens": int,
+    "cost_usd": float,
+    "judge_cost_usd": float,
+    "details": str,
+    "feedback": str,
+    "rubric_scores": str,
+    "failure_category": str,
+    "suggested_fix": str,
+    "pass_threshold": float,
+    "attempts": int,
+    "attempt_history": str,
+    "duration_s": float,
+    "exit_code": int,
+    "log_path": str,
+    "stdout_log_path": str,
+    "trial_dir": str,
+    "case_hash": str,
+    "evaluated_at": str,
+}
+
+SCHEMA_VERSION = 1
+
+
+def _migration_1(db: sqlite_utils.Database) -> None:
+    db["runs"].create(
+        {
+            "run_id": str, "parent_run_id": str, "kind": str, "started_at": str,
+            "finished_at": str, "status": str, "overrides": str, "config": str,
+            "fingerprint": str, "version": str, "sweep_dir": str, "job_num": int,
+            "hostname": str, "pid": int, "cells_total": int, "cells_run": int,
+        },
+        pk="run_id",
+        if_not_exists=True,
+    )
+    db["results"].create(RESULT_COLUMNS, pk="cell_key", if_not_exists=True)
+    db["run_cells"].create({"run_id": str, "cell_key": str}, pk=("run_id", "cell_key"),
+                           if_not_exists=True)
+    db["attempts"].create(
+        {
+            "cell_key": str, "run_id": str, "call": str, "attempt": int, "status_code": int,
+            "error_kind": str, "latency_ms": float, "error_message": str,
+        },
+        pk=("cell_key", "run_id", "call", "attempt"),
+        if_not_exists=True,
+    )
+    for cols in (["run_id"], ["eval_id", "service_name", "model"], ["evaluated_at"]):
+        db["results"].create_index(cols, if_not_exists=True)
+    db["run_cells"].create_index(["cell_key"], if_not_exists=True)
+    _create_views(db)
+
+
+def _create_views(db: sqlite_utils.Database) -> None:
+    views = {
+        "run_results": """
+            select rc.run_id as member_run_id, r.* from run_cells rc
+            join results r on r.cell_key = rc.cell_key""",
+        "eval_stats": """
+            select eval_id, service_name, model, count(*) as total,
+              sum(passed) as passed, sum(error_kind is not null) as errors,
+              round(avg(passed), 4) as pass_rate, round(avg(latency_ms), 1) as mean_latency_ms,
+              sum(retried) as retried_runs, sum(coalesce(cost_usd, 0)) as cost_usd
+            from results group by eval_id, service_name, model""",
+        "run_summary": """
+            select ru.run_id, ru.started_at, ru.status, count(r.cell_key) as cells,
+              sum(r.passed) as passed, round(avg(r.passed), 4) as pass_rate,
+              sum(r.error_kind is not null) as errors
+            from runs ru left join run_cells rc on rc.run_id = ru.run_id
+            left join results r on r.cell_key = rc.cell_key group by ru.run_id""",
+    }
+    for name, sql in views.items():
+        db.create_view(name, sql, replace=True)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_1]
+
+
+@dataclass
+class Batch:
+    """Rows written together in one transaction."""
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+    members: list[tuple[str, str]] = field(default_factory=list)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.results) + len(self.members) + len(self.attempts)
+
+    def extend(self, other: Batch) -> None:
+        """Append another batch's rows."""
+        self.results.extend(other.results)
+        self.members.extend(other.members)
+        self.attempts.extend(other.attempts)
+
+
+class Store:
+    """A connection to the store; writes must come from a single task/thread."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self.path = path
+        self.read_only = read_only
+        self.conn = _connect(path, read_only)
+        self.db = sqlite_utils.Database(self.conn)
+        if not read_only:
+            migrate(self.db)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    # -- writes -----------------------------------------------------------
+    def write(self, batch: Batch) -> None:
+        """Write a batch atomically (``BEGIN IMMEDIATE`` … ``COMMIT``)."""
+        if not len(batch):
+            return
+        with _immediate(self.conn):
+            if batch.results:
+                self.conn.executemany(_INSERT_RESULT, [_result_values(r) for r in batch.results])
+            if batch.members:
+                self.conn.executemany(
+                    "insert or ignore into run_cells (run_id, cell_key) values (?, ?)",
+                    batch.members,
+                )
+            if batch.attempts:
+                self.conn.executemany(_INSERT_ATTEMPT, [_attempt_values(a) for a in batch.attempts])
+
+    def start_run(self, row: dict[str, Any]) -> None:
+        """Insert the ``runs`` row of a new invocation."""
+        with _immediate(self.conn):
+            self.db["runs"].insert(row, replace=True)
+
+    def finish_run(self, run_id: str, **fields: Any) -> None:
+        """Update a run's status, finish time and counts."""
+        with _immediate(self.conn):
+            self.db["runs"].update(run_id, fields)
+
+    # -- reads ------------------------------------------------------------
+    def done_keys(self, eval_ids: Sequence[str], service: str, *, retry_errors: bool) -> set[str]:
+        """Cell keys already stored for these evals and service.
+
+        With ``retry_errors``, cells whose result is an infrastructure error are
+        left out, so they run again.
+        """
+        marks = ",".join("?" * len(eval_ids))
+        sql = f"select cell_key from results where service_name = ? and eval_id in ({marks})"
+        if retry_errors:
+            sql += " and error_kind is null and status not in ('TIMEOUT', 'ERROR')"
+        return {row[0] for row in self.conn.execute(sql, [service, *eval_ids])}
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Iterator[dict[str, Any]]:
+        """Run a SELECT and yield rows as dicts."""
+        cursor = self.conn.execute(sql, params)
+        names = [d[0] for d in cursor.description]
+        for row in cursor:
+            yield dict(zip(names, row, strict=True))
+
+    def run_rows(self, run_ids: Sequence[str]) -> Iterator[dict[str, Any]]:
+        """Every result that belongs to the given runs, in a stable order."""
+        marks = ",".join("?" * len(run_ids))
+        sql = (
+            "select distinct r.* from run_cells rc join results r on r.cell_key = rc.cell_key "
+            f"where rc.run_id in ({marks}) "
+            'order by r."group", r.eval_id, r.service_name, r.run_index, r.case_id, r.model'
+        )
+        return self.query(sql, list(run_ids))
+
+    def runs(self, run_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """``runs`` rows, newest first (optionally only some ids)."""
+        if run_ids:
+            marks = ",".join("?" * len(run_ids))
+            return list(self.query(f"select * from runs where run_id in ({marks})", list(run_ids)))
+        return list(self.query("select * from runs order by started_at desc, run_id"))
+
+
+def _connect(path: Path, read_only: bool) -> sqlite3.Connection:
+    if read_only:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30,
+                               check_same_thread=False)
+        conn.execute("pragma query_only = 1")
+        return conn
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
+    conn.execute("pragma journal_mode = wal")
+    conn.execute("pragma synchronous = normal")
+    conn.execute("pragma busy_timeout = 30000")
+    return conn
+
+
+class _immediate:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on error)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("begin immediate")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self.conn.execute("rollback" if exc_type else "commit")
+
+
+def migrate(db: sqlite_utils.Database) -> None:
+    """Bring the schema up to :data:`SCHEMA_VERSION` (idempotent, concurrent-safe)."""
+    with _immediate(db.conn):
+        version = db.conn.execute("pragma user_version").fetchone()[0]
+        for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
+            step(db)
+            db.conn.execute(f"pragma user_version = {number}")
+
+
+_RESULT_NAMES = list(RESULT_COLUMNS)
+_INSERT_RESULT = (
+    "insert or replace into results ({}) values ({})".format(
+        ", ".join(f'"{c}"' for c in _RESULT_NAMES), ", ".join("?" * len(_RESULT_NAMES))
+    )
+)
+_ATTEMPT_NAMES = [
+    "cell_key", "run_id", "call", "attempt", "status_code", "error_kind", "latency_ms",
+    "error_message",
+]
+_INSERT_ATTEMPT = "insert or replace into attempts ({}) values ({})".format(
+    ", ".join(_ATTEMPT_NAMES), ", ".join("?" * len(_ATTEMPT_NAMES))
+)
+
+
+def _sql_value(value: Any) -> Any:
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _result_values(row: dict[str, Any]) -> list[Any]:
+    return [_sql_value(row.get(name)) for name in _RESULT_NAMES]
+
+
+def _attempt_values(row: dict[str, Any]) -> list[Any]:
+    return [_sql_value(row.get(name)) for name in _ATTEMPT_NAMES]
+
+
+def open_store(path: str | Path, *, read_only: bool = False) -> Store:
+    """Open (and, for writing, create and migrate) the store at ``path``."""
+    from evalhydra.errors import EvalHydraError
+
+    target = Path(path).expanduser()
+    if read_only and not target.exists():
+        raise EvalHydraError(
+            f"No store at {target}.", "Run an eval first, or pass --store PATH."
+        )
+    return Store(target, read_only=read_only)
+
+
+def merge_stores(target: Path, shards: Iterable[Path]) -> int:
+    """Merge shard stores (e.g. one per SLURM job) into ``target`` exactly.
+
+    Results are keyed by cell, so merging twice, or merging overlapping shards,
+    never duplicates a result. Returns the number of result rows in ``target``.
+    """
+    store = open_store(target)
+    try:
+        for shard in shards:
+            store.conn.execute("attach database ? as shard", (str(shard),))
+            with _immediate(store.conn):
+                for table in ("runs", "results", "run_cells", "attempts"):
+                    store.conn.execute(f"insert or ignore into main.{table} select * from shard.{table}")
+            store.conn.execute("detach database shard")
+        return int(store.conn.execute("select count(*) from results").fetchone()[0])
+    finally:
+        store.close()

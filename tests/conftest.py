@@ -1,0 +1,78 @@
+"""Shared fixtures: composed configs, registries in tmp_path, real stores."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import DictConfig
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+ZIG_FIXTURE = SHARED / "fixtures" / "zig_eval_registry"
+AIWG_FIXTURE = SHARED / "fixtures" / "aiwg_nlp_prod"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Each test runs in its own directory with no registry override leaking in."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EVALHYDRA_REGISTRY", raising=False)
+    monkeypatch.delenv("EVALHYDRA_SWEEP_DIR", raising=False)
+    yield
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+
+
+@pytest.fixture
+def compose(tmp_path: Path) -> Callable[..., DictConfig]:
+    """Compose the packaged config with a store under tmp_path and progress off."""
+    from evalhydra.config import compose_config
+
+    def _compose(*overrides: str) -> DictConfig:
+        base = [f"store.path={tmp_path / 'store.db'}", "run.progress=false"]
+        return compose_config([*base, *overrides])
+
+    return _compose
+
+
+def write_registry(root: Path, *, evals: dict[str, dict[str, Any]], data: dict[str, str],
+                   services: list[dict[str, Any]] | None = None) -> Path:
+    """Create a small zig_eval registry under ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "services.json").write_text(json.dumps(services or []))
+    for rel, spec in evals.items():
+        path = root / "evals" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(spec))
+    for rel, text in data.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def smoke_eval(eval_id: str = "g.e", dataset: str = "data/g/e/test.jsonl", **extra: Any) -> dict[str, Any]:
+    """A minimal valid eval definition."""
+    group = eval_id.split(".")[0]
+    return {"id": eval_id, "group": group, "description": "d", "dataset_path": dataset, "split": "test",
+            "matcher": {"kind": "exact_match"}, "default_run_count": 1, **extra}
+
+
+@pytest.fixture
+def copy_fixture(tmp_path: Path) -> Callable[[Path], Path]:
+    """Copy a shared fixture directory into tmp_path (fixtures are read-only)."""
+
+    def _copy(src: Path) -> Path:
+        dst = tmp_path / src.name
+        shutil.copytree(src, dst)
+        for p in dst.rglob("*"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        return dst
+
+    return _copy

@@ -1,0 +1,100 @@
+"""Composition, validation and the frozen plan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf import DictConfig
+
+import evalhydra.conf
+from evalhydra.config import build_plan, cell_key
+from evalhydra.errors import EvalHydraError
+from tests.conftest import ZIG_FIXTURE
+
+Compose = Callable[..., DictConfig]
+CONF = Path(next(iter(evalhydra.conf.__path__)))
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "service").glob("*.yaml")))
+def test_every_service_yaml_builds_a_plan(compose: Compose, name: str) -> None:
+    plan = build_plan(compose(f"service={name}"))
+    assert plan.service.name == name
+    assert plan.evals[0].id == "smoke.reply_ok"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "matcher").glob("*.yaml")))
+def test_every_matcher_yaml_validates(compose: Compose, name: str) -> None:
+    plan = build_plan(compose(f"matcher={name}"))
+    assert plan.evals[0].matcher["kind"] == name
+
+
+def test_registry_options_are_config_options(compose: Compose) -> None:
+    plan = build_plan(compose("eval=multimodal"))
+    assert [e.id for e in plan.evals] == ["multimodal.image_object", "multimodal.release_notes"]
+    plan = build_plan(compose("eval=smoke.reply_ok", "eval.matcher.case_sensitive=false"))
+    assert plan.evals[0].matcher["case_sensitive"] is False
+    plan = build_plan(compose("service=local", "eval=tools"))
+    assert plan.service.base_url == "http://127.0.0.1:9000/v1"
+    assert plan.evals[0].tools[0].parameters["required"] == ["query"]
+
+
+def test_matcher_group_overrides_every_eval(compose: Compose) -> None:
+    plan = build_plan(compose("eval=multimodal", "matcher=exact_match"))
+    assert {e.matcher["kind"] for e in plan.evals} == {"exact_match"}
+
+
+def test_unknown_service_lists_options(compose: Compose) -> None:
+    with pytest.raises(MissingConfigException, match=r"(?s)Could not find 'service/mok'.*mock_slow"):
+        compose("service=mok")
+
+
+def test_wrong_type_and_unknown_key_fail_before_any_call(compose: Compose) -> None:
+    with pytest.raises(ConfigCompositionException, match="trials=abc"):
+        compose("trials=abc")
+    with pytest.raises(ConfigCompositionException, match="service.foo"):
+        compose("service.foo=1")
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("service.timeout_ms=0", r"service.timeout_ms=0: must be > 0"),
+    ("service.retry.max_attempts=11", r"service.retry.max_attempts=11: must be an integer in 1\.\.10"),
+    ("run.concurrency=0", r"run.concurrency=0: must be at least 1"),
+    ("trials=10001", r"trials=10001: must be in 1\.\.10000"),
+    ("judge_service=nope", r"(?s)Judge service 'nope' not found.*Available:"),
+    ("eval.matcher.kind=exact_mach", r"(?s)exact_mach.*Did you mean"),
+])
+def test_values_validated_with_the_key_named(compose: Compose, override: str, message: str) -> None:
+    extra = ["eval=quality"] if override.startswith("judge_service") else []
+    with pytest.raises(EvalHydraError, match=message):
+        build_plan(compose(*extra, override))
+
+
+def test_allowlist_excludes_service(compose: Compose) -> None:
+    with pytest.raises(EvalHydraError, match="No eval runs matched"):
+        build_plan(compose(f"registry={ZIG_FIXTURE}", "eval=smoke"))
+    plan = build_plan(compose(f"registry={ZIG_FIXTURE}", "service=local-product", "eval=smoke"))
+    assert plan.evals[0].id == "smoke.reply_ok"
+
+
+def test_plan_is_frozen_and_secret_free(compose: Compose, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOKEN", "sk-secret-value")
+    plan = build_plan(compose("+service.headers.X-Api-Key=Bearer ${env:TOKEN}"))
+    with pytest.raises(AttributeError):
+        plan.model = "x"  # type: ignore[misc]
+    assert plan.service.headers["X-Api-Key"] == "Bearer ${env:TOKEN}"
+    assert "sk-secret-value" not in repr(plan.config)
+    assert plan.config["service"]["headers"]["X-Api-Key"] == "<redacted>"
+
+
+def test_cell_key_tracks_result_relevant_config(compose: Compose) -> None:
+    base = build_plan(compose())
+    keys = {cell_key(base.evals[0], "c", "h", "mock", "m", 1, "s")}
+    for override in ("eval.matcher.case_sensitive=false", "eval.matcher.trim_whitespace=false"):
+        plan = build_plan(compose(override))
+        keys.add(cell_key(plan.evals[0], "c", "h", "mock", "m", 1, "s"))
+    same = build_plan(compose("service.timeout_ms=5", "run.concurrency=3"))
+    assert cell_key(same.evals[0], "c", "h", "mock", "m", 1, "s") in keys
+    assert len(keys) == 3

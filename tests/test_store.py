@@ -1,0 +1,99 @@
+"""The SQLite store on real files: schema, batching writer, concurrency, merge."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from evalhydra.errors import EvalHydraError
+from evalhydra.store import SCHEMA_VERSION, Batch, merge_stores, open_store
+
+
+def _row(key: str, run: str = "r1", passed: bool = True, error: str | None = None) -> dict[str, object]:
+    return {"cell_key": key, "run_id": run, "group": "g", "eval_id": "g.e", "service_name": "s",
+            "model": "m", "run_index": 1, "case_id": key, "status": "PASS" if passed else "FAIL",
+            "passed": passed, "score": 1.0 if passed else 0.0, "error_kind": error,
+            "details": {"k": [1, 2]}, "latency_ms": 5}
+
+
+def test_schema_tables_views_and_version(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    names = {r["name"] for r in store.query("select name from sqlite_master where type in ('table','view')")}
+    assert {"runs", "results", "run_cells", "attempts", "run_results", "eval_stats", "run_summary"} <= names
+    assert store.conn.execute("pragma user_version").fetchone()[0] == SCHEMA_VERSION
+    assert store.conn.execute("pragma journal_mode").fetchone()[0] == "wal"
+    indexes = {r["name"] for r in store.query("select name from sqlite_master where type = 'index'")}
+    assert any("eval_id" in i for i in indexes)
+    store.close()
+    open_store(tmp_path / "s.db").close()  # reopening is a no-op migration
+
+
+def test_write_is_atomic_and_idempotent(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    batch = Batch(results=[_row("a"), _row("b")], members=[("r1", "a"), ("r1", "b")])
+    store.write(batch)
+    store.write(batch)  # same cells again: still one row each
+    assert store.conn.execute("select count(*) from results").fetchone()[0] == 2
+    assert store.conn.execute("select count(*) from run_cells").fetchone()[0] == 2
+    row = next(store.run_rows(["r1"]))
+    assert row["details"] == '{"k": [1, 2]}' and row["passed"] == 1
+    with pytest.raises(sqlite3.Error):  # a bad batch rolls back entirely
+        store.write(Batch(results=[_row("c")], members=[("r1", "c")], attempts=[{"cell_key": "c", "latency_ms": object()}]))
+    assert store.conn.execute("select count(*) from results").fetchone()[0] == 2
+
+
+def test_done_keys_and_retry_errors(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    store.write(Batch(results=[_row("ok"), _row("bad", passed=False), _row("err", passed=False, error="timeout")]))
+    assert store.done_keys(["g.e"], "s", retry_errors=False) == {"ok", "bad", "err"}
+    assert store.done_keys(["g.e"], "s", retry_errors=True) == {"ok", "bad"}
+    assert store.done_keys(["other"], "s", retry_errors=False) == set()
+
+
+def test_read_only_store_rejects_writes(tmp_path: Path) -> None:
+    open_store(tmp_path / "s.db").close()
+    store = open_store(tmp_path / "s.db", read_only=True)
+    with pytest.raises(sqlite3.OperationalError):
+        store.conn.execute("delete from results")
+    with pytest.raises(EvalHydraError, match="No store at"):
+        open_store(tmp_path / "missing.db", read_only=True)
+
+
+def _writer_process(path: str, worker: int, n: int) -> None:
+    store = open_store(Path(path))
+    for start in range(0, n, 50):
+        rows = [_row(f"w{worker}-{i}", run=f"r{worker}") for i in range(start, start + 50)]
+        store.write(Batch(results=rows, members=[(f"r{worker}", r["cell_key"]) for r in rows]))  # type: ignore[misc]
+    store.close()
+
+
+def test_concurrent_processes_write_one_store(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    open_store(path).close()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer_process, args=(str(path), w, 1000)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    store = open_store(path)
+    assert store.conn.execute("select count(*) from results").fetchone()[0] == 4000
+
+
+def test_merge_shards_exactly(tmp_path: Path) -> None:
+    for name, keys in (("a", ["1", "2"]), ("b", ["2", "3"])):
+        shard = open_store(tmp_path / f"{name}.db")
+        shard.start_run({"run_id": f"run-{name}", "status": "completed", "started_at": "t"})
+        shard.write(Batch(results=[_row(k, run=f"run-{name}") for k in keys],
+                          members=[(f"run-{name}", k) for k in keys]))
+        shard.close()
+    shards = [tmp_path / "a.db", tmp_path / "b.db"]
+    assert merge_stores(tmp_path / "all.db", shards) == 3
+    assert merge_stores(tmp_path / "all.db", shards) == 3  # merging again adds nothing
+    store = open_store(tmp_path / "all.db")
+    assert {r["run_id"] for r in store.runs()} == {"run-a", "run-b"}
+    assert len(list(store.run_rows(["run-b"]))) == 2
