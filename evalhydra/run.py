@@ -84,10 +84,11 @@ def _finish(plan: RunPlan, store, outcome: RunOutcome, output_dir: Path | None) 
 
 
 def _warn_missing_keys(plan: RunPlan) -> None:
-    seen = set()
-    for svc in [plan.service, *plan.judges.values()]:
-        var = svc.api_key_env
-        if var and var not in seen and not os.environ.get(var, "").strip():
-            seen.add(var)
-            print(f"warning: service '{svc.name}' names api_key_env={var}, but ${var} is not set; "
-                  "requests go without an Authorization header.", file=sys.stderr)
+    """Warn once per service whose ``api_key_env`` variable is unset (the seed does not fail)."""
+    from evalhydra.services.openai_compat import missing_api_key_warning
+
+    services = {svc.name: svc for svc in [plan.service, *plan.judges.values()] if svc.kind == "openai"}
+    for svc in services.values():
+        warning = missing_api_key_warning(svc)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)

@@ -1,0 +1,607 @@
+"""The OpenAI-compatible chat-completions service (zig_eval's HTTP client, on trio).
+
+One :class:`OpenAICompatService` per configured service, created inside the
+run's trio loop. It owns:
+
+* a pool of ``httpx.AsyncClient`` shards (one per 16 concurrent slots; one
+  client degrades badly at high concurrency, see library notes §3.1), used
+  round-robin per attempt;
+* a ``trio.CapacityLimiter(max_concurrency)`` held for the whole call;
+* the ``rpm``/``tpm`` buckets (:mod:`evalhydra.services.ratelimit`);
+* the retry policy (:mod:`evalhydra.services.retry`).
+
+:meth:`OpenAICompatService.complete` never raises for a call problem: HTTP
+errors, timeouts and bad bodies come back as a :class:`~evalhydra.types.Completion`
+with ``error_kind`` set. Cancellation propagates.
+
+Attachments are rendered before the call (:mod:`evalhydra.services.render`,
+re-exported here: ``build_chat_request``, ``render_request``, ``RenderError``,
+``render_error_completion``); the runner catches ``RenderError`` and records
+``render_error_completion(err, resolve_model(cfg))``. A payload
+that cannot be JSON-encoded (e.g. a NaN in ``params``) is also a
+``render_error`` (``InvalidPayload``), returned by :meth:`complete`.
+
+Rate limits: each attempt waits for one ``rpm`` token and the request's
+estimated ``tpm`` tokens (outside its timeout, inside the call's concurrency
+slot); a successful attempt corrects the ``tpm`` charge with the real usage, a
+failed one keeps the estimate charged.
+
+Secrets: the API key and ``${env:NAME}`` header values are read from the
+environment for each call and never stored on the service or logged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+from collections.abc import Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from evalhydra.schema import ServiceConfig
+from evalhydra.services.pricing import cost_usd
+from evalhydra.services.ratelimit import RateLimiter, estimate_tokens
+from evalhydra.services.render import (
+    RenderError,
+    build_chat_request,
+    render_error_completion,
+    render_request,
+)
+from evalhydra.services.retry import (
+    AttemptResult,
+    RetryOutcome,
+    RetryPolicy,
+    classify_status,
+    parse_retry_after,
+    run_with_retries,
+)
+from evalhydra.types import ChatRequest, Completion, ErrorKind, ToolCall, ToolSpec, Usage
+
+__all__ = [
+    "CONNECTIONS_PER_CLIENT",
+    "MAX_RESPONSE_BYTES",
+    "ChatAnswer",
+    "InvalidResponseError",
+    "OpenAICompatService",
+    "RenderError",
+    "build_chat_request",
+    "build_payload",
+    "missing_api_key_warning",
+    "normalize_chat_url",
+    "parse_chat_response",
+    "render_error_completion",
+    "render_request",
+    "resolve_model",
+    "upstream_error_message",
+]
+
+#: zig_eval's response cap: a larger body is ``invalid_response``.
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+#: Connections per ``httpx.AsyncClient`` shard.
+CONNECTIONS_PER_CLIENT = 16
+
+_ENV_REF = re.compile(r"\$\{env:([^}]+)\}")
+_JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
+
+
+# --------------------------------------------------------------------------- config
+
+
+def normalize_chat_url(base_url: str) -> str:
+    """Turn a service ``base_url`` into its chat-completions endpoint (zig_eval rule).
+
+    ``…/chat/completions`` is kept; ``…/v1`` gets ``/chat/completions``;
+    ``…/v1/`` gets ``chat/completions``; ``…/`` gets ``v1/chat/completions``;
+    anything else gets ``/v1/chat/completions``.
+
+    Args:
+        base_url: The configured URL (surrounding whitespace is ignored).
+
+    Returns:
+        The endpoint URL.
+    """
+    url = base_url.strip()
+    if url.endswith("/chat/completions"):
+        return url
+    if url.endswith("/v1"):
+        return url + "/chat/completions"
+    if url.endswith("/v1/"):
+        return url + "chat/completions"
+    if url.endswith("/"):
+        return url + "v1/chat/completions"
+    return url + "/v1/chat/completions"
+
+
+def _read_env(name: str | None) -> str | None:
+    """The trimmed value of env var ``name``, or None when unnamed, unset or blank."""
+    if not name or not name.strip():
+        return None
+    value = os.environ.get(name.strip())
+    if value is None:
+        return None
+    return value.strip() or None
+
+
+def missing_api_key_warning(config: ServiceConfig) -> str | None:
+    """A warning when ``api_key_env`` names a variable that is unset or blank.
+
+    Requests are still sent, without an ``Authorization`` header (zig_eval: a
+    missing key is not an error). The runner prints the warning once.
+
+    Args:
+        config: The service.
+
+    Returns:
+        The warning text, or None when no key is expected or the key is set.
+    """
+    name = (config.api_key_env or "").strip()
+    if not name or _read_env(name) is not None:
+        return None
+    return (
+        f"Service '{config.name}': environment variable {name} is not set or blank; "
+        f"requests are sent without an Authorization header. Set {name} to authenticate."
+    )
+
+
+def _resolve_header(template: str) -> str | None:
+    """Substitute ``${env:NAME}`` references; None if one of them is unset or blank."""
+    missing = False
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal missing
+        value = _read_env(match.group(1))
+        if value is None:
+            missing = True
+            return ""
+        return value
+
+    resolved = _ENV_REF.sub(sub, template)
+    return None if missing else resolved
+
+
+def _plain(value: Any) -> Any:
+    """OmegaConf containers → plain Python (a no-op for plain values)."""
+    if isinstance(value, DictConfig | ListConfig):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def _split_headers(headers: Mapping[str, str]) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
+    """Split configured headers into static ones and ``${env:…}`` templates."""
+    static: dict[str, str] = {}
+    dynamic: list[tuple[str, str]] = []
+    for key, value in _plain(headers).items():
+        text = str(value)
+        if _ENV_REF.search(text):
+            dynamic.append((str(key), text))
+        else:
+            static[str(key)] = text
+    return static, tuple(dynamic)
+
+
+# --------------------------------------------------------------------------- payload
+
+
+def resolve_model(config: ServiceConfig, request: ChatRequest | None = None) -> str:
+    """The model a request uses: the request's, else ``model``, else ``default_model``.
+
+    Args:
+        config: The service.
+        request: The request, if any.
+
+    Returns:
+        The model name.
+    """
+    return (request.model if request else None) or config.model or config.default_model
+
+
+def _tool_json(tool: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def build_payload(config: ServiceConfig, request: ChatRequest) -> dict[str, Any]:
+    """Build the chat-completions body for one request.
+
+    Shape: ``{model, messages: [system?, user], tools?, stream: false,
+    provider?}`` then ``config.params`` and ``request.params`` merged on top (the
+    request's win; params may override any key).
+
+    Args:
+        config: The service.
+        request: The request.
+
+    Returns:
+        The JSON-ready body.
+    """
+    system = request.system_prompt if request.system_prompt is not None else config.system_prompt
+    messages: list[dict[str, Any]] = []
+    if system and system.strip():
+        messages.append({"role": "system", "content": system})
+    messages.append({"role": "user", "content": request.user_content})
+    payload: dict[str, Any] = {"model": resolve_model(config, request), "messages": messages}
+    if request.tools:
+        payload["tools"] = [_tool_json(tool) for tool in request.tools]
+    payload["stream"] = False
+    if config.provider and config.provider.strip():
+        payload["provider"] = config.provider.strip()
+    if config.params:
+        payload.update(_plain(config.params))
+    if request.params:
+        payload.update(request.params)
+    return payload
+
+
+def _count_image_chars(content: str | list[dict[str, Any]]) -> tuple[int, int]:
+    """(number of image parts, characters of their data URLs)."""
+    if isinstance(content, str):
+        return 0, 0
+    images = [p for p in content if isinstance(p, dict) and p.get("type") == "image_url"]
+    chars = sum(len(str(p.get("image_url", {}).get("url", ""))) for p in images)
+    return len(images), chars
+
+
+# --------------------------------------------------------------------------- response
+
+
+@dataclass(frozen=True, slots=True)
+class ChatAnswer:
+    """A parsed successful completion."""
+
+    output: str
+    model: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage
+
+
+class InvalidResponseError(Exception):
+    """A 2xx body that is not a usable completion; ``args[0]`` is the seed reason.
+
+    The reason is ``InvalidUpstreamJson`` or ``MalformedSuccessPayload``.
+    """
+
+
+def _nonneg_int(value: Any) -> int:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if ok else 0
+
+
+def _parse_usage(data: dict[str, Any]) -> Usage:
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        return Usage()
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    return Usage(
+        _nonneg_int(usage.get("prompt_tokens")),
+        _nonneg_int(usage.get("completion_tokens")),
+        _nonneg_int(cached),
+    )
+
+
+def _parse_tool_calls(message: dict[str, Any]) -> tuple[ToolCall, ...] | None:
+    raw = message.get("tool_calls")
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise InvalidResponseError("MalformedSuccessPayload")
+    calls = []
+    for entry in raw:
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if not isinstance(function, dict):
+            raise InvalidResponseError("MalformedSuccessPayload")
+        name, arguments = function.get("name"), function.get("arguments")
+        if not isinstance(name, str) or not isinstance(arguments, str):
+            raise InvalidResponseError("MalformedSuccessPayload")
+        calls.append(ToolCall(name, arguments))
+    return tuple(calls)
+
+
+def _first_message(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise InvalidResponseError("InvalidUpstreamJson")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise InvalidResponseError("MalformedSuccessPayload")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise InvalidResponseError("MalformedSuccessPayload")
+    return message
+
+
+def parse_chat_response(body: bytes, requested_model: str) -> ChatAnswer:
+    """Parse a 2xx chat-completions body.
+
+    Args:
+        body: The raw body.
+        requested_model: Used when the body names no model.
+
+    Returns:
+        The answer: content (null → ""), model, tool calls, usage.
+
+    Raises:
+        InvalidResponseError: ``InvalidUpstreamJson`` (not a JSON object) or
+            ``MalformedSuccessPayload`` (no ``choices[0].message``, bad
+            content or tool calls, or neither content nor tool calls).
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidResponseError("InvalidUpstreamJson") from None
+    message = _first_message(data)
+    tool_calls = _parse_tool_calls(message)
+    if "content" in message:
+        content = message["content"]
+        if content is None:
+            content = ""
+        elif not isinstance(content, str):
+            raise InvalidResponseError("MalformedSuccessPayload")
+    elif tool_calls is not None:
+        content = ""
+    else:
+        raise InvalidResponseError("MalformedSuccessPayload")
+    model = data.get("model")
+    model = model if isinstance(model, str) and model else requested_model
+    return ChatAnswer(content, model, tool_calls or (), _parse_usage(data))
+
+
+def upstream_error_message(body: bytes) -> str:
+    """The reason for a final non-2xx response (zig_eval rule).
+
+    Args:
+        body: The error response's body.
+
+    Returns:
+        The body's ``error.message``, or ``error`` when it is a string, else
+        ``UpstreamHttpError``.
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return "UpstreamHttpError"
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    if isinstance(error, str):
+        return error
+    return "UpstreamHttpError"
+
+
+async def _read_capped(response: httpx.Response, cap: int) -> bytes | None:
+    """Read the body, stopping past ``cap`` bytes; None when it is larger."""
+    length = response.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > cap:
+        return None
+    buf = bytearray()
+    async with aclosing(response.aiter_bytes()) as chunks:  # type: ignore[type-var]
+        async for chunk in chunks:
+            buf += chunk
+            if len(buf) > cap:
+                return None
+    return bytes(buf)
+
+
+# --------------------------------------------------------------------------- service
+
+
+def _make_clients(
+    config: ServiceConfig, transport: httpx.AsyncBaseTransport | None
+) -> list[httpx.AsyncClient]:
+    static, _ = _split_headers(config.headers)
+    headers = {**_JSON_HEADERS, **static}
+    timeout = httpx.Timeout(connect=10.0, read=config.timeout_ms / 1000.0, write=30.0, pool=None)
+    if transport is not None:
+        return [httpx.AsyncClient(transport=transport, timeout=timeout, headers=headers)]
+    n_clients = max(1, math.ceil(config.max_concurrency / CONNECTIONS_PER_CLIENT))
+    limits = httpx.Limits(
+        max_connections=CONNECTIONS_PER_CLIENT,
+        max_keepalive_connections=CONNECTIONS_PER_CLIENT,
+        keepalive_expiry=30,
+    )
+    ssl_context = httpx.create_ssl_context()  # load the CA bundle once for all shards
+    return [
+        httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers, verify=ssl_context)
+        for _ in range(n_clients)
+    ]
+
+
+class OpenAICompatService:
+    """A :class:`~evalhydra.services.base.Service` for OpenAI-compatible endpoints.
+
+    Args:
+        config: The service's config.
+        registry_root: The registry root (attachments are relative to it).
+        base_url: Overrides ``config.base_url`` (e.g. the started mock's URL).
+            It can also be changed later through :attr:`base_url`.
+        transport: An httpx transport for tests (``httpx.MockTransport``); one
+            client is then used.
+        rng: Randomness for backoff jitter (seed it for reproducible tests).
+
+    Raises:
+        EvalHydraError: For an unknown ``retry.strategy``.
+    """
+
+    def __init__(
+        self,
+        config: ServiceConfig,
+        *,
+        registry_root: Path,
+        base_url: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.registry_root = registry_root
+        self._url = normalize_chat_url(config.base_url if base_url is None else base_url)
+        self._policy = RetryPolicy.from_config(config.retry)
+        self._timeout_s = config.timeout_ms / 1000.0
+        self._deadline_s = config.deadline_ms / 1000.0 if config.deadline_ms else None
+        self._limiter = trio.CapacityLimiter(max(1, config.max_concurrency))
+        self._rate = RateLimiter.from_config(config.rate_limit)
+        _, self._dynamic_headers = _split_headers(config.headers)
+        user_keys = {key.lower() for key in config.headers}
+        self._auth_env = None if "authorization" in user_keys else config.api_key_env
+        self._clients = _make_clients(config, transport)
+        self._turn = 0
+        self._rng = rng or random.Random()
+
+    @property
+    def name(self) -> str:
+        """The service's name."""
+        return self.config.name
+
+    @property
+    def base_url(self) -> str:
+        """The chat-completions endpoint; assign a base URL to change it."""
+        return self._url
+
+    @base_url.setter
+    def base_url(self, value: str) -> None:
+        self._url = normalize_chat_url(value)
+
+    @property
+    def limiter(self) -> trio.CapacityLimiter:
+        """The per-service in-flight cap (``total_tokens`` may be changed at runtime)."""
+        return self._limiter
+
+    def _request_headers(self) -> dict[str, str] | None:
+        """Per-call secret headers: read now, never stored."""
+        if self._auth_env is None and not self._dynamic_headers:
+            return None
+        headers: dict[str, str] = {}
+        key = _read_env(self._auth_env)
+        if key is not None:
+            headers["authorization"] = f"Bearer {key}"
+        for name, template in self._dynamic_headers:
+            value = _resolve_header(template)
+            if value is not None:
+                headers[name] = value
+        return headers
+
+    def _next_client(self) -> httpx.AsyncClient:
+        self._turn += 1
+        return self._clients[self._turn % len(self._clients)]
+
+    def _estimate(self, body: bytes, request: ChatRequest) -> int:
+        n_images, image_chars = _count_image_chars(request.user_content)
+        return estimate_tokens(len(body) - image_chars, n_images)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """Send one request with retries and return its outcome; never raises for call errors.
+
+        Args:
+            request: The rendered request.
+
+        Returns:
+            The Completion (``error_kind`` set on failure).
+        """
+        model = resolve_model(self.config, request)
+        try:
+            body = json.dumps(
+                build_payload(self.config, request),
+                ensure_ascii=False,
+                separators=(",", ":"),
+                allow_nan=False,
+            ).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            return _failed(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
+        estimate = self._estimate(body, request) if self._rate.counts_tokens else 0
+        attempt = partial(self._attempt, body, self._request_headers(), model, estimate)
+        before = partial(self._rate.acquire, estimate) if self._rate.enabled else None
+        async with self._limiter:
+            outcome = await run_with_retries(
+                attempt,
+                self._policy,
+                timeout_s=self._timeout_s,
+                deadline_s=self._deadline_s,
+                before_attempt=before,
+                rng=self._rng,
+            )
+        return self._completion(outcome, model)
+
+    async def _attempt(
+        self,
+        body: bytes,
+        headers: dict[str, str] | None,
+        model: str,
+        estimate: int,
+        attempt: int,
+    ) -> AttemptResult[ChatAnswer]:
+        client = self._next_client()
+        async with client.stream("POST", self._url, content=body, headers=headers) as response:
+            status = response.status_code
+            raw = await _read_capped(response, MAX_RESPONSE_BYTES)
+            retry_after = response.headers.get("retry-after")
+        if not 200 <= status < 300:
+            return AttemptResult(
+                status_code=status,
+                error_kind=classify_status(status),
+                error_message=upstream_error_message(raw or b""),
+                retry_after_s=parse_retry_after(retry_after),
+            )
+        if raw is None:
+            return _invalid(status, "ResponseTooLarge")
+        try:
+            answer = parse_chat_response(raw, model)
+        except InvalidResponseError as exc:
+            return _invalid(status, str(exc.args[0]))
+        if self._rate.counts_tokens:
+            self._rate.adjust(answer.usage.prompt_tokens + answer.usage.completion_tokens - estimate)
+        return AttemptResult(value=answer, status_code=status)
+
+    def _completion(self, outcome: RetryOutcome[ChatAnswer], model: str) -> Completion:
+        last, n = outcome.last, len(outcome.attempts)
+        answer = last.value
+        if answer is None or last.error_kind is not None:
+            return Completion(
+                output="",
+                model=model,
+                status_code=last.status_code,
+                attempt_count=n,
+                retried=n > 1,
+                latency_ms=outcome.latency_ms,
+                error_kind=last.error_kind,
+                error_message=last.error_message,
+                attempts=tuple(outcome.attempts),
+            )
+        return Completion(
+            output=answer.output,
+            model=answer.model,
+            tool_calls=answer.tool_calls,
+            usage=answer.usage,
+            status_code=last.status_code,
+            attempt_count=n,
+            retried=n > 1,
+            latency_ms=outcome.latency_ms,
+            attempts=tuple(outcome.attempts),
+            cost_usd=cost_usd(answer.usage, self.config.pricing),
+        )
+
+    async def aclose(self) -> None:
+        """Close every client shard (idempotent)."""
+        for client in self._clients:
+            await client.aclose()
+
+
+def _invalid(status: int, reason: str) -> AttemptResult[ChatAnswer]:
+    return AttemptResult(status_code=status, error_kind=ErrorKind.INVALID_RESPONSE, error_message=reason)
+
+
+def _failed(model: str, kind: ErrorKind, message: str, attempts: int) -> Completion:
+    return Completion(output="", model=model, attempt_count=attempts, error_kind=kind, error_message=message)
