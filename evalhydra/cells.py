@@ -17,11 +17,12 @@ import trio
 
 from evalhydra.config import EvalPlan
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
+from evalhydra.matchers.rubric import refinement_input
 from evalhydra.schema import ServiceConfig
 from evalhydra.services.base import Service
 from evalhydra.types import INFRA_ERRORS, Case, ChatRequest, Completion, ErrorKind, MatchResult, Usage
 
-__all__ = ["CellJob", "ChatCellRunner", "now_iso", "refinement_input"]
+__all__ = ["CellJob", "ChatCellRunner", "now_iso"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +38,6 @@ class CellJob:
 def now_iso() -> str:
     """UTC timestamp in ISO 8601 with a Z suffix."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def refinement_input(feedback: str, original: str) -> str:
-    """The aiwg refinement message, exactly."""
-    return f"Previous attempt was insufficient. Feedback: {feedback}\n\nOriginal request: {original}"
 
 
 def _input_text(case: Case) -> str:
@@ -85,14 +81,13 @@ class ChatCellRunner:
         return row, self._attempt_rows(job, calls)
 
     async def _generate(self, job: CellJob, prompt: str) -> Completion:
-        from evalhydra.services.render import RenderError, build_chat_request
+        from evalhydra.services.render import RenderError, render_error_completion, render_request
 
         case = job.case if prompt == _input_text(job.case) else _with_input(job.case, prompt)
         try:
-            request = build_chat_request(case, job.eval.tools, self.root)
-        except (RenderError, OSError, UnicodeDecodeError) as exc:
-            return Completion(output="", model=self.model, error_kind=ErrorKind.RENDER_ERROR,
-                              error_message=f"{type(exc).__name__}: {exc}", attempt_count=0)
+            request = await render_request(case, job.eval.tools, self.root)
+        except RenderError as exc:
+            return render_error_completion(exc, self.model)
         return await self.service.complete(request)
 
     async def _score(self, job: CellJob, completion: Completion) -> MatchResult:

@@ -196,12 +196,12 @@ def _plan_evals(conf: Config, registry: Registry, service: str) -> tuple[list[Ev
 
 
 def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: Any) -> EvalPlan:
-    from evalhydra.matchers.factory import validate_matcher
+    from evalhydra.matchers.factory import validate_matcher, with_judge_service
 
     where = spec.get("source") or f"eval '{spec['id']}'"
     matcher = _matcher_spec(spec, conf, suite_matcher, where)
-    if conf.judge_service and matcher.get("judge_service"):
-        matcher = {**matcher, "judge_service": conf.judge_service}
+    if conf.judge_service:
+        matcher = with_judge_service(matcher, conf.judge_service)
     matcher = validate_matcher(matcher, f"{where}: matcher", registry_root=root)
     trials = conf.trials if conf.trials is not None else int(spec.get("default_run_count") or 1)
     if not 1 <= trials <= 10000:

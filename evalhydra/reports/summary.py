@@ -21,14 +21,15 @@ def group_stats(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         groups.setdefault((row["eval_id"], row["service_name"], row["model"]), []).append(row)
     out = []
     for (eval_id, service, model), items in groups.items():
-        scored = [r for r in items if r.get("error_kind") is None]
-        passed = sum(1 for r in items if r.get("passed"))
+        scored = [r for r in items if r.get("error_kind") is None and r.get("status") != "ERROR"]
+        passed = sum(1 for r in scored if r.get("passed"))
         lat = sorted(int(r.get("latency_ms") or 0) for r in items)
-        low, high = wilson_interval(passed, len(items))
+        low, high = wilson_interval(passed, len(scored))
         out.append({
             "eval": eval_id, "service": service, "model": model, "n": len(items),
             "passed": passed, "errors": len(items) - len(scored),
-            "pass_rate": passed / len(items) if items else 0.0, "ci_low": low, "ci_high": high,
+            # infrastructure errors are reported apart: they never lower the pass rate
+            "pass_rate": passed / len(scored) if scored else 0.0, "ci_low": low, "ci_high": high,
             "p50_ms": nearest_rank(lat, 50), "p95_ms": nearest_rank(lat, 95),
             "retried": sum(1 for r in items if r.get("retried")),
             "cost_usd": sum((r.get("cost_usd") or 0) + (r.get("judge_cost_usd") or 0) for r in items),

@@ -1,0 +1,243 @@
+"""Validate matcher specs when an eval loads, and build matchers for a run.
+
+A spec is a mapping (a plain dict, a Hydra ``MatcherConfig`` node or dict) with
+``kind`` and that kind's options. Keys whose value is None are ignored (the
+typed Hydra node has every field), so only the keys actually set are checked
+against :data:`MATCHER_KINDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.matchers import composite, custom, jsonmatch, model_grade, rubric, text, toolcall
+from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
+from evalhydra.matchers.common import is_number, plain
+from evalhydra.matchers.options import DEFAULTS, MATCHER_KINDS, REQUIRED, check_option
+from evalhydra.types import ErrorKind, MatchResult
+
+__all__ = [
+    "MATCHER_KINDS",
+    "JUDGE_KINDS",
+    "build_matcher",
+    "guard",
+    "judge_services_of",
+    "validate_matcher",
+    "with_judge_service",
+]
+
+#: Kinds that call a judge service.
+JUDGE_KINDS = frozenset({"model_grade", "rubric"})
+
+Checker = Callable[[dict[str, Any], str, Path], None]
+Builder = Callable[[dict[str, Any], Path, JudgeClient | None], Matcher]
+
+
+def _as_dict(spec: Any, where: str) -> dict[str, Any]:
+    raw = plain(spec)
+    if not isinstance(raw, dict):
+        raise EvalHydraError(f"{where}: a matcher must be a mapping with a 'kind', got {raw!r}")
+    return {k: v for k, v in raw.items() if v is not None}
+
+
+def _kind_of(options: dict[str, Any], where: str) -> str:
+    kind = options.pop("kind", None)
+    if kind is None:
+        raise EvalHydraError(f"{where}: matcher has no 'kind'", did_you_mean("", MATCHER_KINDS))
+    if not isinstance(kind, str) or kind not in MATCHER_KINDS:
+        raise EvalHydraError(
+            f"{where}: unknown matcher kind {kind!r}", did_you_mean(str(kind), MATCHER_KINDS)
+        )
+    return kind
+
+
+def _check_keys(kind: str, options: Mapping[str, Any], where: str) -> None:
+    allowed = MATCHER_KINDS[kind]
+    for key in options:
+        if key not in allowed:
+            hint = did_you_mean(key, allowed) if allowed else f"'{kind}' takes no options."
+            raise EvalHydraError(f"{where}: key '{key}' is not allowed for matcher kind '{kind}'", hint)
+    for key in REQUIRED.get(kind, ()):
+        if key not in options:
+            raise EvalHydraError(f"{where}: matcher kind '{kind}' needs '{key}'")
+
+
+def _split_weight(part: Any, kind: str, where: str) -> tuple[dict[str, Any], float | None]:
+    options = _as_dict(part, where)
+    weight = options.pop("weight", None)
+    if weight is None:
+        return options, None
+    if kind != "weighted":
+        raise EvalHydraError(f"{where}: 'weight' applies only to parts of a 'weighted' matcher")
+    if not is_number(weight) or weight < 0:
+        raise EvalHydraError(f"{where}: 'weight' must be a number >= 0, got {weight!r}")
+    return options, float(weight)
+
+
+def _check_parts(kind: str, options: dict[str, Any], where: str, root: Path) -> None:
+    cleaned = []
+    for index, part in enumerate(options["parts"]):
+        part_where = f"{where}.parts[{index}]"
+        spec, weight = _split_weight(part, kind, part_where)
+        clean = validate_matcher(spec, part_where, registry_root=root)
+        if kind == "weighted":
+            clean["weight"] = 1.0 if weight is None else weight
+        cleaned.append(clean)
+    if kind == "weighted" and sum(p["weight"] for p in cleaned) <= 0:
+        raise EvalHydraError(f"{where}: the part weights of a 'weighted' matcher sum to 0")
+    options["parts"] = cleaned
+
+
+def _no_check(options: dict[str, Any], where: str, root: Path) -> None:
+    del options, where, root
+
+
+def _check_schema(options: dict[str, Any], where: str, root: Path) -> None:
+    jsonmatch.make_validator(jsonmatch.load_schema(options["schema"], root, where), where)
+
+
+_CHECKERS: dict[str, Checker] = {
+    "regex": lambda options, where, root: text.check_regex(options, where),
+    "json_schema": _check_schema,
+    "rubric": lambda options, where, root: rubric.check_rubric(options, root, where),
+    "custom": lambda options, where, root: custom.check_custom(options, root, where),
+}
+
+
+def validate_matcher(spec: Mapping[str, Any], where: str, *, registry_root: Path) -> dict[str, Any]:
+    """Check a matcher spec when the eval loads and return it cleaned.
+
+    Args:
+        spec: The spec (dict, Hydra node or ``MatcherConfig``).
+        where: Where the spec comes from, e.g.
+            ``registry/evals/smoke/reply_ok.json: matcher``.
+        registry_root: The root registry-relative paths resolve against.
+
+    Returns:
+        A plain dict: ``kind``, the options set, defaults filled, Nones dropped,
+        composite parts cleaned recursively (weighted parts carry ``weight``).
+
+    Raises:
+        EvalHydraError: Unknown kind or key, a wrong type or range, a missing or
+            unsafe file, a contaminated rubric prompt, a bad regex or schema,
+            an unimportable custom target.
+    """
+    options = _as_dict(spec, where)
+    kind = _kind_of(options, where)
+    _check_keys(kind, options, where)
+    options = {key: check_option(key, value, where) for key, value in options.items()}
+    options = {**DEFAULTS.get(kind, {}), **options}
+    if kind in composite.COMPOSITE_KINDS:
+        _check_parts(kind, options, where, registry_root)
+    else:
+        _CHECKERS.get(kind, _no_check)(options, where, registry_root)
+    return {"kind": kind, **options}
+
+
+def guard(matcher: Matcher, kind: str) -> Matcher:
+    """Wrap a matcher so an exception becomes a ``matcher_error`` result.
+
+    The run goes on: the result fails with score 0, reason
+    ``<ExceptionType>: <message>`` and ``error_kind`` MATCHER_ERROR.
+    Cancellation (a BaseException) still propagates.
+    """
+
+    async def guarded(ctx: MatchContext) -> MatchResult:
+        try:
+            return await matcher(ctx)
+        except Exception as exc:
+            return MatchResult(
+                passed=False,
+                score=0.0,
+                reason=f"{type(exc).__name__}: {exc}",
+                details={"kind": kind},
+                error_kind=ErrorKind.MATCHER_ERROR,
+            )
+
+    guarded.__name__ = f"{kind}_matcher"
+    return guarded
+
+
+_BUILDERS: dict[str, Builder] = {
+    "exact_match": lambda spec, root, judges: text.build_exact_match(spec),
+    "includes": lambda spec, root, judges: text.build_includes(spec),
+    "regex": lambda spec, root, judges: text.build_regex(spec),
+    "json_fields": lambda spec, root, judges: jsonmatch.build_json_fields(spec),
+    "json_schema": lambda spec, root, judges: jsonmatch.build_json_schema(spec, root),
+    "tool_call": lambda spec, root, judges: toolcall.build_tool_call(spec),
+    "model_grade": lambda spec, root, judges: model_grade.build_model_grade(spec, judges),
+    "rubric": lambda spec, root, judges: rubric.build_rubric(spec, root, judges),
+    "custom": lambda spec, root, judges: custom.build_custom(spec, root),
+}
+
+
+def _build(clean: dict[str, Any], root: Path, judges: JudgeClient | None) -> Matcher:
+    kind = clean["kind"]
+    if kind in composite.COMPOSITE_KINDS:
+        parts = [
+            composite.Part(p["kind"], _build(p, root, judges), p.get("weight", 1.0)) for p in clean["parts"]
+        ]
+        return guard(composite.build_composite(kind, parts, clean.get("threshold")), kind)
+    return guard(_BUILDERS[kind](clean, root, judges), kind)
+
+
+def build_matcher(
+    spec: Mapping[str, Any],
+    *,
+    registry_root: Path,
+    judges: JudgeClient | None,
+    where: str = "matcher",
+) -> Matcher:
+    """Build the matcher a spec describes (validating it first).
+
+    Every matcher, composite parts included, is wrapped by :func:`guard`.
+
+    Args:
+        spec: A matcher spec, raw or already cleaned by :func:`validate_matcher`.
+        registry_root: The root registry-relative paths resolve against.
+        judges: The judge client; needed only for ``model_grade``/``rubric``.
+        where: Where the spec comes from, for error messages.
+
+    Raises:
+        EvalHydraError: The spec is invalid, or names a judge service ``judges``
+            does not know.
+        ValueError: A judge matcher was built without a judge client.
+    """
+    clean = validate_matcher(spec, where, registry_root=registry_root)
+    return _build(clean, registry_root, judges)
+
+
+def _parts_of(spec: Mapping[str, Any]) -> list[Any]:
+    parts = spec.get("parts")
+    return list(parts) if isinstance(parts, list | tuple) else []
+
+
+def judge_services_of(spec: Mapping[str, Any]) -> set[str]:
+    """Every ``judge_service`` a spec names, composite parts included."""
+    options = plain(spec)
+    if not isinstance(options, dict):
+        return set()
+    found = set()
+    service = options.get("judge_service")
+    if isinstance(service, str) and service.strip():
+        found.add(service.strip())
+    for part in _parts_of(options):
+        found |= judge_services_of(part)
+    return found
+
+
+def with_judge_service(spec: Mapping[str, Any], service: str) -> dict[str, Any]:
+    """Return a plain copy of ``spec`` whose judge matchers all use ``service``.
+
+    This is the ``judge_service=`` / ``--judge-service`` override: it replaces
+    the judge of every ``model_grade`` and ``rubric`` matcher, parts included.
+    """
+    options = plain(spec)
+    if options.get("kind") in JUDGE_KINDS:
+        options["judge_service"] = service
+    if _parts_of(options):
+        options["parts"] = [with_judge_service(p, service) for p in _parts_of(options)]
+    return dict(options)

@@ -1,0 +1,98 @@
+"""Helpers for end-to-end tests: a mock server process, a small registry, subprocess runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import smoke_eval, write_registry
+
+PY = sys.executable
+
+
+@contextmanager
+def mock_process(*args: str) -> Iterator[str]:
+    """Run ``python -m evalhydra.mock --port 0`` in its own process; yield its base URL."""
+    proc = subprocess.Popen([PY, "-m", "evalhydra.mock", "--port", "0", *args],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = line.strip().rsplit(" ", 1)[-1]
+        assert url.startswith("http://127.0.0.1:"), line
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def mock_call(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """GET (or POST ``body`` to) ``<url>/_mock/<path>``."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"{url}/_mock/{path}", data=data, method="POST" if data else "GET",
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        return dict(json.loads(resp.read() or b"{}"))
+
+
+def chat_requests(url: str) -> int:
+    """How many chat requests the mock has received."""
+    return int(mock_call(url, "stats")["chat_requests"])
+
+
+def numbered_registry(root: Path, n: int, *, eval_id: str = "g.e") -> Path:
+    """A registry with one exact_match eval of ``n`` 'Reply with exactly N.' cases."""
+    lines = "".join(json.dumps({"id": f"c{i}", "input": f"Reply with exactly V{i}.", "ideal": f"V{i}"}) + "\n"
+                    for i in range(n))
+    return write_registry(root, evals={"g/e.json": smoke_eval(eval_id)}, data={"data/g/e/test.jsonl": lines})
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m evalhydra ARGS`` to completion."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([PY, "-m", "evalhydra", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
+
+
+def start_cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    """Start ``python -m evalhydra ARGS`` without waiting."""
+    return subprocess.Popen([PY, "-m", "evalhydra", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.05) -> None:
+    """Poll ``predicate()`` until true or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError("condition not reached in time")
+
+
+def stored_results(db: Path) -> int:
+    """Rows in the results table (0 if the store does not exist yet)."""
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return int(conn.execute("select count(*) from results").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        conn.close()
