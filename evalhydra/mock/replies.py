@@ -1,0 +1,363 @@
+"""Deterministic replies: what the mock model "says" for a chat request.
+
+:func:`reply_for` is a pure function of the request payload. Rules, tried in
+order on the text of the last user message (text parts concatenated):
+
+1. Judge prompts.
+   a. zig_eval ``model_grade`` (starts with "You are grading an LLM or product
+      response for an eval."): JSON only, ``{"score", "passed", "reason"}``;
+      score 1.0 when the candidate output and the ideal answer contain one
+      another (case-insensitive), or when there is no ideal and the output is
+      non-empty; else 0.0. ``passed`` = score >= the prompt's passing score.
+   b. aiwg rubric evaluator (any system or user text mentions
+      ``rubric_scores``): JSON with ``score``, ``pass``, ``feedback``,
+      ``rubric_scores`` (one per criterion of the ``Weights:`` line),
+      ``failure_category`` and ``suggested_fix``. Each criterion scores 1.0
+      when the generated output is non-empty and free of the token "BAD", else
+      0.3; ``score`` is the weighted mean; ``pass`` = score >= 0.85 (or the
+      prompt's ``score >= X``). ``MOCK_FENCE`` anywhere in the request wraps
+      the JSON in a ```json fence.
+2. Refinement: "Previous attempt was insufficient." replaces the text with
+   its "Original request:" part, with every "BAD" token removed, and the
+   rules below apply to that.
+3. Tools: when tools are offered and the text names one (the name, the name
+   with "_" as spaces, or every "_"-separated word of it as words of the
+   text; case-insensitive), the reply is ``content: null`` plus one tool call.
+   ``tool_choice`` "none" disables this; a named ``tool_choice`` forces it.
+   String arguments are the text's words after "for", lowercased, without
+   punctuation and stopwords ("Search the web for the weather in Melbourne."
+   gives "weather melbourne"); integer 1, number 1.0, boolean true, array [],
+   object {}.
+4. "Reply with exactly X." gives X (quotes around X dropped).
+5. JSON (the text says "JSON", or ``response_format`` is ``json_object`` or
+   ``json_schema``): "with an answer field set to OK." gives
+   ``{"answer": "OK"}``; otherwise ``{"answer": <text>}``, or, for a
+   ``json_schema``, an object filling its properties.
+6. Otherwise the text itself (echo).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+__all__ = ["message_text", "prompt_text", "reply_for", "usage_for"]
+
+_GRADE_PREFIX = "You are grading an LLM or product response for an eval."
+_REFINE_MARK = "Previous attempt was insufficient."
+_STOPWORDS = frozenset({"the", "a", "an", "in", "of", "for", "on", "at", "to"})
+_EXACTLY = re.compile(r"reply with exactly\s+([^\n]*?)(?:\.(?=\s|$)|\n|$)", re.I)
+_FIELD = re.compile(r"\bwith an?\s+(\w+)\s+field\b(?:\s+set to\s+([^\n]*?)(?:\.(?=\s|$)|\n|$))?", re.I)
+_WEIGHTS = re.compile(r"^\s*Weights:\s*(.+)$", re.M)
+_WEIGHT_PAIR = re.compile(r"([A-Za-z_][\w-]*)\s*=\s*([0-9]*\.?[0-9]+)")
+_RUBRIC_KEYS = re.compile(r'"rubric_scores"\s*:\s*\{([^}]*)\}')
+_THRESHOLD = re.compile(r"score\s*>=\s*([0-9]*\.?[0-9]+)")
+_OUTPUT_HEAD = re.compile(r"^(?:Generated output|Output produced by the generator):[ \t]*\n?", re.M)
+_BAD = re.compile(r"\bBAD\b[ \t]?")
+_WORD = re.compile(r"\w+")
+_TYPE_DEFAULTS: dict[str, Any] = {
+    "integer": 1,
+    "number": 1.0,
+    "boolean": True,
+    "array": [],
+    "object": {},
+    "null": None,
+}
+
+
+def message_text(content: Any) -> str:
+    """Return the text of a message's ``content`` (a string or content parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and "text" in p]
+        return "\n".join(str(p) for p in parts)
+    return ""
+
+
+def prompt_text(payload: dict[str, Any]) -> str:
+    """Return the text of the last user message ("" when there is none)."""
+    for message in reversed(payload.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return message_text(message.get("content"))
+    return ""
+
+
+def reply_for(payload: dict[str, Any]) -> dict[str, Any]:
+    """Return the assistant message the mock sends for a chat request.
+
+    Args:
+        payload: The parsed ``/chat/completions`` request body.
+
+    Returns:
+        ``{"role": "assistant", "content": str | None}`` plus ``tool_calls``
+        when the reply is a tool call.
+    """
+    text = prompt_text(payload)
+    judged = _judge_reply(payload, text)
+    if judged is not None:
+        return _content(judged)
+    if _REFINE_MARK in text:
+        text = _original_request(text)
+    call = _tool_reply(payload, text)
+    if call is not None:
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+    exact = _EXACTLY.search(text)
+    if exact:
+        return _content(_unquote(exact.group(1).strip()))
+    if _wants_json(payload, text):
+        return _content(_json_reply(payload, text))
+    return _content(text)
+
+
+def usage_for(payload: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+    """Return a deterministic OpenAI ``usage`` block (about 4 characters a token).
+
+    Text parts count by length, each non-text part (an image) as 85 tokens,
+    offered tools by the length of their JSON.
+    """
+    chars, images = 0, 0
+    for m in payload.get("messages") or []:
+        content = m.get("content") if isinstance(m, dict) else None
+        chars += len(message_text(content))
+        if isinstance(content, list):
+            images += sum(1 for p in content if isinstance(p, dict) and "text" not in p)
+    prompt = math.ceil(chars / 4) + 85 * images
+    if payload.get("tools"):
+        prompt += math.ceil(len(json.dumps(payload["tools"])) / 4)
+    out = message.get("content") or ""
+    for call in message.get("tool_calls") or ():
+        out += call["function"]["arguments"]
+    prompt, completion = max(prompt, 1), max(math.ceil(len(out) / 4), 1)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+
+
+def _content(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def _unquote(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
+        return text[1:-1]
+    return text
+
+
+def _all_text(payload: dict[str, Any]) -> str:
+    messages = payload.get("messages") or []
+    return "\n".join(message_text(m.get("content")) for m in messages if isinstance(m, dict))
+
+
+# -- judges -------------------------------------------------------------------
+
+
+def _judge_reply(payload: dict[str, Any], text: str) -> str | None:
+    if text.lstrip().startswith(_GRADE_PREFIX):
+        return _grade_reply(text)
+    everything = _all_text(payload)
+    if "rubric_scores" in everything:
+        return _rubric_reply(everything, text)
+    return None
+
+
+def _section(text: str, title: str) -> str | None:
+    """Return the body of a ``Title:\\n...`` section, up to the next section title."""
+    match = re.search(rf"(?:^|\n){re.escape(title)}:\n", text)
+    if match is None:
+        return None
+    rest = text[match.end() :]
+    end = re.search(r"\n\n[A-Z][A-Za-z ]*:\n", rest)
+    return (rest[: end.start()] if end else rest).strip()
+
+
+def _grade_reply(text: str) -> str:
+    output = _section(text, "Candidate output") or ""
+    ideal = _section(text, "Ideal answer")
+    try:
+        passing = float(_section(text, "Passing score") or "0.5")
+    except ValueError:
+        passing = 0.5
+    if ideal is None or ideal == "No ideal answer was provided.":
+        score = 1.0 if output else 0.0
+        reason = "Candidate output is non-empty." if output else "Candidate output is empty."
+    else:
+        out, want = output.lower(), ideal.lower()
+        match = bool(out) and bool(want) and (want in out or out in want)
+        score = 1.0 if match else 0.0
+        reason = (
+            "Candidate output matches the ideal answer."
+            if match
+            else "Candidate output does not match the ideal answer."
+        )
+    return json.dumps({"score": score, "passed": score >= passing, "reason": reason})
+
+
+def _rubric_weights(prompt: str) -> dict[str, float]:
+    line = _WEIGHTS.search(prompt)
+    if line:
+        weights = {k.lower(): float(v) for k, v in _WEIGHT_PAIR.findall(line.group(1))}
+        if weights:
+            return weights
+    block = _RUBRIC_KEYS.search(prompt)
+    if block:
+        keys = re.findall(r'"(\w+)"\s*:', block.group(1))
+        if keys:
+            return {k.lower(): 1.0 for k in keys}
+    return {"overall": 1.0}
+
+
+def _generated_output(text: str) -> str:
+    head = _OUTPUT_HEAD.search(text)
+    if head is None:
+        return ""
+    rest = text[head.end() :]
+    end = rest.rfind("\n\nScore the output.")
+    return (rest[:end] if end >= 0 else rest).strip()
+
+
+def _rubric_reply(everything: str, text: str) -> str:
+    weights = _rubric_weights(everything)
+    output = _generated_output(text)
+    each = 1.0 if output and "BAD" not in output else 0.3
+    total = sum(weights.values()) or 1.0
+    score = round(sum(w * each for w in weights.values()) / total, 4)
+    threshold = _THRESHOLD.search(everything)
+    passed = score >= (float(threshold.group(1)) if threshold else 0.85)
+    result: dict[str, Any] = {
+        "score": score,
+        "pass": passed,
+        "feedback": "",
+        "rubric_scores": dict.fromkeys(weights, each),
+        "failure_category": None,
+        "suggested_fix": None,
+    }
+    if not passed:
+        bad = "Output contains BAD content" if output else "Output is empty"
+        fix = "Remove BAD content" if output else "Produce a non-empty output"
+        result.update(feedback=bad, failure_category="content", suggested_fix=fix)
+    body = json.dumps(result, indent=2)
+    return f"```json\n{body}\n```" if "MOCK_FENCE" in everything else body
+
+
+# -- refinement, tools, JSON ----------------------------------------------------
+
+
+def _original_request(text: str) -> str:
+    marker = text.find("Original request:")
+    original = text[marker + len("Original request:") :] if marker >= 0 else text
+    return _BAD.sub("", original).strip()
+
+
+def _tool_specs(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    specs = []
+    for tool in payload.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        spec: dict[str, Any] = tool["function"] if isinstance(tool.get("function"), dict) else tool
+        if isinstance(spec.get("name"), str):
+            specs.append(spec)
+    return specs
+
+
+def _names_tool(name: str, text: str) -> bool:
+    lower = text.lower()
+    name = name.lower()
+    if name in lower or name.replace("_", " ") in lower:
+        return True
+    words = set(_WORD.findall(lower))
+    parts = [p for p in re.split(r"[_\W]+", name) if p]
+    return bool(parts) and all(p in words for p in parts)
+
+
+def _pick_tool(payload: dict[str, Any], text: str) -> dict[str, Any] | None:
+    specs = _tool_specs(payload)
+    choice = payload.get("tool_choice")
+    if not specs or choice == "none":
+        return None
+    if isinstance(choice, dict):
+        forced = (choice.get("function") or {}).get("name")
+        for spec in specs:
+            if spec["name"] == forced:
+                return spec
+    for spec in specs:
+        if _names_tool(spec["name"], text):
+            return spec
+    return specs[0] if choice == "required" else None
+
+
+def _tool_reply(payload: dict[str, Any], text: str) -> dict[str, Any] | None:
+    spec = _pick_tool(payload, text)
+    if spec is None:
+        return None
+    arguments = json.dumps(_tool_arguments(spec.get("parameters"), text), separators=(",", ":"))
+    digest = hashlib.sha1(f"{spec['name']}\0{arguments}".encode()).hexdigest()[:24]
+    return {
+        "id": f"call_{digest}",
+        "type": "function",
+        "function": {"name": spec["name"], "arguments": arguments},
+    }
+
+
+def _query_words(text: str) -> str:
+    match = re.search(r"\bfor\b(.*)", text, re.I | re.S)
+    words = _WORD.findall((match.group(1) if match else text).lower())
+    kept = [w for w in words if w not in _STOPWORDS]
+    if not kept and match:
+        kept = [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+    return " ".join(kept)
+
+
+def _tool_arguments(schema: Any, text: str) -> dict[str, Any]:
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return {}
+    props: dict[str, Any] = schema["properties"]
+    names = [n for n in schema.get("required") or [] if n in props] or list(props)[:1]
+    return {name: _value_for(props[name], text) for name in names}
+
+
+def _value_for(prop: Any, text: str) -> Any:
+    kind = prop.get("type", "string") if isinstance(prop, dict) else "string"
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if not isinstance(kind, str):
+        kind = "string"
+    if isinstance(prop, dict) and isinstance(prop.get("enum"), list) and prop["enum"]:
+        return prop["enum"][0]
+    return _TYPE_DEFAULTS[kind] if kind in _TYPE_DEFAULTS else _query_words(text)
+
+
+def _wants_json(payload: dict[str, Any], text: str) -> bool:
+    fmt = payload.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
+        return True
+    return re.search(r"\bjson\b", text, re.I) is not None
+
+
+def _json_reply(payload: dict[str, Any], text: str) -> str:
+    match = _FIELD.search(text)
+    field = match.group(1) if match else "answer"
+    value = _unquote(match.group(2).strip()) if match and match.group(2) else text
+    schema = _response_schema(payload)
+    if schema is None:
+        return json.dumps({field: value})
+    props = schema["properties"]
+    obj = {name: value if name == field else _value_for(props[name], text) for name in props}
+    return json.dumps(obj)
+
+
+def _response_schema(payload: dict[str, Any]) -> dict[str, Any] | None:
+    fmt = payload.get("response_format")
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+    spec = fmt.get("json_schema") or {}
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+        return schema
+    return None
