@@ -139,6 +139,7 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
             f"'{service.name}' in its service_allowlist ({', '.join(skipped)}).",
             "Choose another service=, or another eval=.",
         )
+    _check_kinds_match(service, model, evals)
     judges = _judges(conf, registry, evals, service)
     plain = redact(OmegaConf.to_container(cfg, resolve=True))
     return RunPlan(
@@ -154,6 +155,22 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
         overrides=tuple(overrides),
         skipped=tuple(skipped),
     )
+
+
+def _check_kinds_match(service: ServiceConfig, model: str, evals: list[EvalPlan]) -> None:
+    """Agent evals need a command service and chat evals an HTTP one."""
+    for ev in evals:
+        is_agent = ev.cases is not None
+        if is_agent and service.kind != "command":
+            raise EvalHydraError(f"eval '{ev.id}' runs agent CLIs; service '{service.name}' is kind "
+                                 f"'{service.kind}'.", "Choose a command service, e.g. service=fake_agent.")
+        if not is_agent and service.kind == "command":
+            raise EvalHydraError(f"service '{service.name}' is an agent CLI; eval '{ev.id}' needs a chat "
+                                 "service.", "Choose an agent eval, e.g. eval=agent_cases.")
+    if service.kind == "command":
+        from evalhydra.agents import validate_command_service
+
+        validate_command_service(service, model)
 
 
 def _check_run(run: RunConfig) -> RunConfig:
@@ -199,10 +216,13 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
     from evalhydra.matchers.factory import validate_matcher, with_judge_service
 
     where = spec.get("source") or f"eval '{spec['id']}'"
-    matcher = _matcher_spec(spec, conf, suite_matcher, where)
-    if conf.judge_service:
-        matcher = with_judge_service(matcher, conf.judge_service)
-    matcher = validate_matcher(matcher, f"{where}: matcher", registry_root=root)
+    if spec.get("cases") is not None:
+        matcher: dict[str, Any] = {}  # agent evals: each case's validator.py scores it
+    else:
+        matcher = _matcher_spec(spec, conf, suite_matcher, where)
+        if conf.judge_service:
+            matcher = with_judge_service(matcher, conf.judge_service)
+        matcher = validate_matcher(matcher, f"{where}: matcher", registry_root=root)
     trials = conf.trials if conf.trials is not None else int(spec.get("default_run_count") or 1)
     if not 1 <= trials <= 10000:
         raise EvalHydraError(f"trials={trials}: must be in 1..10000.")

@@ -117,10 +117,11 @@ async def execute(plan: RunPlan, store: Store, *, run_id: str | None = None,
     done = store.done_keys([e.id for e in plan.evals], plan.service.name,
                            retry_errors=plan.run.retry_errors)
     progress = progress or Progress(total, enabled=False)
+    status = "failed"
     try:
         await _run(plan, store, run_id, done, outcome, progress)
-    finally:
         status = "interrupted" if outcome.interrupted else "completed"
+    finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(lambda: store.finish_run(
                 run_id, status=status, finished_at=now_iso(), cells_run=outcome.executed))

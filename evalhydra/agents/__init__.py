@@ -1,0 +1,69 @@
+"""Agent-CLI evals (zrb-llm-evaluator style): cases, trials, traces, reports.
+
+A case is a directory (``instruction.txt``, ``validator.py``, optional
+``workdir/``). Each trial runs an agent CLI (``kind: command`` service) as a
+subprocess in its own directory, then the case's validator judges the result.
+
+Building blocks: :func:`load_cases`, :func:`validate_command_service`,
+:func:`build_argv`, :func:`run_trial`, :func:`trace_from_history`, and the
+pure artifact renderers :func:`render_report_md`, :func:`results_json`,
+:func:`list_table`, :func:`write_json_atomic`.
+"""
+
+from evalhydra.agents.command import (
+    TEMPLATES,
+    build_argv,
+    build_env,
+    safe_model_name,
+    session_name,
+    template_name,
+    validate_command_service,
+)
+from evalhydra.agents.executor import TrialPaths, run_trial, trial_paths, verification_marker
+from evalhydra.agents.loader import AgentCase, load_cases, load_validator
+from evalhydra.agents.models import (
+    STATUSES,
+    TERMINAL_STATUSES,
+    ToolCallRecord,
+    TrialResult,
+    TrialTrace,
+    ValidationCheck,
+    ValidationResult,
+    ValidatorProtocol,
+)
+from evalhydra.agents.report import list_table, render_report_md, results_json, write_json_atomic
+from evalhydra.agents.trace import trace_from_history
+from evalhydra.agents.usage import TokenUsage, cost_usd, parse_usage
+
+__all__ = [
+    "STATUSES",
+    "TEMPLATES",
+    "TERMINAL_STATUSES",
+    "AgentCase",
+    "TokenUsage",
+    "ToolCallRecord",
+    "TrialPaths",
+    "TrialResult",
+    "TrialTrace",
+    "ValidationCheck",
+    "ValidationResult",
+    "ValidatorProtocol",
+    "build_argv",
+    "build_env",
+    "cost_usd",
+    "list_table",
+    "load_cases",
+    "load_validator",
+    "parse_usage",
+    "render_report_md",
+    "results_json",
+    "run_trial",
+    "safe_model_name",
+    "session_name",
+    "template_name",
+    "trace_from_history",
+    "trial_paths",
+    "validate_command_service",
+    "verification_marker",
+    "write_json_atomic",
+]

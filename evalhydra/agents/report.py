@@ -1,0 +1,340 @@
+"""zrb-llm-evaluator artifacts as pure functions: report.md, results.json, ``list``.
+
+:func:`render_report_md` takes an experiment ``{id, config, results,
+started_at, completed_at}`` whose results are :class:`TrialResult` dicts (or
+objects) and returns the seed's report.md. It never reads the clock, so
+rendering the same experiment twice gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from evalhydra.agents.models import STATUSES, TrialResult
+
+__all__ = ["STATUS_ICONS", "list_table", "render_report_md", "results_json", "write_json_atomic"]
+
+STATUS_ICONS = {"EXCELLENT": "👍", "PASS": "✅", "FAIL": "❌", "TIMEOUT": "⏱️", "ERROR": "⚠️"}
+_PASSING = frozenset({"EXCELLENT", "PASS"})
+_FAILING = frozenset({"FAIL", "TIMEOUT", "ERROR"})
+_DASH = "—"
+
+Row = dict[str, Any]
+
+
+def results_json(results: Iterable[TrialResult | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Return results as the seed's ``results.json`` list (seed keys only)."""
+    return [_row(r) for r in results]
+
+
+def _row(result: TrialResult | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(result, TrialResult):
+        return result.to_dict()
+    return TrialResult.from_dict(result).to_dict()
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write ``obj`` as indented JSON: a temp file in the same directory, then ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(obj, handle, indent=2, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def list_table(results: Iterable[TrialResult | Mapping[str, Any]]) -> str:
+    """Return the seed's ``list`` output: model, case, trial, status, duration."""
+    rows = results_json(results)
+    lines = [
+        f"Found {len(rows)} trial(s):",
+        "",
+        f"{'Model':<30} {'Test Case':<20} {'Trial':<6} {'Status':<12} {'Duration':<10}".rstrip(),
+        "-" * 80,
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['model']:<30} {r['test_case']:<20} {r['trial_index']:<6} "
+            f"{r['status']:<12} {float(r['duration']):<10.2f}".rstrip()
+        )
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- report.md
+
+
+def render_report_md(experiment: Mapping[str, Any]) -> str:
+    """Render the seed's report.md for ``experiment``.
+
+    Sections: header, Overall Status, By Model, By Test Case, Grid, Stability
+    (omitted when every cell has one trial), Failing / Timeout Trials, Summary
+    (best values per test case in bold), Per-Trial Details.
+    """
+    rows = sorted(results_json(experiment.get("results") or []), key=_sort_key)
+    parts = [
+        _header(experiment),
+        _overall(rows),
+        _by_model(rows),
+        _by_case(rows),
+        _grid(rows),
+        _stability(rows),
+        _failing(rows),
+        _summary(rows),
+        _details(rows),
+    ]
+    return "".join(parts)
+
+
+def _sort_key(r: Row) -> tuple[str, str, int]:
+    return (r["model"], r["test_case"], r["trial_index"])
+
+
+def _cell(text: Any) -> str:
+    """Table-cell text: pipes escaped, line breaks flattened."""
+    return _inline(text).replace("|", "\\|")
+
+
+def _inline(text: Any) -> str:
+    """Single-line text: line breaks become spaces."""
+    return " ".join(str(text).splitlines())
+
+
+def _status(status: str) -> str:
+    icon = STATUS_ICONS.get(status)
+    return f"{icon} {status}" if icon else _cell(status)
+
+
+def _stamp(value: Any) -> str:
+    if value is None or value == "":
+        return _DASH
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def _header(experiment: Mapping[str, Any]) -> str:
+    started, completed = experiment.get("started_at"), experiment.get("completed_at")
+    return (
+        "# Experiment Report\n"
+        f"- **Experiment ID**: {_inline(experiment.get('id', ''))}\n"
+        f"- **Started**: {_stamp(started)}\n"
+        f"- **Completed**: {_stamp(completed)}\n"
+        f"- **Generated**: {_stamp(completed or started)}\n"
+        "\n"
+    )
+
+
+def _overall(rows: list[Row]) -> str:
+    counts = _count(r["status"] for r in rows)
+    lines = [
+        f"**Total trials**: {len(rows)}\n",
+        "\n## Overall Status\n\n",
+        "| Status | Count | % |\n",
+        "|--------|-------|---|\n",
+    ]
+    for status in STATUSES:
+        if counts[status]:
+            lines.append(
+                f"| {_status(status)} | {counts[status]} | {counts[status] / len(rows) * 100:.1f} |\n"
+            )
+    return "".join(lines)
+
+
+def _count(statuses: Iterable[str]) -> defaultdict[str, int]:
+    counts: defaultdict[str, int] = defaultdict(int)
+    for status in statuses:
+        counts[status] += 1
+    return counts
+
+
+def _group(rows: list[Row], key: str) -> dict[str, list[Row]]:
+    groups: dict[str, list[Row]] = defaultdict(list)
+    for r in rows:
+        groups[r[key]].append(r)
+    return dict(sorted(groups.items()))
+
+
+def _status_counts(rows: list[Row]) -> str:
+    counts = _count(r["status"] for r in rows)
+    return " | ".join(str(counts[s]) for s in STATUSES)
+
+
+def _by_model(rows: list[Row]) -> str:
+    lines = [
+        "\n## By Model\n\n",
+        "| Model | Trials | 👍 | ✅ | ❌ | ⏱️ | ⚠️ | Avg dur (s) |\n",
+        "|-------|--------|----|----|----|----|----|-------------|\n",
+    ]
+    for model, group in _group(rows, "model").items():
+        avg = sum(float(r["duration"]) for r in group) / len(group)
+        lines.append(f"| {_cell(model)} | {len(group)} | {_status_counts(group)} | {avg:.1f} |\n")
+    return "".join(lines)
+
+
+def _by_case(rows: list[Row]) -> str:
+    lines = [
+        "\n## By Test Case\n\n",
+        "| Test Case | Trials | 👍 | ✅ | ❌ | ⏱️ | ⚠️ |\n",
+        "|-----------|--------|----|----|----|----|----|\n",
+    ]
+    for case, group in _group(rows, "test_case").items():
+        lines.append(f"| {_cell(case)} | {len(group)} | {_status_counts(group)} |\n")
+    return "".join(lines)
+
+
+def _cells(rows: list[Row]) -> dict[tuple[str, str], list[Row]]:
+    cells: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        cells[(r["model"], r["test_case"])].append(r)
+    return dict(sorted(cells.items()))
+
+
+def _grid(rows: list[Row]) -> str:
+    models = sorted({r["model"] for r in rows})
+    cases = sorted({r["test_case"] for r in rows})
+    cells = _cells(rows)
+    header = ["Model", *(_cell(c) for c in cases)]
+    lines = [
+        "\n## Grid\n\n",
+        "| " + " | ".join(header) + " |\n",
+        "|" + "|".join("-" * max(3, len(col)) for col in header) + "|\n",
+    ]
+    for model in models:
+        trials = [cells.get((model, case), []) for case in cases]
+        icons = [_icons(t) if t else _DASH for t in trials]
+        lines.append("| " + " | ".join([_cell(model), *icons]) + " |\n")
+    return "".join(lines)
+
+
+def _icons(trials: list[Row]) -> str:
+    ordered = sorted(trials, key=lambda r: r["trial_index"])
+    return " ".join(STATUS_ICONS.get(r["status"], "") for r in ordered)
+
+
+def _stability(rows: list[Row]) -> str:
+    cells = _cells(rows)
+    if all(len(trials) == 1 for trials in cells.values()):
+        return ""
+    lines = [
+        "\n## Stability\n\n",
+        "Per-(model, test case) pass rate across trials. ",
+        "🟢 stable = all trials passed; 🟡 flaky = mixed; 🔴 broken = none passed.\n\n",
+        "| Model | Test Case | Pass Rate | Stability |\n",
+        "|-------|-----------|-----------|-----------|\n",
+    ]
+    for (model, case), trials in cells.items():
+        passed, total = sum(r["status"] in _PASSING for r in trials), len(trials)
+        verdict = "🟢 STABLE" if passed == total else "🔴 BROKEN" if passed == 0 else "🟡 FLAKY"
+        rate = f"{passed}/{total} ({passed / total * 100:.0f}%)"
+        lines.append(f"| {_cell(model)} | {_cell(case)} | {rate} | {verdict} |\n")
+    return "".join(lines)
+
+
+def _failing(rows: list[Row]) -> str:
+    failing = [r for r in rows if r["status"] in _FAILING]
+    lines = ["\n## Failing / Timeout Trials\n\n"]
+    if not failing:
+        return "".join([*lines, "No failing or timeout trials.\n"])
+    lines += [
+        "| Model | Test Case | Trial | Status | Duration (s) |\n",
+        "|-------|-----------|-------|--------|--------------|\n",
+    ]
+    for r in failing:
+        lines.append(
+            f"| {_cell(r['model'])} | {_cell(r['test_case'])} | {r['trial_index']} | "
+            f"{_status(r['status'])} | {float(r['duration']):.1f} |\n"
+        )
+    return "".join(lines)
+
+
+def _score(r: Row) -> float | None:
+    verdict = r.get("verification_result")
+    return float(verdict["score"]) if verdict else None
+
+
+def _best_by_case(rows: list[Row]) -> dict[str, dict[str, Any]]:
+    """Per test case, the best value of each metric among PASS/EXCELLENT trials."""
+    best: dict[str, dict[str, Any]] = {}
+    for case, group in _group([r for r in rows if r["status"] in _PASSING], "test_case").items():
+        scores = [s for s in map(_score, group) if s is not None]
+        best[case] = {
+            "duration": min(float(r["duration"]) for r in group),
+            "score": max(scores) if scores else None,
+            "total_tokens": min(r["total_tokens"] for r in group),
+            "tool_call_count": min(r["tool_call_count"] for r in group),
+        }
+    return best
+
+
+def _bold_if(text: str, condition: bool) -> str:
+    return f"**{text}**" if condition else text
+
+
+def _summary(rows: list[Row]) -> str:
+    lines = [
+        "\n## Summary\n\n",
+        "| Model | Test Case | Trial | Status | Duration (s) | Score | "
+        "Total Tokens | Input | Output | Cache | Tool Calls |\n",
+        "|-------|-----------|-------|--------|-------------|-------|"
+        "--------------|-------|--------|-------|------------|\n",
+    ]
+    best = _best_by_case(rows)
+    lines += [_summary_row(r, best.get(r["test_case"])) for r in rows]
+    return "".join(lines)
+
+
+def _summary_row(r: Row, best: dict[str, Any] | None) -> str:
+    score = _score(r)
+    b = best if best is not None and r["status"] in _PASSING else {}
+    duration = _bold_if(f"{float(r['duration']):.2f}", float(r["duration"]) == b.get("duration"))
+    score_text = "" if score is None else _bold_if(f"{score:.2f}", score == b.get("score"))
+    total = _bold_if(str(r["total_tokens"]), r["total_tokens"] == b.get("total_tokens"))
+    tools = _bold_if(str(r["tool_call_count"]), r["tool_call_count"] == b.get("tool_call_count"))
+    return (
+        f"| {_cell(r['model'])} | {_cell(r['test_case'])} | {r['trial_index']} | "
+        f"{_status(r['status'])} | {duration} | {score_text} | {total} | {r['input_tokens']} | "
+        f"{r['output_tokens']} | {r['cache_read_tokens']} | {tools} |\n"
+    )
+
+
+def _details(rows: list[Row]) -> str:
+    lines = ["\n## Per-Trial Details\n\n"]
+    for r in rows:
+        lines += _trial_details(r)
+    return "".join(lines)
+
+
+def _trial_details(r: Row) -> list[str]:
+    lines = [
+        f"### {_inline(r['model'])} / {_inline(r['test_case'])} / Trial {r['trial_index']}\n\n",
+        f"- **Status**: {_status(r['status'])}\n",
+        f"- **Duration**: {float(r['duration']):.2f}s\n",
+        f"- **Exit code**: {r['exit_code']}\n",
+        f"- **History path**: {_inline(r['log_path'])}\n",
+    ]
+    if r.get("stdout_log_path"):
+        lines.append(f"- **Stdout log path**: {_inline(r['stdout_log_path'])}\n")
+    lines.append(
+        f"- **Tokens**: total={r['total_tokens']}, input={r['input_tokens']}, "
+        f"output={r['output_tokens']}, cache={r['cache_read_tokens']}\n"
+    )
+    if r["tool_call_count"] > 0:
+        names = ", ".join(_inline(n) for n in r["tool_calls"])
+        lines.append(f"- **Tool calls** ({r['tool_call_count']}): {names}\n")
+    verdict = r.get("verification_result")
+    if verdict is not None:
+        lines.append(f"- **Validation score**: {float(verdict['score'])}\n")
+        for check in verdict.get("details") or []:
+            mark = "✓" if check["passed"] else "✗"
+            lines.append(f"  - {_inline(check['name'])}: {mark} {_inline(check.get('message', ''))}\n")
+    lines.append("\n")
+    return lines
