@@ -39,6 +39,8 @@ from evalhydra.types import ChatRequest, Completion
 
 __all__ = ["RunOutcome", "count_cells", "execute", "new_run_id"]
 
+FLUSH_INTERVAL_S = 0.25
+
 
 @dataclass
 class RunOutcome:
@@ -219,18 +221,25 @@ async def _run_agent_cell(plan: RunPlan, job: CellJob, run_id: str) -> tuple[dic
     return await run_agent_cell(plan, job, run_id)
 
 
-async def _writer(rows_rx: trio.MemoryReceiveChannel[Batch], store: Store, batch_size: int) -> None:
-    """The only task that writes: batches rows and commits them off the trio thread."""
+async def _writer(rows_rx: trio.MemoryReceiveChannel[Batch], store: Store, batch_size: int,
+                  flush_interval: float = FLUSH_INTERVAL_S) -> None:
+    """The only task that writes: one transaction per ``batch_size`` results or per
+    ``flush_interval`` seconds, whichever comes first, committed off the trio thread.
+
+    A crash loses at most the last interval's results, which resume re-runs;
+    nothing stored is ever duplicated.
+    """
     pending = Batch()
     try:
         async with rows_rx:
             async for batch in rows_rx:
                 pending.extend(batch)
-                while len(pending.results) < batch_size:
-                    try:
-                        pending.extend(rows_rx.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
+                with trio.move_on_after(flush_interval):
+                    while len(pending.results) < batch_size:
+                        try:
+                            pending.extend(await rows_rx.receive())
+                        except trio.EndOfChannel:
+                            break
                 current, pending = pending, Batch()
                 await trio.to_thread.run_sync(store.write, current)
     finally:

@@ -624,8 +624,10 @@ async def test_client_pool_is_sharded(tmp_path: Path) -> None:
     assert len(svc._clients) == 4
     svc_small = OpenAICompatService(make_cfg(max_concurrency=5), registry_root=tmp_path)
     assert len(svc_small._clients) == 1
-    first = svc._next_client()
-    assert [svc._next_client() for _ in range(4)][-1] is first  # round robin
+    with svc._lease_client() as a, svc._lease_client() as b, svc._lease_client() as c:
+        assert len({id(a), id(b), id(c)}) == 3  # least-loaded: spread over idle clients
+        assert svc._in_flight == [1, 1, 1, 0]
+    assert svc._in_flight == [0, 0, 0, 0]
     await svc.aclose()
     await svc_small.aclose()
     await svc.aclose()  # idempotent
