@@ -1,0 +1,84 @@
+"""The runner in-process: limits, timeouts on trio's autojump clock, sweeps, interrupted runs."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+import trio.testing
+from omegaconf import DictConfig
+
+from evalhydra.config import build_plan
+from evalhydra.mock import MockSettings, serve
+from evalhydra.runner import count_cells, execute
+from evalhydra.store import open_store
+from tests.helpers import numbered_registry
+
+Compose = Callable[..., DictConfig]
+
+
+async def test_hang_past_timeout_is_a_timeout_error_in_virtual_time(
+        compose: Compose, tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    registry = numbered_registry(tmp_path / "reg", 4)
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve, MockSettings(fault="hang"))
+        plan = build_plan(compose(f"registry={registry}", "service=mock", "service.mock.enabled=false",
+                                  f"service.base_url={server.url}", "service.timeout_ms=30000",
+                                  "service.retry.max_attempts=2", "eval=g"))
+        store = open_store(plan.store_path)
+        start = trio.current_time()
+        outcome = await execute(plan, store, total=count_cells(plan))
+        elapsed = trio.current_time() - start
+        nursery.cancel_scope.cancel()
+    assert outcome.executed == 4 and outcome.errors == 4
+    assert 60 <= elapsed < 61  # two 30 s attempts, in virtual time
+    rows = list(store.query("select error_kind, attempt_count, status from results"))
+    assert rows == [{"error_kind": "timeout", "attempt_count": 2, "status": "ERROR"}] * 4
+
+
+async def test_concurrency_limits_hold_at_the_server(compose: Compose, tmp_path: Path) -> None:
+    registry = numbered_registry(tmp_path / "reg", 60)
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve, MockSettings(latency_ms=20))
+        base = ["service=mock", "service.mock.enabled=false", f"service.base_url={server.url}", "eval=g",
+                f"registry={registry}"]
+        for run_limit, service_limit, expected in ((5, 64, 5), (64, 3, 3)):
+            plan = build_plan(compose(*base, f"run.concurrency={run_limit}",
+                                      f"service.max_concurrency={service_limit}",
+                                      f"store.path={tmp_path / f'{run_limit}.db'}"))
+            server.stats.reset()
+            await execute(plan, open_store(plan.store_path), total=count_cells(plan))
+            assert server.stats.max_in_flight == expected
+        nursery.cancel_scope.cancel()
+
+
+def test_multirun_sweep_writes_one_store_and_a_sweep_report(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "evalhydra", "-m", "service=mock,mock_slow", "eval=smoke",
+                          "trials=2", "run.progress=false", "service.mock.latency_ms=0",
+                          "hydra.sweep.dir=sweep"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    conn = sqlite3.connect(tmp_path / "outputs" / "evalhydra.db")
+    assert conn.execute("select count(*), count(distinct sweep_dir) from runs").fetchone() == (2, 1)
+    assert conn.execute("select count(*) from results").fetchone() == (8,)
+    report = (tmp_path / "sweep" / "report" / "baseline_comparisons.json").read_text()
+    assert '"baseline_name": "mock"' in report and '"candidate_name": "mock_slow"' in report
+    assert (tmp_path / "sweep" / "report" / "report.md").exists()
+    assert (tmp_path / "sweep" / "0-eval=smoke,service.mock.latency_ms=0,service=mock,trials=2").is_dir()
+
+
+def test_dataset_errors_stop_the_run_before_any_call(compose: Compose, tmp_path: Path) -> None:
+    import pytest
+
+    from evalhydra.errors import EvalHydraError
+
+    registry = numbered_registry(tmp_path / "reg", 3)
+    with (registry / "data/g/e/test.jsonl").open("a") as handle:
+        handle.write('{"id": "bad"\n')
+    plan = build_plan(compose(f"registry={registry}", "eval=g"))
+    with pytest.raises(EvalHydraError, match=r"test\.jsonl:4: invalid JSON"):
+        count_cells(plan)
+    assert not plan.store_path.exists()
