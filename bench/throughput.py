@@ -38,8 +38,11 @@ def _usage() -> dict[str, float]:
 
 
 def _payload(i: int) -> dict[str, Any]:
-    return {"model": "mock-model", "messages": [{"role": "user", "content": f"Reply with exactly V{i}."}],
-            "stream": False}
+    return {
+        "model": "mock-model",
+        "messages": [{"role": "user", "content": f"Reply with exactly V{i}."}],
+        "stream": False,
+    }
 
 
 async def _bare(url: str, n: int, c: int) -> int:
@@ -47,8 +50,12 @@ async def _bare(url: str, n: int, c: int) -> int:
     import httpx
     import trio
 
-    clients = [httpx.AsyncClient(limits=httpx.Limits(max_connections=16, max_keepalive_connections=16),
-                                 timeout=httpx.Timeout(60.0)) for _ in range(math.ceil(c / 16))]
+    clients = [
+        httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=16, max_keepalive_connections=16), timeout=httpx.Timeout(60.0)
+        )
+        for _ in range(math.ceil(c / 16))
+    ]
     send, receive = trio.open_memory_channel[int](c)
     ok = [0]
 
@@ -81,11 +88,23 @@ def _registry(root: Path, n: int) -> tuple[Path, int]:
     data.mkdir(parents=True)
     with (data / "test.jsonl").open("w") as out:
         for i in range(cases):
-            out.write(json.dumps({"id": f"c{i}", "input": f"Reply with exactly V{i}.", "ideal": f"V{i}"}) + "\n")
+            out.write(
+                json.dumps({"id": f"c{i}", "input": f"Reply with exactly V{i}.", "ideal": f"V{i}"}) + "\n"
+            )
     (root / "evals").mkdir()
-    (root / "evals" / "e.json").write_text(json.dumps({
-        "id": "bench.e", "group": "bench", "description": "throughput", "dataset_path": "data/b/e/test.jsonl",
-        "split": "test", "matcher": {"kind": "exact_match"}, "default_run_count": trials}))
+    (root / "evals" / "e.json").write_text(
+        json.dumps(
+            {
+                "id": "bench.e",
+                "group": "bench",
+                "description": "throughput",
+                "dataset_path": "data/b/e/test.jsonl",
+                "split": "test",
+                "matcher": {"kind": "exact_match"},
+                "default_run_count": trials,
+            }
+        )
+    )
     (root / "services.json").write_text("[]")
     return root, cases * trials
 
@@ -98,9 +117,19 @@ def _evalhydra(url: str, n: int, c: int, workdir: Path) -> dict[str, Any]:
     from evalhydra.store import open_store
 
     registry, cells = _registry(workdir / "reg", n)
-    cfg = compose_config([f"registry={registry}", "service=mock", "service.mock.enabled=false",
-                          f"service.base_url={url}", f"service.max_concurrency={c}", f"run.concurrency={c}",
-                          f"store.path={workdir / 'bench.db'}", "run.progress=false", "eval=bench.e"])
+    cfg = compose_config(
+        [
+            f"registry={registry}",
+            "service=mock",
+            "service.mock.enabled=false",
+            f"service.base_url={url}",
+            f"service.max_concurrency={c}",
+            f"run.concurrency={c}",
+            f"store.path={workdir / 'bench.db'}",
+            "run.progress=false",
+            "eval=bench.e",
+        ]
+    )
     plan = build_plan(cfg)
     store = open_store(plan.store_path)
     start = time.perf_counter()
@@ -131,21 +160,30 @@ def worker(kind: str, url: str, n: int, c: int) -> None:
 
 
 def _run_side(kind: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--worker", kind, "--url", url, "--n", str(args.n),
-                          "--c", str(args.c)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", kind, "--url", url, "--n", str(args.n), "--c", str(args.c)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def _start_mock(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "evalhydra.mock", "--port", "0", "--latency-ms",
-                             str(latency_ms)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalhydra.mock", "--port", "0", "--latency-ms", str(latency_ms)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     return proc, proc.stdout.readline().strip().rsplit(" ", 1)[-1]
 
 
 def main() -> None:
     """Parse arguments, run both sides, print the comparison."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=20000)
     parser.add_argument("--c", type=int, default=200)
     parser.add_argument("--latency-ms", type=float, default=50.0)
@@ -167,11 +205,15 @@ def main() -> None:
     print(f"N={args.n} C={args.c} L={args.latency_ms:g} ms  ideal={ideal:.2f} s")
     for name, r in sides.items():
         eff = ideal / r["wall_s"] if r["wall_s"] else 0.0
-        print(f"{name:16s} wall={r['wall_s']:7.2f} s  efficiency={eff:5.3f}  req/s={args.n / r['wall_s']:8.1f}  "
-              f"cpu={r['cpu_s']:6.2f} s  peak_rss={r['peak_rss_mb']:6.1f} MB  ok={r['ok']}"
-              + (f"  stored={r['stored']} report={r['report_s']:.2f} s" if "stored" in r else ""))
+        print(
+            f"{name:16s} wall={r['wall_s']:7.2f} s  efficiency={eff:5.3f}  req/s={args.n / r['wall_s']:8.1f}  "
+            f"cpu={r['cpu_s']:6.2f} s  peak_rss={r['peak_rss_mb']:6.1f} MB  ok={r['ok']}"
+            + (f"  stored={r['stored']} report={r['report_s']:.2f} s" if "stored" in r else "")
+        )
     if len(sides) == 2:
-        print(f"evalhydra wall / bare wall = {sides['evalhydra']['wall_s'] / sides['bare trio+httpx']['wall_s']:.3f}")
+        print(
+            f"evalhydra wall / bare wall = {sides['evalhydra']['wall_s'] / sides['bare trio+httpx']['wall_s']:.3f}"
+        )
 
 
 if __name__ == "__main__":

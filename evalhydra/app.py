@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from evalhydra.schema import register
@@ -25,8 +26,12 @@ def hydra_main(cfg: DictConfig) -> None:
     from evalhydra.run import run_config
 
     hc = HydraConfig.get()
-    code = run_config(cfg, overrides=list(hc.overrides.task), output_dir=hc.runtime.output_dir,
-                      job_num=hc.job.num if hc.mode.name == "MULTIRUN" else None)
+    code = run_config(
+        cfg,
+        overrides=list(hc.overrides.task),
+        output_dir=hc.runtime.output_dir,
+        job_num=hc.job.num if hc.mode == RunMode.MULTIRUN else None,
+    )
     _EXIT[0] = max(_EXIT[0], code)
     if code == 130:
         raise SystemExit(130)

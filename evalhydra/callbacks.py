@@ -42,6 +42,7 @@ class SweepReport(Callback):
 
 def sweep_run_ids(store: Any, sweep_dir: Path) -> list[str]:
     """Run ids of the jobs of one sweep, in start order."""
-    rows = store.query("select run_id from runs where sweep_dir = ? order by started_at, run_id",
-                       [str(sweep_dir)])
+    rows = store.query(
+        "select run_id from runs where sweep_dir = ? order by started_at, run_id", [str(sweep_dir)]
+    )
     return [r["run_id"] for r in rows]

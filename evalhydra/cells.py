@@ -17,10 +17,11 @@ import trio
 
 from evalhydra.config import EvalPlan
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
+from evalhydra.matchers.factory import judge_services_of
 from evalhydra.matchers.rubric import refinement_input
 from evalhydra.schema import ServiceConfig
 from evalhydra.services.base import Service
-from evalhydra.types import INFRA_ERRORS, Case, ChatRequest, Completion, ErrorKind, MatchResult, Usage
+from evalhydra.types import INFRA_ERRORS, Case, Completion, ErrorKind, MatchResult, Usage
 
 __all__ = ["CellJob", "ChatCellRunner", "now_iso"]
 
@@ -47,8 +48,14 @@ def _input_text(case: Case) -> str:
 class ChatCellRunner:
     """Executes chat cells against one service with per-eval matchers."""
 
-    def __init__(self, service: Service, matchers: dict[str, Matcher], registry_root: Path,
-                 run_id: str, judges: JudgeClient | None = None) -> None:
+    def __init__(
+        self,
+        service: Service,
+        matchers: dict[str, Matcher],
+        registry_root: Path,
+        run_id: str,
+        judges: JudgeClient | None = None,
+    ) -> None:
         self.service = service
         self.matchers = matchers
         self.root = registry_root
@@ -62,23 +69,33 @@ class ChatCellRunner:
         started = trio.current_time()
         history: list[dict[str, Any]] = []
         calls: list[tuple[str, Completion]] = []
+        labels: list[str] = []  # per call: "candidate<attempt>" / "judge<attempt>"
         text = _input_text(job.case)
         feedback = ""
         for attempt in range(1, job.eval.max_attempts + 1):
             prompt = text if attempt == 1 else refinement_input(feedback, text)
             completion = await self._generate(job, prompt)
             calls.append(("candidate", completion))
+            labels.append(f"candidate{attempt}")
             match = await self._score(job, completion)
             if match.judge is not None:
                 calls.append(("judge", match.judge))
-            history.append({"attempt": attempt, "output": completion.output, "score": match.score,
-                            "pass": match.passed, "feedback": match.feedback or match.reason or ""})
+                labels.append(f"judge{attempt}")
+            history.append(
+                {
+                    "attempt": attempt,
+                    "output": completion.output,
+                    "score": match.score,
+                    "pass": match.passed,
+                    "feedback": match.feedback or match.reason or "",
+                }
+            )
             feedback = match.feedback or match.reason or ""
             if match.passed or match.error_kind is not None or completion.error_kind is not None:
                 break
         latency = (trio.current_time() - started) * 1000
         row = self._row(job, completion, match, calls, history, latency)
-        return row, self._attempt_rows(job, calls)
+        return row, self._attempt_rows(job, calls, labels, len(history))
 
     async def _generate(self, job: CellJob, prompt: str) -> Completion:
         from evalhydra.services.render import RenderError, render_error_completion, render_request
@@ -92,14 +109,21 @@ class ChatCellRunner:
 
     async def _score(self, job: CellJob, completion: Completion) -> MatchResult:
         if not completion.ok:
-            return MatchResult(passed=False, score=0.0, reason=completion.error_message,
-                               error_kind=completion.error_kind)
+            return MatchResult(
+                passed=False, score=0.0, reason=completion.error_message, error_kind=completion.error_kind
+            )
         ctx = MatchContext(case=job.case, output=completion.output, tool_calls=completion.tool_calls)
         return await self.matchers[job.eval.id](ctx)
 
-    def _row(self, job: CellJob, completion: Completion, match: MatchResult,
-             calls: list[tuple[str, Completion]], history: list[dict[str, Any]],
-             latency_ms: float) -> dict[str, Any]:
+    def _row(
+        self,
+        job: CellJob,
+        completion: Completion,
+        match: MatchResult,
+        calls: list[tuple[str, Completion]],
+        history: list[dict[str, Any]],
+        latency_ms: float,
+    ) -> dict[str, Any]:
         case: Case = job.case
         judge = match.judge
         candidate = [c for kind, c in calls if kind == "candidate"]
@@ -108,8 +132,11 @@ class ChatCellRunner:
         judge_usage = sum((c.usage for c in judges), Usage())
         error = match.error_kind or completion.error_kind
         attempts = sum(c.attempt_count for _, c in calls)
-        status = "ERROR" if error in INFRA_ERRORS or error == ErrorKind.RENDER_ERROR else (
-            "PASS" if match.passed else "FAIL")
+        status = (
+            "ERROR"
+            if error in INFRA_ERRORS or error == ErrorKind.RENDER_ERROR
+            else ("PASS" if match.passed else "FAIL")
+        )
         return {
             "cell_key": job.key,
             "run_id": self.run_id,
@@ -136,7 +163,7 @@ class ChatCellRunner:
             "judge_attempt_count": judge.attempt_count if judge else None,
             "judge_retried": judge.retried if judge else None,
             "judge_status_code": judge.status_code if judge else None,
-            "judge_service": job.eval.matcher.get("judge_service"),
+            "judge_service": ",".join(sorted(judge_services_of(job.eval.matcher))) or None,
             "judge_model": (judge.model if judge else None),
             "latency_ms": int(round(latency_ms)),
             "prompt_tokens": usage.prompt_tokens,
@@ -158,17 +185,27 @@ class ChatCellRunner:
             "evaluated_at": now_iso(),
         }
 
-    def _attempt_rows(self, job: CellJob, calls: list[tuple[str, Completion]]) -> list[dict[str, Any]]:
+    def _attempt_rows(
+        self, job: CellJob, calls: list[tuple[str, Completion]], labels: list[str], generations: int
+    ) -> list[dict[str, Any]]:
+        """Audit rows of every HTTP attempt; calls are ``candidate``/``judge`` when one
+        attempt ran, else numbered by refinement attempt (``candidate2``, ``judge2``)."""
         rows = []
-        for index, (kind, completion) in enumerate(calls):
-            call = kind if len(calls) <= 2 else f"{kind}{index // 2 + 1}"
+        for (kind, completion), label in zip(calls, labels, strict=True):
+            call = kind if generations == 1 else label
             for record in completion.attempts:
-                rows.append({
-                    "cell_key": job.key, "run_id": self.run_id, "call": call,
-                    "attempt": record.attempt, "status_code": record.status_code,
-                    "error_kind": str(record.error_kind) if record.error_kind else None,
-                    "latency_ms": round(record.latency_ms, 3), "error_message": record.error_message,
-                })
+                rows.append(
+                    {
+                        "cell_key": job.key,
+                        "run_id": self.run_id,
+                        "call": call,
+                        "attempt": record.attempt,
+                        "status_code": record.status_code,
+                        "error_kind": str(record.error_kind) if record.error_kind else None,
+                        "latency_ms": round(record.latency_ms, 3),
+                        "error_message": record.error_message,
+                    }
+                )
         return rows
 
 

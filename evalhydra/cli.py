@@ -28,12 +28,15 @@ DEFAULT_STORE = "outputs/evalhydra.db"
 
 
 def _add_store(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", default=DEFAULT_STORE, metavar="PATH",
-                        help=f"SQLite store (default: {DEFAULT_STORE})")
+    parser.add_argument(
+        "--store", default=DEFAULT_STORE, metavar="PATH", help=f"SQLite store (default: {DEFAULT_STORE})"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evalhydra", description="Inspect and report on the evalhydra store.")
+    parser = argparse.ArgumentParser(
+        prog="evalhydra", description="Inspect and report on the evalhydra store."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (fn, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=(fn.__doc__ or help_text).strip())
@@ -144,15 +147,20 @@ def cmd_query(args: argparse.Namespace) -> int:
     try:
         rows = list(store.query(args.sql))
     except sqlite3.Error as exc:
-        raise EvalHydraError(f"SQL error: {exc}.", "The store is opened read-only; only SELECTs work.") from None
+        raise EvalHydraError(
+            f"SQL error: {exc}.", "The store is opened read-only; only SELECTs work."
+        ) from None
     print(_format(rows, args.format))
     return 0
 
 
 def _cfg_query(p: argparse.ArgumentParser) -> None:
     p.add_argument("sql")
-    p.add_argument("--format", default="simple",
-                   help=f"csv, json, or a tabulate format ({', '.join(sorted(tabulate_formats)[:6])}, …)")
+    p.add_argument(
+        "--format",
+        default="simple",
+        help=f"csv, json, or a tabulate format ({', '.join(sorted(tabulate_formats)[:6])}, …)",
+    )
 
 
 # -- results ------------------------------------------------------------------
@@ -163,10 +171,20 @@ def cmd_results(args: argparse.Namespace) -> int:
     """
     store = _open(args)
     run_ids = _resolve_run_ids(store, [args.run_id])
-    rows = [{"eval": r["eval_id"], "service": r["service_name"], "model": r["model"],
-             "case": r["case_id"], "trial": r["run_index"], "status": r["status"],
-             "score": r["score"], "duration_s": round((r["latency_ms"] or 0) / 1000, 2),
-             "reason": (r["failure_reason"] or "")[:60]} for r in store.run_rows(run_ids)]
+    rows = [
+        {
+            "eval": r["eval_id"],
+            "service": r["service_name"],
+            "model": r["model"],
+            "case": r["case_id"],
+            "trial": r["run_index"],
+            "status": r["status"],
+            "score": r["score"],
+            "duration_s": round((r["latency_ms"] or 0) / 1000, 2),
+            "reason": (r["failure_reason"] or "")[:60],
+        }
+        for r in store.run_rows(run_ids)
+    ]
     print(_format(rows, args.format) if rows else "No results for that run.")
     return 0
 
@@ -230,7 +248,9 @@ def _format(rows: list[dict[str, Any]], fmt: str) -> str:
             writer.writerows(rows)
         return buffer.getvalue().rstrip("\n")
     if fmt not in tabulate_formats:
-        raise EvalHydraError(f"Unknown --format {fmt}.", "Use csv, json or one of: " + ", ".join(tabulate_formats))
+        raise EvalHydraError(
+            f"Unknown --format {fmt}.", "Use csv, json or one of: " + ", ".join(tabulate_formats)
+        )
     return tabulate(rows, headers="keys", tablefmt=fmt)
 
 
@@ -243,6 +263,10 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "list": (cmd_list, "list a registry's services and evals"),
 }
 CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
-    "runs": _cfg_runs, "report": _cfg_report, "query": _cfg_query, "results": _cfg_results,
-    "merge": _cfg_merge, "list": _cfg_list,
+    "runs": _cfg_runs,
+    "report": _cfg_report,
+    "query": _cfg_query,
+    "results": _cfg_results,
+    "merge": _cfg_merge,
+    "list": _cfg_list,
 }

@@ -87,9 +87,7 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
 
 def to_config(cfg: DictConfig) -> Config:
     """Turn a composed config into the typed :class:`Config` (fails on ``???``)."""
-    from omegaconf.errors import MissingMandatoryValue
-
-    from omegaconf.errors import OmegaConfBaseException
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
     _reject_unknown_keys(cfg, "")
     try:
@@ -111,11 +109,11 @@ def _reject_unknown_keys(node: Any, path: str) -> None:
     schema = OmegaConf.get_type(node)
     if dataclasses.is_dataclass(schema):
         allowed = {f.name for f in dataclasses.fields(schema)}
-        for key in node:
+        for key in map(str, node):
             if key not in allowed:
                 name = f"{path}{key}"
                 raise EvalHydraError(f"Unknown config key '{name}'.", did_you_mean(str(key), allowed))
-    for key in node:
+    for key in map(str, node):
         child = node._get_node(key)
         if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing():
             _reject_unknown_keys(child, f"{path}{key}.")
@@ -162,11 +160,15 @@ def _check_kinds_match(service: ServiceConfig, model: str, evals: list[EvalPlan]
     for ev in evals:
         is_agent = ev.cases is not None
         if is_agent and service.kind != "command":
-            raise EvalHydraError(f"eval '{ev.id}' runs agent CLIs; service '{service.name}' is kind "
-                                 f"'{service.kind}'.", "Choose a command service, e.g. service=fake_agent.")
+            raise EvalHydraError(
+                f"eval '{ev.id}' runs agent CLIs; service '{service.name}' is kind '{service.kind}'.",
+                "Choose a command service, e.g. service=fake_agent.",
+            )
         if not is_agent and service.kind == "command":
-            raise EvalHydraError(f"service '{service.name}' is an agent CLI; eval '{ev.id}' needs a chat "
-                                 "service.", "Choose an agent eval, e.g. eval=agent_cases.")
+            raise EvalHydraError(
+                f"service '{service.name}' is an agent CLI; eval '{ev.id}' needs a chat service.",
+                "Choose an agent eval, e.g. eval=agent_cases.",
+            )
     if service.kind == "command":
         from evalhydra.agents import validate_command_service
 
@@ -193,7 +195,9 @@ def _check_service(svc: ServiceConfig) -> ServiceConfig:
         raise EvalHydraError(f"{where}: service.max_concurrency={svc.max_concurrency}: must be in 1..4096.")
     validate_retry(OmegaConf.to_container(OmegaConf.structured(svc.retry)), "service.retry")  # type: ignore[arg-type]
     if svc.kind == "openai" and not svc.base_url and not svc.mock.enabled:
-        raise EvalHydraError(f"{where}: service.base_url is empty.", "Set service.base_url=http://host:port/v1.")
+        raise EvalHydraError(
+            f"{where}: service.base_url is empty.", "Set service.base_url=http://host:port/v1."
+        )
     return svc
 
 
@@ -208,7 +212,7 @@ def _plan_evals(conf: Config, registry: Registry, service: str) -> tuple[list[Ev
         if allow and service not in allow:
             skipped.append(spec["id"])
             continue
-        plans.append(_eval_plan(spec, conf, registry.root, suite_matcher))
+        plans.append(_eval_plan(dict(spec), conf, registry.root, suite_matcher))  # type: ignore[arg-type]
     return plans, skipped
 
 
@@ -265,7 +269,9 @@ def _tool(tool: Any, where: str) -> ToolSpec:
     return ToolSpec(name=tool["name"], description=tool.get("description") or "", parameters=params)
 
 
-def _judges(conf: Config, registry: Registry, evals: list[EvalPlan], service: ServiceConfig) -> dict[str, ServiceConfig]:
+def _judges(
+    conf: Config, registry: Registry, evals: list[EvalPlan], service: ServiceConfig
+) -> dict[str, ServiceConfig]:
     from evalhydra.matchers.factory import judge_services_of
 
     names = set().union(*(judge_services_of(e.matcher) for e in evals))
@@ -306,12 +312,16 @@ def redact(value: Any) -> Any:
     ``api_key_env`` names a variable, not a secret, so it is kept.
     """
     if isinstance(value, dict):
-        out = {}
+        out: dict[Any, Any] = {}
         for key, item in value.items():
             lowered = str(key).lower()
             if key == "headers" and isinstance(item, dict):
                 out[key] = {h: "<redacted>" for h in item}
-            elif lowered != "api_key_env" and any(m in lowered for m in SECRET_MARKERS) and isinstance(item, str):
+            elif (
+                lowered != "api_key_env"
+                and any(m in lowered for m in SECRET_MARKERS)
+                and isinstance(item, str)
+            ):
                 out[key] = "<redacted>"
             else:
                 out[key] = redact(item)
@@ -328,13 +338,23 @@ def _digest(value: Any) -> str:
 
 def service_result_hash(service: ServiceConfig) -> str:
     """Hash of the service settings that change results (not URLs, timeouts, limits)."""
-    return _digest([service.system_prompt, dict(service.params), service.provider, service.kind,
-                    service.template, list(service.argv or [])])
+    return _digest(
+        [
+            service.system_prompt,
+            dict(service.params),
+            service.provider,
+            service.kind,
+            service.template,
+            list(service.argv or []),
+        ]
+    )
 
 
-def cell_key(eval_plan: EvalPlan, case_id: str, case_hash: str, service: str, model: str,
-             trial: int, service_hash: str) -> str:
+def cell_key(
+    eval_plan: EvalPlan, case_id: str, case_hash: str, service: str, model: str, trial: int, service_hash: str
+) -> str:
     """The resume key of one cell: everything that determines its result."""
-    text = "\x1f".join([eval_plan.id, case_id, case_hash, service, model, str(trial),
-                        eval_plan.result_hash, service_hash])
+    text = "\x1f".join(
+        [eval_plan.id, case_id, case_hash, service, model, str(trial), eval_plan.result_hash, service_hash]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:32]

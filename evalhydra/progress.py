@@ -16,8 +16,9 @@ __all__ = ["Progress"]
 class Progress:
     """Counts finished cells and prints a throttled status line."""
 
-    def __init__(self, total: int, *, enabled: bool = True, stream: TextIO | None = None,
-                 label: str = "") -> None:
+    def __init__(
+        self, total: int, *, enabled: bool = True, stream: TextIO | None = None, label: str = ""
+    ) -> None:
         self.total = total
         self.enabled = enabled
         self.stream = stream or sys.stderr
@@ -45,9 +46,11 @@ class Progress:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         finished = self.done + self.skipped
         pct = 100.0 * finished / self.total if self.total else 100.0
-        return (f"{self.label}{finished}/{self.total} ({pct:.0f}%) "
-                f"{self.done / elapsed:.1f} cells/s  passed={self.passed} "
-                f"errors={self.errors} resumed={self.skipped}")
+        return (
+            f"{self.label}{finished}/{self.total} ({pct:.0f}%) "
+            f"{self.done / elapsed:.1f} cells/s  passed={self.passed} "
+            f"errors={self.errors} resumed={self.skipped}"
+        )
 
     def _maybe_print(self) -> None:
         if not self.enabled:

@@ -33,14 +33,39 @@ MAX_DEFINITION_BYTES = 1 << 20
 MAX_DATASET_BYTES = 8 << 20
 REQUIRED_SERVICE_FIELDS = ("name", "base_url", "default_model", "timeout_ms")
 REQUIRED_EVAL_FIELDS = (
-    "id", "group", "description", "dataset_path", "split", "matcher", "default_run_count",
+    "id",
+    "group",
+    "description",
+    "dataset_path",
+    "split",
+    "matcher",
+    "default_run_count",
 )
 EVAL_KEYS = REQUIRED_EVAL_FIELDS + ("service_allowlist", "tools", "max_attempts", "cases")
 SERVICE_KEYS = (
-    "name", "kind", "base_url", "default_model", "model", "timeout_ms", "deadline_ms",
-    "api_key_env", "provider", "system_prompt", "retry", "max_concurrency", "headers",
-    "params", "rate_limit", "pricing", "mock", "cli_name", "env_prefix", "timeout_s",
-    "honor_verification_marker", "template", "argv",
+    "name",
+    "kind",
+    "base_url",
+    "default_model",
+    "model",
+    "timeout_ms",
+    "deadline_ms",
+    "api_key_env",
+    "provider",
+    "system_prompt",
+    "retry",
+    "max_concurrency",
+    "headers",
+    "params",
+    "rate_limit",
+    "pricing",
+    "mock",
+    "cli_name",
+    "env_prefix",
+    "timeout_s",
+    "honor_verification_marker",
+    "template",
+    "argv",
 )
 
 
@@ -203,9 +228,7 @@ def _eval_files(root: Path) -> list[Path]:
     evals = root / "evals"
     if not evals.is_dir():
         return []
-    return sorted(
-        p for p in evals.rglob("*") if p.suffix in (".json", ".yaml", ".yml") and p.is_file()
-    )
+    return sorted(p for p in evals.rglob("*") if p.suffix in (".json", ".yaml", ".yml") and p.is_file())
 
 
 def _load_evals(root: Path) -> dict[str, dict[str, Any]]:
@@ -214,8 +237,7 @@ def _load_evals(root: Path) -> dict[str, dict[str, Any]]:
         spec = _eval_spec(_read_definition(path), root, path)
         if spec["id"] in evals:
             raise EvalHydraError(
-                f"{path}: duplicate eval id '{spec['id']}' "
-                f"(also in {evals[spec['id']]['source']})."
+                f"{path}: duplicate eval id '{spec['id']}' (also in {evals[spec['id']]['source']})."
             )
         evals[spec["id"]] = spec
     return evals
@@ -365,8 +387,9 @@ def _attachments(value: Any, root: Path, where: str, check: bool) -> tuple[Attac
             if check:
                 check_attachment_path(root, rel)
             label = (item.get("label") or "").strip() or None
-            draft = Attachment(kind=item["kind"], path=rel, mime_type=(item.get("mime_type") or "").strip(),
-                               label=label)
+            draft = Attachment(
+                kind=item["kind"], path=rel, mime_type=(item.get("mime_type") or "").strip(), label=label
+            )
             out.append(Attachment(kind=draft.kind, path=rel, mime_type=attachment_mime(draft), label=label))
         except EvalHydraError as exc:
             raise EvalHydraError(f"{spot}: {exc.message}", exc.hint) from None

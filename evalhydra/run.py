@@ -25,8 +25,13 @@ __all__ = ["run_config", "run_plan"]
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-def run_config(cfg: DictConfig, *, overrides: Sequence[str] = (), output_dir: str | None = None,
-               job_num: int | None = None) -> int:
+def run_config(
+    cfg: DictConfig,
+    *,
+    overrides: Sequence[str] = (),
+    output_dir: str | None = None,
+    job_num: int | None = None,
+) -> int:
     """Run a composed config; print the summary; return the process exit code.
 
     User-fixable problems are printed as one ``error:`` message (no traceback)
@@ -73,8 +78,10 @@ def _finish(plan: RunPlan, store, outcome: RunOutcome, output_dir: Path | None) 
     rows = list(store.run_rows([outcome.run_id]))
     print_summary(rows, outcome, out)
     if outcome.interrupted:
-        print(f"interrupted: {outcome.executed} results stored; rerun the same command to resume.",
-              file=sys.stderr)
+        print(
+            f"interrupted: {outcome.executed} results stored; rerun the same command to resume.",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     if outcome.budget_exhausted:
         print(f"stopped scheduling: run.max_cost_usd={plan.run.max_cost_usd} reached.", file=sys.stderr)

@@ -93,16 +93,30 @@ def _case_id(case: Any) -> str:
 def run_row(plan: RunPlan, run_id: str, total: int) -> dict[str, Any]:
     """The ``runs`` row of a new invocation (config already redacted)."""
     return {
-        "run_id": run_id, "kind": "agent" if plan.service.kind == "command" else "chat",
-        "started_at": now_iso(), "status": "running", "overrides": list(plan.overrides),
-        "config": plan.config, "fingerprint": plan.fingerprint, "version": evalhydra.__version__,
-        "hostname": socket.gethostname(), "pid": os.getpid(), "cells_total": total,
-        "sweep_dir": os.environ.get("EVALHYDRA_SWEEP_DIR"), "parent_run_id": None,
+        "run_id": run_id,
+        "kind": "agent" if plan.service.kind == "command" else "chat",
+        "started_at": now_iso(),
+        "status": "running",
+        "overrides": list(plan.overrides),
+        "config": plan.config,
+        "fingerprint": plan.fingerprint,
+        "version": evalhydra.__version__,
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "cells_total": total,
+        "sweep_dir": os.environ.get("EVALHYDRA_SWEEP_DIR"),
+        "parent_run_id": None,
     }
 
 
-async def execute(plan: RunPlan, store: Store, *, run_id: str | None = None,
-                  total: int | None = None, progress: Progress | None = None) -> RunOutcome:
+async def execute(
+    plan: RunPlan,
+    store: Store,
+    *,
+    run_id: str | None = None,
+    total: int | None = None,
+    progress: Progress | None = None,
+) -> RunOutcome:
     """Run every pending cell of ``plan`` and record results in ``store``.
 
     Args:
@@ -116,8 +130,7 @@ async def execute(plan: RunPlan, store: Store, *, run_id: str | None = None,
     total = count_cells(plan) if total is None else total
     outcome = RunOutcome(run_id=run_id, total=total)
     store.start_run(run_row(plan, run_id, total))
-    done = store.done_keys([e.id for e in plan.evals], plan.service.name,
-                           retry_errors=plan.run.retry_errors)
+    done = store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.run.retry_errors)
     progress = progress or Progress(total, enabled=False)
     status = "failed"
     try:
@@ -125,14 +138,18 @@ async def execute(plan: RunPlan, store: Store, *, run_id: str | None = None,
         status = "interrupted" if outcome.interrupted else "completed"
     finally:
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(lambda: store.finish_run(
-                run_id, status=status, finished_at=now_iso(), cells_run=outcome.executed))
+            await trio.to_thread.run_sync(
+                lambda: store.finish_run(
+                    run_id, status=status, finished_at=now_iso(), cells_run=outcome.executed
+                )
+            )
         progress.close()
     return outcome
 
 
-async def _run(plan: RunPlan, store: Store, run_id: str, done: set[str], outcome: RunOutcome,
-               progress: Progress) -> None:
+async def _run(
+    plan: RunPlan, store: Store, run_id: str, done: set[str], outcome: RunOutcome, progress: Progress
+) -> None:
     rows_tx, rows_rx = trio.open_memory_channel[Batch](plan.run.batch_size * 2)
     async with trio.open_nursery() as outer:
         outer.start_soon(_writer, rows_rx, store, plan.run.batch_size)
@@ -149,30 +166,52 @@ async def _run(plan: RunPlan, store: Store, run_id: str, done: set[str], outcome
             helpers.cancel_scope.cancel()
 
 
-async def _work(plan: RunPlan, runner: ChatCellRunner | None, run_id: str, done: set[str],
-                rows_tx: trio.MemorySendChannel[Batch], outcome: RunOutcome,
-                progress: Progress) -> None:
+async def _work(
+    plan: RunPlan,
+    runner: ChatCellRunner | None,
+    run_id: str,
+    done: set[str],
+    rows_tx: trio.MemorySendChannel[Batch],
+    outcome: RunOutcome,
+    progress: Progress,
+) -> None:
     jobs_tx, jobs_rx = trio.open_memory_channel[CellJob](plan.run.concurrency)
     limiter = trio.CapacityLimiter(plan.run.concurrency)
     async with trio.open_nursery() as work:
         work.start_soon(_produce, plan, run_id, done, jobs_tx, rows_tx.clone(), outcome, progress)
         async with jobs_rx:
             for _ in range(plan.run.concurrency):
-                work.start_soon(_worker, plan, runner, run_id, jobs_rx.clone(), rows_tx.clone(),
-                                limiter, outcome, progress)
+                work.start_soon(
+                    _worker,
+                    plan,
+                    runner,
+                    run_id,
+                    jobs_rx.clone(),
+                    rows_tx.clone(),
+                    limiter,
+                    outcome,
+                    progress,
+                )
 
 
-async def _produce(plan: RunPlan, run_id: str, done: set[str],
-                   jobs_tx: trio.MemorySendChannel[CellJob], rows_tx: trio.MemorySendChannel[Batch],
-                   outcome: RunOutcome, progress: Progress) -> None:
+async def _produce(
+    plan: RunPlan,
+    run_id: str,
+    done: set[str],
+    jobs_tx: trio.MemorySendChannel[CellJob],
+    rows_tx: trio.MemorySendChannel[Batch],
+    outcome: RunOutcome,
+    progress: Progress,
+) -> None:
     svc_hash = service_result_hash(plan.service)
     skipped: list[tuple[str, str]] = []
     async with jobs_tx, rows_tx:
         for ev in plan.evals:
             for trial in range(1, ev.trials + 1):
                 for case in _cases(plan, ev, check=False):
-                    key = cell_key(ev, _case_id(case), _case_hash(case), plan.service.name,
-                                   plan.model, trial, svc_hash)
+                    key = cell_key(
+                        ev, _case_id(case), _case_hash(case), plan.service.name, plan.model, trial, svc_hash
+                    )
                     if key in done:
                         skipped.append((run_id, key))
                         if len(skipped) >= 1000:
@@ -196,10 +235,16 @@ def _over_budget(plan: RunPlan, outcome: RunOutcome) -> bool:
     return cap is not None and outcome.cost_usd >= cap
 
 
-async def _worker(plan: RunPlan, runner: ChatCellRunner | None, run_id: str,
-                  jobs_rx: trio.MemoryReceiveChannel[CellJob],
-                  rows_tx: trio.MemorySendChannel[Batch], limiter: trio.CapacityLimiter,
-                  outcome: RunOutcome, progress: Progress) -> None:
+async def _worker(
+    plan: RunPlan,
+    runner: ChatCellRunner | None,
+    run_id: str,
+    jobs_rx: trio.MemoryReceiveChannel[CellJob],
+    rows_tx: trio.MemorySendChannel[Batch],
+    limiter: trio.CapacityLimiter,
+    outcome: RunOutcome,
+    progress: Progress,
+) -> None:
     async with jobs_rx, rows_tx:
         async for job in jobs_rx:
             async with limiter:
@@ -215,14 +260,20 @@ async def _worker(plan: RunPlan, runner: ChatCellRunner | None, run_id: str,
             await rows_tx.send(Batch(results=[row], members=[(run_id, job.key)], attempts=attempts))
 
 
-async def _run_agent_cell(plan: RunPlan, job: CellJob, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+async def _run_agent_cell(
+    plan: RunPlan, job: CellJob, run_id: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from evalhydra.agent_cells import run_agent_cell
 
     return await run_agent_cell(plan, job, run_id)
 
 
-async def _writer(rows_rx: trio.MemoryReceiveChannel[Batch], store: Store, batch_size: int,
-                  flush_interval: float = FLUSH_INTERVAL_S) -> None:
+async def _writer(
+    rows_rx: trio.MemoryReceiveChannel[Batch],
+    store: Store,
+    batch_size: int,
+    flush_interval: float = FLUSH_INTERVAL_S,
+) -> None:
     """The only task that writes: one transaction per ``batch_size`` results or per
     ``flush_interval`` seconds, whichever comes first, committed off the trio thread.
 
@@ -271,8 +322,9 @@ class _Judges:
 async def _matchers(plan: RunPlan, judges: _Judges) -> dict[str, Matcher]:
     from evalhydra.matchers.factory import build_matcher
 
-    return {ev.id: build_matcher(ev.matcher, registry_root=plan.registry_root, judges=judges)
-            for ev in plan.evals}
+    return {
+        ev.id: build_matcher(ev.matcher, registry_root=plan.registry_root, judges=judges) for ev in plan.evals
+    }
 
 
 @asynccontextmanager
@@ -295,8 +347,9 @@ async def _open_services(plan: RunPlan, nursery: trio.Nursery) -> AsyncIterator[
                 await service.aclose()
 
 
-async def _open_service(plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery,
-                        mocks: dict[str, str]) -> Service:
+async def _open_service(
+    plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery, mocks: dict[str, str]
+) -> Service:
     from evalhydra.services.openai_compat import OpenAICompatService
 
     base_url = None

@@ -208,6 +208,7 @@ def register() -> None:
     cannot see namespace packages of editable installs.
     """
     from hydra.core.plugins import Plugins
+
     from hydra_plugins.evalhydra_registry import EvalHydraRegistrySource
 
     ConfigStore.instance().store(name="evalhydra_schema", node=Config)

@@ -81,34 +81,51 @@ RESULT_COLUMNS: dict[str, type] = {
     "evaluated_at": str,
 }
 
-SCHEMA_VERSION = 1
-
 
 def _migration_1(db: sqlite_utils.Database) -> None:
-    db["runs"].create(
+    db.table("runs").create(
         {
-            "run_id": str, "parent_run_id": str, "kind": str, "started_at": str,
-            "finished_at": str, "status": str, "overrides": str, "config": str,
-            "fingerprint": str, "version": str, "sweep_dir": str, "job_num": int,
-            "hostname": str, "pid": int, "cells_total": int, "cells_run": int,
+            "run_id": str,
+            "parent_run_id": str,
+            "kind": str,
+            "started_at": str,
+            "finished_at": str,
+            "status": str,
+            "overrides": str,
+            "config": str,
+            "fingerprint": str,
+            "version": str,
+            "sweep_dir": str,
+            "job_num": int,
+            "hostname": str,
+            "pid": int,
+            "cells_total": int,
+            "cells_run": int,
         },
         pk="run_id",
         if_not_exists=True,
     )
-    db["results"].create(RESULT_COLUMNS, pk="cell_key", if_not_exists=True)
-    db["run_cells"].create({"run_id": str, "cell_key": str}, pk=("run_id", "cell_key"),
-                           if_not_exists=True)
-    db["attempts"].create(
+    db.table("results").create(RESULT_COLUMNS, pk="cell_key", if_not_exists=True)
+    db.table("run_cells").create(
+        {"run_id": str, "cell_key": str}, pk=("run_id", "cell_key"), if_not_exists=True
+    )
+    db.table("attempts").create(
         {
-            "cell_key": str, "run_id": str, "call": str, "attempt": int, "status_code": int,
-            "error_kind": str, "latency_ms": float, "error_message": str,
+            "cell_key": str,
+            "run_id": str,
+            "call": str,
+            "attempt": int,
+            "status_code": int,
+            "error_kind": str,
+            "latency_ms": float,
+            "error_message": str,
         },
         pk=("cell_key", "run_id", "call", "attempt"),
         if_not_exists=True,
     )
     for cols in (["run_id"], ["eval_id", "service_name", "model"], ["evaluated_at"]):
-        db["results"].create_index(cols, if_not_exists=True)
-    db["run_cells"].create_index(["cell_key"], if_not_exists=True)
+        db.table("results").create_index(cols, if_not_exists=True)
+    db.table("run_cells").create_index(["cell_key"], if_not_exists=True)
     _create_views(db)
 
 
@@ -134,7 +151,73 @@ def _create_views(db: sqlite_utils.Database) -> None:
         db.create_view(name, sql, replace=True)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_1]
+def _migration_2(db: sqlite_utils.Database) -> None:
+    """Report views: per-run stats, latest result per cell, failures, flakiness."""
+    for name, sql in REPORT_VIEWS.items():
+        db.create_view(name, sql, replace=True)
+
+
+_RUN_MEMBERS = """
+    from run_cells rc join results r on r.cell_key = rc.cell_key
+    join runs ru on ru.run_id = rc.run_id"""
+
+#: Views added by migration 2 (documented in the README with example queries).
+REPORT_VIEWS: dict[str, str] = {
+    # One row per run × eval × service × model.
+    "run_eval_stats": f"""
+        select rc.run_id, ru.started_at, r."group", r.eval_id, r.service_name, r.model,
+          count(*) as total, sum(r.passed) as passed, count(*) - sum(r.passed) as failed,
+          sum(r.error_kind is not null or r.status in ('ERROR', 'TIMEOUT')) as errors,
+          round(avg(r.passed), 4) as pass_rate, round(avg(r.latency_ms), 1) as mean_latency_ms,
+          sum(r.retried) as retried_runs, sum(coalesce(r.attempt_count, 0)) as total_attempts,
+          sum(coalesce(r.prompt_tokens, 0) + coalesce(r.judge_prompt_tokens, 0)) as input_tokens,
+          sum(coalesce(r.completion_tokens, 0) + coalesce(r.judge_completion_tokens, 0))
+            as output_tokens,
+          round(sum(coalesce(r.cost_usd, 0) + coalesce(r.judge_cost_usd, 0)), 6) as cost_usd
+        {_RUN_MEMBERS}
+        group by rc.run_id, r."group", r.eval_id, r.service_name, r.model""",
+    # One row per run: cells, passes, errors, pass rate, cost.
+    "run_pass_rates": """
+        select ru.run_id, ru.started_at, ru.finished_at, ru.status, ru.kind,
+          count(r.cell_key) as cells, coalesce(sum(r.passed), 0) as passed,
+          count(r.cell_key) - coalesce(sum(r.passed), 0) as failed,
+          coalesce(sum(r.error_kind is not null or r.status in ('ERROR', 'TIMEOUT')), 0) as errors,
+          round(avg(r.passed), 4) as pass_rate,
+          round(coalesce(sum(coalesce(r.cost_usd, 0) + coalesce(r.judge_cost_usd, 0)), 0), 6)
+            as cost_usd
+        from runs ru left join run_cells rc on rc.run_id = ru.run_id
+        left join results r on r.cell_key = rc.cell_key
+        group by ru.run_id""",
+    # The most recent result of every (eval, service, model, case, trial), any run.
+    "latest_results": """
+        select * from (
+          select r.*, row_number() over (
+            partition by r.eval_id, r.service_name, r.model, r.case_id, r.run_index
+            order by r.evaluated_at desc, r.cell_key desc) as recency
+          from results r)
+        where recency = 1""",
+    # Every failing or erroring result, with the run it belongs to.
+    "failures": f"""
+        select rc.run_id, r.eval_id, r.service_name, r.model, r.case_id, r.run_index,
+          coalesce(r.status, case when r.error_kind is not null then 'ERROR' else 'FAIL' end)
+            as status,
+          r.error_kind, r.failure_reason, r.failure_category, r.suggested_fix, r.score,
+          r.output, r.evaluated_at
+        {_RUN_MEMBERS}
+        where not coalesce(r.passed, 0)""",
+    # Per run × eval × service × model × case: trials, passes, verdict, flakiness.
+    "case_flakiness": f"""
+        select rc.run_id, r.eval_id, r.service_name, r.model, r.case_id,
+          count(*) as trials, sum(r.passed) as passed,
+          case when sum(r.passed) = count(*) then 'STABLE' when sum(r.passed) = 0 then 'BROKEN'
+               else 'FLAKY' end as verdict,
+          round(2.0 * min(sum(r.passed), count(*) - sum(r.passed)) / count(*), 4) as flakiness
+        {_RUN_MEMBERS}
+        group by rc.run_id, r.eval_id, r.service_name, r.model, r.case_id""",
+}
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_1, _migration_2]
+SCHEMA_VERSION = len(MIGRATIONS)
 
 
 @dataclass
@@ -189,12 +272,12 @@ class Store:
     def start_run(self, row: dict[str, Any]) -> None:
         """Insert the ``runs`` row of a new invocation."""
         with _immediate(self.conn):
-            self.db["runs"].insert(row, replace=True)
+            self.db.table("runs").insert(row, replace=True)
 
     def finish_run(self, run_id: str, **fields: Any) -> None:
         """Update a run's status, finish time and counts."""
         with _immediate(self.conn):
-            self.db["runs"].update(run_id, fields)
+            self.db.table("runs").update(run_id, fields)
 
     # -- reads ------------------------------------------------------------
     def done_keys(self, eval_ids: Sequence[str], service: str, *, retry_errors: bool) -> set[str]:
@@ -236,8 +319,7 @@ class Store:
 
 def _connect(path: Path, read_only: bool) -> sqlite3.Connection:
     if read_only:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30,
-                               check_same_thread=False)
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
         conn.execute("pragma query_only = 1")
         return conn
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -271,13 +353,17 @@ def migrate(db: sqlite_utils.Database) -> None:
 
 
 _RESULT_NAMES = list(RESULT_COLUMNS)
-_INSERT_RESULT = (
-    "insert or replace into results ({}) values ({})".format(
-        ", ".join(f'"{c}"' for c in _RESULT_NAMES), ", ".join("?" * len(_RESULT_NAMES))
-    )
+_INSERT_RESULT = "insert or replace into results ({}) values ({})".format(
+    ", ".join(f'"{c}"' for c in _RESULT_NAMES), ", ".join("?" * len(_RESULT_NAMES))
 )
 _ATTEMPT_NAMES = [
-    "cell_key", "run_id", "call", "attempt", "status_code", "error_kind", "latency_ms",
+    "cell_key",
+    "run_id",
+    "call",
+    "attempt",
+    "status_code",
+    "error_kind",
+    "latency_ms",
     "error_message",
 ]
 _INSERT_ATTEMPT = "insert or replace into attempts ({}) values ({})".format(
@@ -307,9 +393,7 @@ def open_store(path: str | Path, *, read_only: bool = False) -> Store:
 
     target = Path(path).expanduser()
     if read_only and not target.exists():
-        raise EvalHydraError(
-            f"No store at {target}.", "Run an eval first, or pass --store PATH."
-        )
+        raise EvalHydraError(f"No store at {target}.", "Run an eval first, or pass --store PATH.")
     return Store(target, read_only=read_only)
 
 

@@ -41,8 +41,13 @@ def compose(tmp_path: Path) -> Callable[..., DictConfig]:
     return _compose
 
 
-def write_registry(root: Path, *, evals: dict[str, dict[str, Any]], data: dict[str, str],
-                   services: list[dict[str, Any]] | None = None) -> Path:
+def write_registry(
+    root: Path,
+    *,
+    evals: dict[str, dict[str, Any]],
+    data: dict[str, str],
+    services: list[dict[str, Any]] | None = None,
+) -> Path:
     """Create a small zig_eval registry under ``root``."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "services.json").write_text(json.dumps(services or []))
@@ -60,8 +65,16 @@ def write_registry(root: Path, *, evals: dict[str, dict[str, Any]], data: dict[s
 def smoke_eval(eval_id: str = "g.e", dataset: str = "data/g/e/test.jsonl", **extra: Any) -> dict[str, Any]:
     """A minimal valid eval definition."""
     group = eval_id.split(".")[0]
-    return {"id": eval_id, "group": group, "description": "d", "dataset_path": dataset, "split": "test",
-            "matcher": {"kind": "exact_match"}, "default_run_count": 1, **extra}
+    return {
+        "id": eval_id,
+        "group": group,
+        "description": "d",
+        "dataset_path": dataset,
+        "split": "test",
+        "matcher": {"kind": "exact_match"},
+        "default_run_count": 1,
+        **extra,
+    }
 
 
 @pytest.fixture

@@ -22,8 +22,9 @@ PY = sys.executable
 @contextmanager
 def mock_process(*args: str) -> Iterator[str]:
     """Run ``python -m evalhydra.mock --port 0`` in its own process; yield its base URL."""
-    proc = subprocess.Popen([PY, "-m", "evalhydra.mock", "--port", "0", *args],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [PY, "-m", "evalhydra.mock", "--port", "0", *args], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -41,8 +42,12 @@ def mock_process(*args: str) -> Iterator[str]:
 def mock_call(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """GET (or POST ``body`` to) ``<url>/_mock/<path>``."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(f"{url}/_mock/{path}", data=data, method="POST" if data else "GET",
-                                 headers={"content-type": "application/json"})
+    req = urllib.request.Request(
+        f"{url}/_mock/{path}",
+        data=data,
+        method="POST" if data else "GET",
+        headers={"content-type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=5) as resp:
         return dict(json.loads(resp.read() or b"{}"))
 
@@ -54,23 +59,28 @@ def chat_requests(url: str) -> int:
 
 def numbered_registry(root: Path, n: int, *, eval_id: str = "g.e") -> Path:
     """A registry with one exact_match eval of ``n`` 'Reply with exactly N.' cases."""
-    lines = "".join(json.dumps({"id": f"c{i}", "input": f"Reply with exactly V{i}.", "ideal": f"V{i}"}) + "\n"
-                    for i in range(n))
+    lines = "".join(
+        json.dumps({"id": f"c{i}", "input": f"Reply with exactly V{i}.", "ideal": f"V{i}"}) + "\n"
+        for i in range(n)
+    )
     return write_registry(root, evals={"g/e.json": smoke_eval(eval_id)}, data={"data/g/e/test.jsonl": lines})
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
-            ) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m evalhydra ARGS`` to completion."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([PY, "-m", "evalhydra", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=full_env)
+    return subprocess.run(
+        [PY, "-m", "evalhydra", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env
+    )
 
 
 def start_cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
     """Start ``python -m evalhydra ARGS`` without waiting."""
-    return subprocess.Popen([PY, "-m", "evalhydra", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [PY, "-m", "evalhydra", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.05) -> None:

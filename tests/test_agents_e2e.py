@@ -39,22 +39,38 @@ def _rows(db: Path, sql: str) -> list[tuple[object, ...]]:
 
 
 def test_agent_run_resume_and_retry_errors(compose: Compose, agent_registry: Path, tmp_path: Path) -> None:
-    overrides = [f"registry={agent_registry}", "service=fake_agent", "eval=agent_cases", "trials=2",
-                 f"run.output_dir={tmp_path / 'trials'}"]
+    overrides = [
+        f"registry={agent_registry}",
+        "service=fake_agent",
+        "eval=agent_cases",
+        "trials=2",
+        f"run.output_dir={tmp_path / 'trials'}",
+    ]
     db = tmp_path / "store.db"
     assert run_plan(build_plan(compose(*overrides)), output_dir=tmp_path / "out1") == 0
     statuses = dict(_rows(db, "select case_id || '/' || run_index, status from results"))
-    assert statuses == {"count-todos/1": "EXCELLENT", "count-todos/2": "EXCELLENT", "crash/1": "ERROR",
-                        "crash/2": "ERROR", "fix-bug/1": "EXCELLENT", "fix-bug/2": "EXCELLENT",
-                        "hello-file/1": "EXCELLENT", "hello-file/2": "EXCELLENT"}
-    crash = _rows(db, "select exit_code, error_kind, failure_reason, kind from results where case_id = 'crash'")
+    assert statuses == {
+        "count-todos/1": "EXCELLENT",
+        "count-todos/2": "EXCELLENT",
+        "crash/1": "ERROR",
+        "crash/2": "ERROR",
+        "fix-bug/1": "EXCELLENT",
+        "fix-bug/2": "EXCELLENT",
+        "hello-file/1": "EXCELLENT",
+        "hello-file/2": "EXCELLENT",
+    }
+    crash = _rows(
+        db, "select exit_code, error_kind, failure_reason, kind from results where case_id = 'crash'"
+    )
     assert crash[0] == (3, "agent_error", "exit code 3", "agent")
     trial = tmp_path / "trials" / "fake_agent" / "fake_model-1" / "hello-file" / "trial-1"
     assert sorted(p.name for p in trial.iterdir()) == ["history", "notes", "stdout.log", "workdir"]
     assert (trial / "workdir" / "hello.txt").read_text().strip() == "hello, world"
     history = json.loads(next((trial / "history").glob("*.json")).read_text())
     assert history, "the agent wrote its session history where ZRB_LLM_HISTORY_DIR pointed"
-    tokens = _rows(db, "select prompt_tokens, completion_tokens, cost_usd from results where case_id = 'hello-file'")
+    tokens = _rows(
+        db, "select prompt_tokens, completion_tokens, cost_usd from results where case_id = 'hello-file'"
+    )
     assert all(t[0] > 0 and t[1] > 0 and t[2] > 0 for t in tokens)
 
     (trial / "workdir" / "marker").write_text("untouched")
@@ -63,7 +79,9 @@ def test_agent_run_resume_and_retry_errors(compose: Compose, agent_registry: Pat
     assert _rows(db, "select count(*) from results") == [(8,)]
     assert _rows(db, "select cells_run from runs order by started_at desc limit 1") == [(0,)]
 
-    assert run_plan(build_plan(compose(*overrides, "run.retry_errors=true")), output_dir=tmp_path / "out3") == 0
+    assert (
+        run_plan(build_plan(compose(*overrides, "run.retry_errors=true")), output_dir=tmp_path / "out3") == 0
+    )
     assert _rows(db, "select cells_run from runs order by started_at desc limit 1") == [(2,)]
     assert _rows(db, "select count(*) from results") == [(8,)]
 

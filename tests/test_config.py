@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import evalhydra.conf
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import DictConfig
 
-import evalhydra.conf
 from evalhydra.config import build_plan, cell_key
 from evalhydra.errors import EvalHydraError
 from tests.conftest import ZIG_FIXTURE
@@ -20,9 +20,10 @@ CONF = Path(next(iter(evalhydra.conf.__path__)))
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "service").glob("*.yaml")))
 def test_every_service_yaml_builds_a_plan(compose: Compose, name: str) -> None:
-    plan = build_plan(compose(f"service={name}"))
+    is_agent = "kind: command" in (CONF / "service" / f"{name}.yaml").read_text()
+    plan = build_plan(compose(f"service={name}", *(["eval=agent_cases"] if is_agent else [])))
     assert plan.service.name == name
-    assert plan.evals[0].id == "smoke.reply_ok"
+    assert plan.evals[0].id == ("agent_cases" if is_agent else "smoke.reply_ok")
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "matcher").glob("*.yaml")))
@@ -58,14 +59,17 @@ def test_wrong_type_and_unknown_key_fail_before_any_call(compose: Compose) -> No
         compose("service.foo=1")
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ("service.timeout_ms=0", r"service.timeout_ms=0: must be > 0"),
-    ("service.retry.max_attempts=11", r"service.retry.max_attempts=11: must be an integer in 1\.\.10"),
-    ("run.concurrency=0", r"run.concurrency=0: must be at least 1"),
-    ("trials=10001", r"trials=10001: must be in 1\.\.10000"),
-    ("judge_service=nope", r"(?s)Judge service 'nope' not found.*Available:"),
-    ("eval.matcher.kind=exact_mach", r"(?s)exact_mach.*Did you mean"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("service.timeout_ms=0", r"service.timeout_ms=0: must be > 0"),
+        ("service.retry.max_attempts=11", r"service.retry.max_attempts=11: must be an integer in 1\.\.10"),
+        ("run.concurrency=0", r"run.concurrency=0: must be at least 1"),
+        ("trials=10001", r"trials=10001: must be in 1\.\.10000"),
+        ("judge_service=nope", r"(?s)Judge service 'nope' not found.*Available:"),
+        ("eval.matcher.kind=exact_mach", r"(?s)exact_mach.*Did you mean"),
+    ],
+)
 def test_values_validated_with_the_key_named(compose: Compose, override: str, message: str) -> None:
     extra = ["eval=quality"] if override.startswith("judge_service") else []
     with pytest.raises(EvalHydraError, match=message):

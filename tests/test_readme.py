@@ -24,7 +24,10 @@ def _bash_blocks(text: str) -> list[str]:
 def test_quick_start_is_two_commands_and_ci_runs_the_second() -> None:
     section = README.split("## Quick start", 1)[1].split("## ", 1)[0]
     blocks = [b.strip() for b in _bash_blocks(section)]
-    assert blocks == ['pip install -e . && python -m evalhydra', 'pip install -e ".[test]" && python -m pytest -q']
+    assert blocks == [
+        "pip install -e . && python -m evalhydra",
+        'pip install -e ".[test]" && python -m pytest -q',
+    ]
     ci = (REPO / ".ci" / "run").read_text()
     assert blocks[1] in ci.splitlines()
 
@@ -43,8 +46,13 @@ def test_help_lists_options_and_every_subcommand_has_help(tmp_path: Path) -> Non
 
     for name in sorted(SUBCOMMANDS):
         assert f"`{name}`" in README or f" {name} " in README, f"{name} is not documented"
-        out = subprocess.run([sys.executable, "-m", "evalhydra", name, "--help"], capture_output=True,
-                             text=True, cwd=tmp_path, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-m", "evalhydra", name, "--help"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+        )
         assert out.returncode == 0, (name, out.stderr)
         assert "--store" in out.stdout, name
 
@@ -73,11 +81,28 @@ def wheel_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import zipfile
 
     src = tmp_path_factory.mktemp("src")
-    ignore = shutil.ignore_patterns(".git", "outputs", "build", "dist", "*.egg-info", "__pycache__", ".*cache")
+    ignore = shutil.ignore_patterns(
+        ".git", "outputs", "build", "dist", "*.egg-info", "__pycache__", ".*cache"
+    )
     shutil.copytree(REPO, src / "evalhydra-src", ignore=ignore)
     dist = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(dist), str(src / "evalhydra-src")], check=True, capture_output=True, timeout=240)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+            str(src / "evalhydra-src"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=240,
+    )
     site = tmp_path_factory.mktemp("site")
     with zipfile.ZipFile(next(dist.glob("evalhydra-*.whl"))) as wheel:
         wheel.extractall(site)
@@ -85,19 +110,35 @@ def wheel_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_wheel_ships_configs_registry_and_runs_anywhere(wheel_site: Path, tmp_path: Path) -> None:
-    for rel in ("evalhydra/conf/config.yaml", "evalhydra/conf/service/mock.yaml",
-                "evalhydra/conf/hydra/job_logging/evalhydra.yaml", "evalhydra/registry_data/services.json",
-                "evalhydra/registry_data/data/smoke/reply_ok/test.jsonl",
-                "evalhydra/registry_data/assets/images/red_mug.png",
-                "evalhydra/registry_data/agent_cases/hello-file/validator.py",
-                "hydra_plugins/evalhydra_registry/__init__.py"):
+    for rel in (
+        "evalhydra/conf/config.yaml",
+        "evalhydra/conf/service/mock.yaml",
+        "evalhydra/conf/hydra/job_logging/evalhydra.yaml",
+        "evalhydra/registry_data/services.json",
+        "evalhydra/registry_data/data/smoke/reply_ok/test.jsonl",
+        "evalhydra/registry_data/assets/images/red_mug.png",
+        "evalhydra/registry_data/agent_cases/hello-file/validator.py",
+        "hydra_plugins/evalhydra_registry/__init__.py",
+    ):
         assert (wheel_site / rel).is_file(), rel
     env = {"PYTHONPATH": str(wheel_site), "PYTHONNOUSERSITE": "1"}
-    res = subprocess.run([sys.executable, "-S", "-c", "import sys, site; sys.path.insert(0, sys.argv[1]); "
-                          "site.main(); import evalhydra.__main__ as m; print('FROM', m.__file__, file=sys.stderr); "
-                          "sys.argv = ['evalhydra', "
-                          "'run.progress=false']; m.main()", str(wheel_site)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            "import sys, site; sys.path.insert(0, sys.argv[1]); "
+            "site.main(); import evalhydra.__main__ as m; print('FROM', m.__file__, file=sys.stderr); "
+            "sys.argv = ['evalhydra', "
+            "'run.progress=false']; m.main()",
+            str(wheel_site),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
     assert res.returncode == 0, res.stderr
     assert "2 passed" in res.stdout
     assert f"FROM {wheel_site}" in res.stderr, "the unpacked wheel, not the checkout, was imported"

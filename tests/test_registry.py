@@ -17,8 +17,13 @@ def test_zig_fixture_loads_unchanged() -> None:
     registry = load_registry(ZIG_FIXTURE)
     assert list(registry.services) == ["local-product", "product-staging", "judge"]
     assert set(registry.evals) == {
-        "quality.helpful_summary", "multimodal.image_object", "multimodal.release_notes",
-        "structured_output.required_answer_json", "smoke.reply_ok", "tools.search_web"}
+        "quality.helpful_summary",
+        "multimodal.image_object",
+        "multimodal.release_notes",
+        "structured_output.required_answer_json",
+        "smoke.reply_ok",
+        "tools.search_web",
+    }
     assert registry.services["local-product"]["retry"]["max_attempts"] == 3
     assert registry.evals["smoke.reply_ok"]["service_allowlist"] == ["local-product", "product-staging"]
     cases = list(iter_cases(ZIG_FIXTURE, "data/multimodal/image_object/test.jsonl"))
@@ -27,8 +32,9 @@ def test_zig_fixture_loads_unchanged() -> None:
 
 
 def _registry(tmp_path: Path, lines: str, **extra: object) -> Path:
-    return write_registry(tmp_path / "reg", evals={"g/e.json": smoke_eval(**extra)},
-                          data={"data/g/e/test.jsonl": lines})
+    return write_registry(
+        tmp_path / "reg", evals={"g/e.json": smoke_eval(**extra)}, data={"data/g/e/test.jsonl": lines}
+    )
 
 
 def test_blank_lines_skipped_and_strings_trimmed(tmp_path: Path) -> None:
@@ -37,37 +43,54 @@ def test_blank_lines_skipped_and_strings_trimmed(tmp_path: Path) -> None:
     assert [(c.id, c.input, c.ideal, c.line) for c in cases] == [("a", "hi", None, 2), ("b", "x", None, 5)]
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    ("{not json", r"test\.jsonl:2: invalid JSON"),
-    ('["a"]', r"test\.jsonl:2: each line must be a JSON object"),
-    ('{"input":"x"}', r"test\.jsonl:2: 'id' is required"),
-    ('{"id":"b"}', r"test\.jsonl:2: 'input' is required"),
-    ('{"id":"a","input":"dup"}', r"test\.jsonl:2: duplicate case id 'a'"),
-    ('{"id":"b","input":"x","expected_tool_calls":[]}', r"test\.jsonl:2: 'expected_tool_calls' must be a non-empty"),
-    ('{"id":"b","input":"x","attachments":[{"kind":"file","path":"../x.txt"}]}', r"test\.jsonl:2: attachments\[0\]"),
-])
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", r"test\.jsonl:2: invalid JSON"),
+        ('["a"]', r"test\.jsonl:2: each line must be a JSON object"),
+        ('{"input":"x"}', r"test\.jsonl:2: 'id' is required"),
+        ('{"id":"b"}', r"test\.jsonl:2: 'input' is required"),
+        ('{"id":"a","input":"dup"}', r"test\.jsonl:2: duplicate case id 'a'"),
+        (
+            '{"id":"b","input":"x","expected_tool_calls":[]}',
+            r"test\.jsonl:2: 'expected_tool_calls' must be a non-empty",
+        ),
+        (
+            '{"id":"b","input":"x","attachments":[{"kind":"file","path":"../x.txt"}]}',
+            r"test\.jsonl:2: attachments\[0\]",
+        ),
+    ],
+)
 def test_bad_line_names_path_and_line(tmp_path: Path, line: str, message: str) -> None:
     root = _registry(tmp_path, '{"id":"a","input":"ok"}\n' + line + "\n")
     with pytest.raises(EvalHydraError, match=message):
         list(iter_cases(root, "data/g/e/test.jsonl"))
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"default_run_count": 0}, "default_run_count must be a positive integer"),
-    ({"description": "  "}, "required field 'description' is missing or empty"),
-    ({"dataset_path": "data/missing.jsonl"}, "dataset file not found"),
-    ({"tools": [{"name": "t", "parameters_json": "[1]"}]}, r"parameters_json must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"default_run_count": 0}, "default_run_count must be a positive integer"),
+        ({"description": "  "}, "required field 'description' is missing or empty"),
+        ({"dataset_path": "data/missing.jsonl"}, "dataset file not found"),
+        ({"tools": [{"name": "t", "parameters_json": "[1]"}]}, r"parameters_json must be a JSON object"),
+    ],
+)
 def test_eval_validation(tmp_path: Path, change: dict[str, object], message: str) -> None:
-    root = write_registry(tmp_path / "reg", evals={"g/e.json": {**smoke_eval(), **change}},
-                          data={"data/g/e/test.jsonl": '{"id":"a","input":"x"}\n'})
+    root = write_registry(
+        tmp_path / "reg",
+        evals={"g/e.json": {**smoke_eval(), **change}},
+        data={"data/g/e/test.jsonl": '{"id":"a","input":"x"}\n'},
+    )
     with pytest.raises(EvalHydraError, match=message):
         load_registry(root)
 
 
 def test_duplicate_eval_id_and_service_name(tmp_path: Path) -> None:
     data = {"data/g/e/test.jsonl": '{"id":"a","input":"x"}\n'}
-    root = write_registry(tmp_path / "r1", evals={"g/a.json": smoke_eval(), "g/b.json": smoke_eval()}, data=data)
+    root = write_registry(
+        tmp_path / "r1", evals={"g/a.json": smoke_eval(), "g/b.json": smoke_eval()}, data=data
+    )
     with pytest.raises(EvalHydraError, match="duplicate eval id 'g.e'"):
         load_registry(root)
     svc = {"name": "s", "base_url": "http://x", "default_model": "m", "timeout_ms": 1}
@@ -76,11 +99,14 @@ def test_duplicate_eval_id_and_service_name(tmp_path: Path) -> None:
         load_registry(root)
 
 
-@pytest.mark.parametrize(("retry", "message"), [
-    ({"max_attempts": 11}, r"max_attempts=11: must be an integer in 1\.\.10"),
-    ({"backoff_ms": 60001}, r"backoff_ms=60001: must be an integer in 0\.\.60000"),
-    ({"retry_on_status": [99]}, r"99 is not a status in 100\.\.599"),
-])
+@pytest.mark.parametrize(
+    ("retry", "message"),
+    [
+        ({"max_attempts": 11}, r"max_attempts=11: must be an integer in 1\.\.10"),
+        ({"backoff_ms": 60001}, r"backoff_ms=60001: must be an integer in 0\.\.60000"),
+        ({"retry_on_status": [99]}, r"99 is not a status in 100\.\.599"),
+    ],
+)
 def test_service_retry_ranges(tmp_path: Path, retry: dict[str, object], message: str) -> None:
     svc = {"name": "s", "base_url": "http://x", "default_model": "m", "timeout_ms": 1, "retry": retry}
     root = write_registry(tmp_path / "r", evals={}, data={}, services=[svc])

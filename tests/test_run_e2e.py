@@ -10,13 +10,29 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import (
-    chat_requests, mock_call, mock_process, numbered_registry, run_cli, start_cli, stored_results, wait_for,
+    chat_requests,
+    mock_call,
+    mock_process,
+    numbered_registry,
+    run_cli,
+    start_cli,
+    stored_results,
+    wait_for,
 )
 
 
 def _args(registry: Path, url: str, db: Path, *extra: str) -> list[str]:
-    return [f"registry={registry}", "service=mock", "service.mock.enabled=false", f"service.base_url={url}", "eval=g",
-            f"store.path={db}", "run.progress=false", "hydra.run.dir=run", *extra]
+    return [
+        f"registry={registry}",
+        "service=mock",
+        "service.mock.enabled=false",
+        f"service.base_url={url}",
+        "eval=g",
+        f"store.path={db}",
+        "run.progress=false",
+        "hydra.run.dir=run",
+        *extra,
+    ]
 
 
 def _one(db: Path, sql: str) -> object:
@@ -93,7 +109,9 @@ def test_rate_limit_storm_is_reported_as_errors_not_failures(tmp_path: Path) -> 
     with mock_process("--fail-rate", "1", "--fail-status", "429") as url:
         res = run_cli(*_args(registry, url, db, "service.retry.max_attempts=2"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert _one(db, "select count(*) from results where error_kind = 'rate_limited' and status = 'ERROR'") == 5
+    assert (
+        _one(db, "select count(*) from results where error_kind = 'rate_limited' and status = 'ERROR'") == 5
+    )
     assert _one(db, "select count(*) from attempts where status_code = 429") == 10
     report = (tmp_path / "run" / "report.md").read_text()
     assert "| g.e" in report and "|        5 |" in report  # five errors column
@@ -122,9 +140,24 @@ def test_default_run_writes_seed_artifacts(tmp_path: Path) -> None:
     runs = json.loads((tmp_path / "out" / "runs.json").read_text())
     assert runs["schema_version"] == 2
     assert list(runs["runs"][0]) == [
-        "group", "eval_id", "service_name", "model", "run_index", "case_id", "output", "passed", "score",
-        "failure_reason", "status_code", "attempt_count", "retried", "judge_attempt_count", "judge_retried",
-        "judge_status_code", "latency_ms"]
+        "group",
+        "eval_id",
+        "service_name",
+        "model",
+        "run_index",
+        "case_id",
+        "output",
+        "passed",
+        "score",
+        "failure_reason",
+        "status_code",
+        "attempt_count",
+        "retried",
+        "judge_attempt_count",
+        "judge_retried",
+        "judge_status_code",
+        "latency_ms",
+    ]
     evals = json.loads((tmp_path / "out" / "evals.json").read_text())
     assert evals["evals"][0]["stats"]["pass_rate_ci_low"] == pytest.approx(0.3424, abs=1e-4)
     assert "smoke.reply_ok" in res.stdout and "100.0%" in res.stdout

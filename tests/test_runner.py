@@ -22,13 +22,22 @@ Compose = Callable[..., DictConfig]
 
 
 async def test_hang_past_timeout_is_a_timeout_error_in_virtual_time(
-        compose: Compose, tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    compose: Compose, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
     registry = numbered_registry(tmp_path / "reg", 4)
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve, MockSettings(fault="hang"))
-        plan = build_plan(compose(f"registry={registry}", "service=mock", "service.mock.enabled=false",
-                                  f"service.base_url={server.url}", "service.timeout_ms=30000",
-                                  "service.retry.max_attempts=2", "eval=g"))
+        plan = build_plan(
+            compose(
+                f"registry={registry}",
+                "service=mock",
+                "service.mock.enabled=false",
+                f"service.base_url={server.url}",
+                "service.timeout_ms=30000",
+                "service.retry.max_attempts=2",
+                "eval=g",
+            )
+        )
         store = open_store(plan.store_path)
         start = trio.current_time()
         outcome = await execute(plan, store, total=count_cells(plan))
@@ -44,12 +53,22 @@ async def test_concurrency_limits_hold_at_the_server(compose: Compose, tmp_path:
     registry = numbered_registry(tmp_path / "reg", 60)
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve, MockSettings(latency_ms=20))
-        base = ["service=mock", "service.mock.enabled=false", f"service.base_url={server.url}", "eval=g",
-                f"registry={registry}"]
+        base = [
+            "service=mock",
+            "service.mock.enabled=false",
+            f"service.base_url={server.url}",
+            "eval=g",
+            f"registry={registry}",
+        ]
         for run_limit, service_limit, expected in ((5, 64, 5), (64, 3, 3)):
-            plan = build_plan(compose(*base, f"run.concurrency={run_limit}",
-                                      f"service.max_concurrency={service_limit}",
-                                      f"store.path={tmp_path / f'{run_limit}.db'}"))
+            plan = build_plan(
+                compose(
+                    *base,
+                    f"run.concurrency={run_limit}",
+                    f"service.max_concurrency={service_limit}",
+                    f"store.path={tmp_path / f'{run_limit}.db'}",
+                )
+            )
             server.stats.reset()
             await execute(plan, open_store(plan.store_path), total=count_cells(plan))
             assert server.stats.max_in_flight == expected
@@ -57,9 +76,24 @@ async def test_concurrency_limits_hold_at_the_server(compose: Compose, tmp_path:
 
 
 def test_multirun_sweep_writes_one_store_and_a_sweep_report(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "evalhydra", "-m", "service=mock,mock_slow", "eval=smoke",
-                          "trials=2", "run.progress=false", "service.mock.latency_ms=0",
-                          "hydra.sweep.dir=sweep"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evalhydra",
+            "-m",
+            "service=mock,mock_slow",
+            "eval=smoke",
+            "trials=2",
+            "run.progress=false",
+            "service.mock.latency_ms=0",
+            "hydra.sweep.dir=sweep",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     conn = sqlite3.connect(tmp_path / "outputs" / "evalhydra.db")
     assert conn.execute("select count(*), count(distinct sweep_dir) from runs").fetchone() == (2, 1)

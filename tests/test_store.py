@@ -13,10 +13,22 @@ from evalhydra.store import SCHEMA_VERSION, Batch, merge_stores, open_store
 
 
 def _row(key: str, run: str = "r1", passed: bool = True, error: str | None = None) -> dict[str, object]:
-    return {"cell_key": key, "run_id": run, "group": "g", "eval_id": "g.e", "service_name": "s",
-            "model": "m", "run_index": 1, "case_id": key, "status": "PASS" if passed else "FAIL",
-            "passed": passed, "score": 1.0 if passed else 0.0, "error_kind": error,
-            "details": {"k": [1, 2]}, "latency_ms": 5}
+    return {
+        "cell_key": key,
+        "run_id": run,
+        "group": "g",
+        "eval_id": "g.e",
+        "service_name": "s",
+        "model": "m",
+        "run_index": 1,
+        "case_id": key,
+        "status": "PASS" if passed else "FAIL",
+        "passed": passed,
+        "score": 1.0 if passed else 0.0,
+        "error_kind": error,
+        "details": {"k": [1, 2]},
+        "latency_ms": 5,
+    }
 
 
 def test_schema_tables_views_and_version(tmp_path: Path) -> None:
@@ -41,13 +53,21 @@ def test_write_is_atomic_and_idempotent(tmp_path: Path) -> None:
     row = next(store.run_rows(["r1"]))
     assert row["details"] == '{"k": [1, 2]}' and row["passed"] == 1
     with pytest.raises(sqlite3.Error):  # a bad batch rolls back entirely
-        store.write(Batch(results=[_row("c")], members=[("r1", "c")], attempts=[{"cell_key": "c", "latency_ms": object()}]))
+        store.write(
+            Batch(
+                results=[_row("c")],
+                members=[("r1", "c")],
+                attempts=[{"cell_key": "c", "latency_ms": object()}],
+            )
+        )
     assert store.conn.execute("select count(*) from results").fetchone()[0] == 2
 
 
 def test_done_keys_and_retry_errors(tmp_path: Path) -> None:
     store = open_store(tmp_path / "s.db")
-    store.write(Batch(results=[_row("ok"), _row("bad", passed=False), _row("err", passed=False, error="timeout")]))
+    store.write(
+        Batch(results=[_row("ok"), _row("bad", passed=False), _row("err", passed=False, error="timeout")])
+    )
     assert store.done_keys(["g.e"], "s", retry_errors=False) == {"ok", "bad", "err"}
     assert store.done_keys(["g.e"], "s", retry_errors=True) == {"ok", "bad"}
     assert store.done_keys(["other"], "s", retry_errors=False) == set()
@@ -88,8 +108,11 @@ def test_merge_shards_exactly(tmp_path: Path) -> None:
     for name, keys in (("a", ["1", "2"]), ("b", ["2", "3"])):
         shard = open_store(tmp_path / f"{name}.db")
         shard.start_run({"run_id": f"run-{name}", "status": "completed", "started_at": "t"})
-        shard.write(Batch(results=[_row(k, run=f"run-{name}") for k in keys],
-                          members=[(f"run-{name}", k) for k in keys]))
+        shard.write(
+            Batch(
+                results=[_row(k, run=f"run-{name}") for k in keys], members=[(f"run-{name}", k) for k in keys]
+            )
+        )
         shard.close()
     shards = [tmp_path / "a.db", tmp_path / "b.db"]
     assert merge_stores(tmp_path / "all.db", shards) == 3

@@ -6,11 +6,10 @@ See :mod:`evalhydra.registry_source`; this module only adapts it to Hydra's
 
 from __future__ import annotations
 
-from omegaconf import OmegaConf
-
 from hydra.core.object_type import ObjectType
 from hydra.errors import ConfigCompositionException
 from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
+from omegaconf import OmegaConf
 
 
 class EvalHydraRegistrySource(ConfigSource):
