@@ -209,10 +209,12 @@ def register() -> None:
     """
     from hydra.core.plugins import Plugins
 
-    from hydra_plugins.evalhydra_registry import EvalHydraRegistrySource
+    from hydra_plugins.evalhydra_registry import EvalHydraRegistrySource, EvalHydraSearchPath, enable
 
     ConfigStore.instance().store(name="evalhydra_schema", node=Config)
     Plugins.instance().register(EvalHydraRegistrySource)
+    Plugins.instance().register(EvalHydraSearchPath)
+    enable()
     if not OmegaConf.has_resolver("env"):
         OmegaConf.register_new_resolver("env", keep_env_reference)
 

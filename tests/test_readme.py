@@ -42,6 +42,7 @@ def test_default_eval_runs_from_any_directory(tmp_path: Path) -> None:
 def test_help_lists_options_and_every_subcommand_has_help(tmp_path: Path) -> None:
     res = run_cli("--help", cwd=tmp_path)
     assert res.returncode == 0 and "service: " in res.stdout and "mock_slow" in res.stdout
+    assert "smoke.reply_ok" in res.stdout and "local" in res.stdout  # registry options are listed too
     from evalhydra.__main__ import SUBCOMMANDS
 
     for name in sorted(SUBCOMMANDS):

@@ -8,7 +8,29 @@ from __future__ import annotations
 
 from hydra.core.object_type import ObjectType
 from hydra.errors import ConfigCompositionException
+from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
+from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+REGISTRY_PATH = "evalhydra-registry://active"
+_ENABLED: list[bool] = [False]
+
+
+def enable() -> None:
+    """Let :class:`EvalHydraSearchPath` add the registry (called by ``evalhydra.schema.register``).
+
+    Until then the plugin does nothing, so other Hydra apps on the machine are unaffected.
+    """
+    _ENABLED[0] = True
+
+
+class EvalHydraSearchPath(SearchPathPlugin):
+    """Adds the active registry to every evalhydra search path (so ``--help`` lists its options)."""
+
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        """Append ``evalhydra-registry://active`` once."""
+        if _ENABLED[0] and not any(e.path == REGISTRY_PATH for e in search_path.get_path()):
+            search_path.append(provider="evalhydra-registry", path=REGISTRY_PATH)
 from omegaconf import OmegaConf
 
 
