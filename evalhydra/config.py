@@ -189,16 +189,43 @@ def _check_service(svc: ServiceConfig) -> ServiceConfig:
     where = f"service '{svc.name}'"
     if svc.kind not in ("openai", "command"):
         raise EvalHydraError(f"{where}: service.kind={svc.kind} is unknown.", "Use openai or command.")
-    if svc.timeout_ms <= 0:
-        raise EvalHydraError(f"{where}: service.timeout_ms={svc.timeout_ms}: must be > 0.")
-    if not 1 <= svc.max_concurrency <= 4096:
-        raise EvalHydraError(f"{where}: service.max_concurrency={svc.max_concurrency}: must be in 1..4096.")
+    _check_ranges(where, {
+        "service.timeout_ms": (svc.timeout_ms, 1, None),
+        "service.deadline_ms": (svc.deadline_ms, 1, None),
+        "service.max_concurrency": (svc.max_concurrency, 1, 4096),
+        "service.rate_limit.rpm": (svc.rate_limit.rpm, 1, None),
+        "service.rate_limit.tpm": (svc.rate_limit.tpm, 1, None),
+        "service.pricing.input_per_mtok": (svc.pricing.input_per_mtok, 0, None),
+        "service.pricing.output_per_mtok": (svc.pricing.output_per_mtok, 0, None),
+        "service.pricing.cached_input_per_mtok": (svc.pricing.cached_input_per_mtok, 0, None),
+    })
     validate_retry(OmegaConf.to_container(OmegaConf.structured(svc.retry)), "service.retry")  # type: ignore[arg-type]
     if svc.kind == "openai" and not svc.base_url and not svc.mock.enabled:
         raise EvalHydraError(
             f"{where}: service.base_url is empty.", "Set service.base_url=http://host:port/v1."
         )
+    if svc.mock.enabled:
+        _check_mock(svc, where)
     return svc
+
+
+def _check_ranges(where: str, values: dict[str, tuple[float | None, float, float | None]]) -> None:
+    """Each (value, low, high): None values are unset and skipped; high None means unbounded."""
+    for key, (value, low, high) in values.items():
+        if value is None:
+            continue
+        if value < low or (high is not None and value > high):
+            bound = f"in {low}..{high}" if high is not None else f">= {low}"
+            raise EvalHydraError(f"{where}: {key}={value}: must be {bound}.")
+
+
+def _check_mock(svc: ServiceConfig, where: str) -> None:
+    from evalhydra.mock import MockSettings
+
+    try:
+        MockSettings.from_config(svc.mock)
+    except ValueError as exc:
+        raise EvalHydraError(f"{where}: service.mock: {exc}") from None
 
 
 def _plan_evals(conf: Config, registry: Registry, service: str) -> tuple[list[EvalPlan], list[str]]:

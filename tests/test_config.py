@@ -62,7 +62,11 @@ def test_wrong_type_and_unknown_key_fail_before_any_call(compose: Compose) -> No
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("service.timeout_ms=0", r"service.timeout_ms=0: must be > 0"),
+        ("service.timeout_ms=0", r"service.timeout_ms=0: must be >= 1"),
+    ("service.rate_limit.rpm=0", r"service.rate_limit.rpm=0: must be >= 1"),
+    ("service.pricing.output_per_mtok=-1", r"service.pricing.output_per_mtok=-1.0: must be >= 0"),
+    ("service.max_concurrency=5000", r"service.max_concurrency=5000: must be in 1\.\.4096"),
+    ("service.mock.fail_rate=2", r"service.mock: .*fail_rate"),
         ("service.retry.max_attempts=11", r"service.retry.max_attempts=11: must be an integer in 1\.\.10"),
         ("run.concurrency=0", r"run.concurrency=0: must be at least 1"),
         ("trials=10001", r"trials=10001: must be in 1\.\.10000"),
