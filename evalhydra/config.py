@@ -254,6 +254,9 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
         if conf.judge_service:
             matcher = with_judge_service(matcher, conf.judge_service)
         matcher = validate_matcher(matcher, f"{where}: matcher", registry_root=root)
+    attempts = spec.get("max_attempts", 1)
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 10:
+        raise EvalHydraError(f"{where}: max_attempts={attempts!r}: must be an integer in 1..10.")
     trials = conf.trials if conf.trials is not None else int(spec.get("default_run_count") or 1)
     if not 1 <= trials <= 10000:
         raise EvalHydraError(f"trials={trials}: must be in 1..10000.")
@@ -268,7 +271,7 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
         matcher=matcher,
         trials=trials,
         tools=tuple(_tool(t, where) for t in spec.get("tools") or []),
-        max_attempts=int(spec.get("max_attempts") or 1),
+        max_attempts=attempts,
         cases=spec.get("cases"),
     )
     tools = [(t.name, t.description, t.parameters) for t in plan.tools]

@@ -37,7 +37,10 @@ from evalhydra.services.base import Service
 from evalhydra.store import Batch, Store
 from evalhydra.types import ChatRequest, Completion
 
-__all__ = ["RunOutcome", "count_cells", "execute", "new_run_id"]
+__all__ = [
+    "JudgeServices", "RunOutcome", "count_cells", "execute", "new_run_id", "open_service", "run_row",
+    "store_writer", "watch_signals",
+]
 
 FLUSH_INTERVAL_S = 0.25
 
@@ -152,7 +155,7 @@ async def _run(
 ) -> None:
     rows_tx, rows_rx = trio.open_memory_channel[Batch](plan.run.batch_size * 2)
     async with trio.open_nursery() as outer:
-        outer.start_soon(_writer, rows_rx, store, plan.run.batch_size)
+        outer.start_soon(store_writer, rows_rx, store, plan.run.batch_size)
         async with rows_tx, trio.open_nursery() as helpers:
             async with _open_services(plan, helpers) as (service, judges):
                 runner = None
@@ -160,7 +163,7 @@ async def _run(
                     matchers = await _matchers(plan, judges)
                     runner = ChatCellRunner(service, matchers, plan.registry_root, run_id, judges)
                 with trio.CancelScope() as work_scope:
-                    helpers.start_soon(_watch_signals, work_scope)
+                    helpers.start_soon(watch_signals, work_scope)
                     await _work(plan, runner, run_id, done, rows_tx, outcome, progress)
                 outcome.interrupted = work_scope.cancelled_caught
             helpers.cancel_scope.cancel()
@@ -268,7 +271,7 @@ async def _run_agent_cell(
     return await run_agent_cell(plan, job, run_id)
 
 
-async def _writer(
+async def store_writer(
     rows_rx: trio.MemoryReceiveChannel[Batch],
     store: Store,
     batch_size: int,
@@ -299,14 +302,15 @@ async def _writer(
                 await trio.to_thread.run_sync(store.write, pending)
 
 
-async def _watch_signals(scope: trio.CancelScope) -> None:
+async def watch_signals(scope: trio.CancelScope) -> None:
+    """Cancel ``scope`` on the first SIGINT or SIGTERM (graceful stop: flush, mark interrupted)."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             scope.cancel()
             return
 
 
-class _Judges:
+class JudgeServices:
     """The JudgeClient handed to judge matchers: services by name."""
 
     def __init__(self, services: dict[str, Service]) -> None:
@@ -319,7 +323,7 @@ class _Judges:
         return await self.services[service_name].complete(request)
 
 
-async def _matchers(plan: RunPlan, judges: _Judges) -> dict[str, Matcher]:
+async def _matchers(plan: RunPlan, judges: JudgeServices) -> dict[str, Matcher]:
     from evalhydra.matchers.factory import build_matcher
 
     return {
@@ -328,28 +332,26 @@ async def _matchers(plan: RunPlan, judges: _Judges) -> dict[str, Matcher]:
 
 
 @asynccontextmanager
-async def _open_services(plan: RunPlan, nursery: trio.Nursery) -> AsyncIterator[tuple[Any, _Judges]]:
+async def _open_services(plan: RunPlan, nursery: trio.Nursery) -> AsyncIterator[tuple[Any, JudgeServices]]:
     """Open the run's service and its judges (starting mock servers as needed)."""
     opened: dict[str, Service] = {}
-    mocks: dict[str, str] = {}
     try:
         main = None
         if plan.service.kind != "command":
-            main = await _open_service(plan, plan.service, nursery, mocks)
+            main = await open_service(plan, plan.service, nursery)
             opened[plan.service.name] = main
         for name, cfg in plan.judges.items():
             if name not in opened:
-                opened[name] = await _open_service(plan, cfg, nursery, mocks)
-        yield main, _Judges(opened)
+                opened[name] = await open_service(plan, cfg, nursery)
+        yield main, JudgeServices(opened)
     finally:
         with trio.CancelScope(shield=True):
             for service in opened.values():
                 await service.aclose()
 
 
-async def _open_service(
-    plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery, mocks: dict[str, str]
-) -> Service:
+async def open_service(plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery) -> Service:
+    """Open one HTTP service, starting its mock server in ``nursery`` when enabled."""
     from evalhydra.services.openai_compat import OpenAICompatService
 
     base_url = None
