@@ -28,6 +28,7 @@ __all__ = [
     "cell_key",
     "compose_config",
     "redact",
+    "redact_overrides",
     "to_config",
 ]
 
@@ -359,6 +360,18 @@ def redact(value: Any) -> Any:
     if isinstance(value, list):
         return [redact(v) for v in value]
     return value
+
+
+def redact_overrides(overrides: Sequence[str]) -> list[str]:
+    """Command-line overrides with secret-looking values replaced (``headers.*``, ``*key*``, ``*token*``)."""
+    out = []
+    for item in overrides:
+        key, sep, _ = item.partition("=")
+        lowered = key.lower()
+        secret = ".headers." in f".{lowered}" or (
+            not lowered.endswith("api_key_env") and any(m in lowered for m in SECRET_MARKERS))
+        out.append(f"{key}=<redacted>" if sep and secret else item)
+    return out
 
 
 def _digest(value: Any) -> str:

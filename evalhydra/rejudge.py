@@ -201,7 +201,7 @@ def _stored_overrides(run: dict[str, Any]) -> list[str]:
         value = None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise EvalHydraError(f"Run '{run['run_id']}' has unreadable overrides {raw!r}.")
-    return value
+    return [v for v in value if not v.endswith("=<redacted>")]  # secrets were never stored
 
 
 def _new_run_id(plan: RunPlan) -> str:

@@ -28,7 +28,7 @@ import trio
 
 import evalhydra
 from evalhydra.cells import CellJob, ChatCellRunner, now_iso
-from evalhydra.config import EvalPlan, RunPlan, cell_key, service_result_hash
+from evalhydra.config import EvalPlan, RunPlan, cell_key, redact_overrides, service_result_hash
 from evalhydra.matchers.base import Matcher
 from evalhydra.progress import Progress
 from evalhydra.registry import iter_cases
@@ -100,7 +100,7 @@ def run_row(plan: RunPlan, run_id: str, total: int) -> dict[str, Any]:
         "kind": "agent" if plan.service.kind == "command" else "chat",
         "started_at": now_iso(),
         "status": "running",
-        "overrides": list(plan.overrides),
+        "overrides": redact_overrides(plan.overrides),
         "config": plan.config,
         "fingerprint": plan.fingerprint,
         "version": evalhydra.__version__,
@@ -197,6 +197,17 @@ async def _work(
                 )
 
 
+def planned_cells(plan: RunPlan) -> Iterator[CellJob]:
+    """Every cell of the plan, trial by trial, with its resume key (datasets are streamed)."""
+    svc_hash = service_result_hash(plan.service)
+    for ev in plan.evals:
+        for trial in range(1, ev.trials + 1):
+            for case in _cases(plan, ev, check=False):
+                key = cell_key(ev, _case_id(case), _case_hash(case), plan.service.name, plan.model, trial,
+                               svc_hash)
+                yield CellJob(key=key, eval=ev, case=case, trial=trial)
+
+
 async def _produce(
     plan: RunPlan,
     run_id: str,
@@ -206,31 +217,28 @@ async def _produce(
     outcome: RunOutcome,
     progress: Progress,
 ) -> None:
-    svc_hash = service_result_hash(plan.service)
+    """Send pending cells to the workers; record stored ones as members of this run."""
     skipped: list[tuple[str, str]] = []
+
+    async def flush_skipped() -> None:
+        await rows_tx.send(Batch(members=skipped[:]))
+        progress.skip(len(skipped))
+        outcome.skipped += len(skipped)
+        skipped.clear()
+
     async with jobs_tx, rows_tx:
-        for ev in plan.evals:
-            for trial in range(1, ev.trials + 1):
-                for case in _cases(plan, ev, check=False):
-                    key = cell_key(
-                        ev, _case_id(case), _case_hash(case), plan.service.name, plan.model, trial, svc_hash
-                    )
-                    if key in done:
-                        skipped.append((run_id, key))
-                        if len(skipped) >= 1000:
-                            await rows_tx.send(Batch(members=skipped))
-                            progress.skip(len(skipped))
-                            outcome.skipped += len(skipped)
-                            skipped = []
-                        continue
-                    if _over_budget(plan, outcome):
-                        outcome.budget_exhausted = True
-                        break
-                    await jobs_tx.send(CellJob(key=key, eval=ev, case=case, trial=trial))
+        for job in planned_cells(plan):
+            if job.key in done:
+                skipped.append((run_id, job.key))
+                if len(skipped) >= 1000:
+                    await flush_skipped()
+            elif _over_budget(plan, outcome):
+                outcome.budget_exhausted = True
+                break
+            else:
+                await jobs_tx.send(job)
         if skipped:
-            await rows_tx.send(Batch(members=skipped))
-            progress.skip(len(skipped))
-            outcome.skipped += len(skipped)
+            await flush_skipped()
 
 
 def _over_budget(plan: RunPlan, outcome: RunOutcome) -> bool:
@@ -250,6 +258,9 @@ async def _worker(
 ) -> None:
     async with jobs_rx, rows_tx:
         async for job in jobs_rx:
+            if _over_budget(plan, outcome):
+                outcome.budget_exhausted = True
+                continue  # the budget is spent: drain queued cells without starting them
             async with limiter:
                 if runner is not None:
                     row, attempts = await runner.run(job)

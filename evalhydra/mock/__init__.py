@@ -13,7 +13,8 @@ Endpoints:
     ``faults``, ``bad_requests``, ``connections``, ``in_flight``,
     ``max_in_flight``). ``POST /_mock/reset`` zeroes them and reseeds.
     ``GET|POST /_mock/config``: read, or change with a JSON object of settings.
-    ``GET /_mock/last``: the last chat request body. ``GET /_mock/health``.
+    ``GET /_mock/last``: the last chat request body; ``GET /_mock/last_headers``:
+    its headers (names lower-cased). ``GET /_mock/health``.
     Every ``/_mock/...`` path also answers under ``/v1/_mock/...``.
 
 Switches (:class:`MockSettings`, same names as ``MockConfig`` plus extras):

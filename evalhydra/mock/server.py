@@ -98,6 +98,7 @@ class MockServer:
         self.host = host
         self.port = 0
         self._last_body: bytes | None = None
+        self._last_head: bytes | None = None
         self._rng = random.Random(self.settings.seed)
         self._seed = self.settings.seed
 
@@ -116,10 +117,20 @@ class MockServer:
         """The last chat request's parsed body (None before the first one)."""
         return None if self._last_body is None else _parse_payload(self._last_body)
 
+    @property
+    def last_headers(self) -> dict[str, str] | None:
+        """The last chat request's headers, names lower-cased (None before the first one).
+
+        A repeated header's values are joined with ``", "``. Tests use this to
+        check what a client sends (e.g. whether ``authorization`` is present).
+        """
+        return None if self._last_head is None else _parse_headers(self._last_head)
+
     def reset(self) -> None:
         """Zero the counters, forget the last request and reseed the generator."""
         self.stats.reset()
         self._last_body = None
+        self._last_head = None
         self._reseed()
 
     def _reseed(self) -> None:
@@ -155,29 +166,32 @@ class MockServer:
 
     # -- routing --------------------------------------------------------------
 
-    async def handle(self, method: bytes, target: bytes, body: bytes) -> Reply:
+    async def handle(self, method: bytes, target: bytes, body: bytes, head: bytes = b"") -> Reply:
         """Answer one request (any path).
 
         Args:
             method: HTTP method, e.g. ``b"POST"``.
             target: Request target (path and query).
             body: The whole request body.
+            head: The raw request head (request line and headers), kept for
+                ``/_mock/last_headers`` when this is a chat request.
 
         Returns:
             What to send back.
         """
         self.stats.requests += 1
         try:
-            return await self._route(method, target, body)
+            return await self._route(method, target, body, head)
         except Exception as exc:  # a mock bug must not crash the server
             message = f"mock internal error: {type(exc).__name__}: {exc}"
             return Reply(500, responses.error_body(message, "server_error"))
 
-    async def _route(self, method: bytes, target: bytes, body: bytes) -> Reply:
+    async def _route(self, method: bytes, target: bytes, body: bytes, head: bytes) -> Reply:
         path = target.split(b"?", 1)[0].rstrip(b"/")
         if path in _CHAT_PATHS:
             if method != b"POST":
                 return Reply(405, responses.error_body("use POST", "invalid_request_error"))
+            self._last_head = head
             return await self._chat(body)
         if path in _MODELS_PATHS and method == b"GET":
             return Reply(200, responses.models_body(self.settings.model))
@@ -191,6 +205,7 @@ class MockServer:
             getters = {
                 b"/_mock/stats": self.stats.to_dict,
                 b"/_mock/last": lambda: self.last_request,
+                b"/_mock/last_headers": lambda: self.last_headers,
                 b"/_mock/health": lambda: {"ok": True},
                 b"/_mock/config": self.settings.to_dict,
             }
@@ -351,6 +366,18 @@ def _parse_payload(body: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return payload if isinstance(payload, dict) else None
+
+
+def _parse_headers(head: bytes) -> dict[str, str]:
+    """Header lines of a raw request head as ``{lower-case name: value}``."""
+    headers: dict[str, str] = {}
+    for line in head.split(b"\r\n")[1:]:
+        name, sep, value = line.partition(b":")
+        if not sep:
+            continue
+        key, text = name.strip().lower().decode("latin-1"), value.strip().decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    return headers
 
 
 def _wants_stream(body: bytes) -> bool:

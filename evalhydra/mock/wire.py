@@ -69,8 +69,9 @@ class Reply:
         self.action = action
 
 
-#: ``handler(method, target, body)`` answers one request.
-Handler = Callable[[bytes, bytes, bytes], Awaitable[Reply]]
+#: ``handler(method, target, body, head)`` answers one request; ``head`` is the raw
+#: request head (request line and header lines, CRLF-separated, no final blank line).
+Handler = Callable[[bytes, bytes, bytes, bytes], Awaitable[Reply]]
 
 
 def parse_head(head: bytes) -> tuple[bytes, bytes, int, bool] | None:
@@ -145,7 +146,8 @@ async def _fast_loop(stream: trio.SocketStream, handler: Handler) -> None:
                 return
             buf += data
             continue
-        head = parse_head(bytes(buf[:end]))
+        raw_head = bytes(buf[:end])
+        head = parse_head(raw_head)
         if head is None:
             return await _h11_loop(stream, handler, bytes(buf))
         method, target, length, keep = head
@@ -157,7 +159,7 @@ async def _fast_loop(stream: trio.SocketStream, handler: Handler) -> None:
             buf += data
         body = bytes(buf[end + 4 : stop])
         del buf[:stop]
-        reply = await handler(method, target, body)
+        reply = await handler(method, target, body, raw_head)
         if reply.action is not None:
             return await misbehave(stream, reply)
         await stream.send_all(encode(reply, keep))
@@ -179,13 +181,19 @@ async def _h11_loop(stream: trio.SocketStream, handler: Handler, data: bytes) ->
         if got is None:
             return
         request, body = got
-        reply = await handler(request.method, request.target, body)
+        reply = await handler(request.method, request.target, body, _raw_head(request))
         if reply.action is not None:
             return await misbehave(stream, reply)
         await _h11_send(conn, stream, reply)
         if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
             return
         conn.start_next_cycle()
+
+
+def _raw_head(request: h11.Request) -> bytes:
+    """Rebuild a request head from h11's parsed request (names are lower-cased)."""
+    line = b"%s %s HTTP/%s" % (request.method, request.target, request.http_version)
+    return b"\r\n".join([line, *(name + b": " + value for name, value in request.headers)])
 
 
 async def _read_request(conn: h11.Connection, stream: trio.SocketStream) -> tuple[h11.Request, bytes] | None:
