@@ -19,6 +19,7 @@ from tests.helpers import (
     stored_results,
     wait_for,
 )
+from tests.test_reports_zig import RUN_KEYS
 
 
 def _args(registry: Path, url: str, db: Path, *extra: str) -> list[str]:
@@ -139,25 +140,7 @@ def test_default_run_writes_seed_artifacts(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     runs = json.loads((tmp_path / "out" / "runs.json").read_text())
     assert runs["schema_version"] == 2
-    assert list(runs["runs"][0]) == [
-        "group",
-        "eval_id",
-        "service_name",
-        "model",
-        "run_index",
-        "case_id",
-        "output",
-        "passed",
-        "score",
-        "failure_reason",
-        "status_code",
-        "attempt_count",
-        "retried",
-        "judge_attempt_count",
-        "judge_retried",
-        "judge_status_code",
-        "latency_ms",
-    ]
+    assert list(runs["runs"][0]) == RUN_KEYS  # the seed's RunResult keys, in order
     evals = json.loads((tmp_path / "out" / "evals.json").read_text())
     assert evals["evals"][0]["stats"]["pass_rate_ci_low"] == pytest.approx(0.3424, abs=1e-4)
     assert "smoke.reply_ok" in res.stdout and "100.0%" in res.stdout
