@@ -63,6 +63,7 @@ class ChatCellRunner:
         self.judges = judges
         self.config: ServiceConfig = service.config
         self.model = self.config.model or self.config.default_model
+        self._judge_cache: dict[str, str | None] = {}
 
     async def run(self, job: CellJob) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Execute one cell; return its result row and its attempt rows."""
@@ -125,18 +126,7 @@ class ChatCellRunner:
         latency_ms: float,
     ) -> dict[str, Any]:
         case: Case = job.case
-        judge = match.judge
-        candidate = [c for kind, c in calls if kind == "candidate"]
-        judges = [c for kind, c in calls if kind == "judge"]
-        usage = sum((c.usage for c in candidate), Usage())
-        judge_usage = sum((c.usage for c in judges), Usage())
         error = match.error_kind or completion.error_kind
-        attempts = sum(c.attempt_count for _, c in calls)
-        status = (
-            "ERROR"
-            if error in INFRA_ERRORS or error == ErrorKind.RENDER_ERROR
-            else ("PASS" if match.passed else "FAIL")
-        )
         return {
             "cell_key": job.key,
             "run_id": self.run_id,
@@ -148,24 +138,37 @@ class ChatCellRunner:
             "run_index": job.trial,
             "case_id": case.id,
             "kind": "chat",
-            "status": status,
             "input": case.input,
             "ideal": case.ideal,
             "output": completion.output,
             "tool_calls": [{"name": t.name, "arguments": t.arguments} for t in completion.tool_calls],
-            "passed": bool(match.passed) and error is None,
-            "score": float(match.score),
-            "failure_reason": None if match.passed else match.reason,
-            "error_kind": str(error) if error else None,
+            "latency_ms": int(round(latency_ms)),
+            "attempts": len(history),
+            "attempt_history": history if job.eval.max_attempts > 1 else None,
+            "case_hash": case.content_hash,
+            "evaluated_at": now_iso(),
+            **_verdict_fields(match, error, job.eval.matcher),
+            **self._accounting_fields(job, match, calls),
             "status_code": completion.status_code,
-            "attempt_count": attempts,
+        }
+
+    def _accounting_fields(
+        self, job: CellJob, match: MatchResult, calls: list[tuple[str, Completion]]
+    ) -> dict[str, Any]:
+        """Attempts, retries, tokens and cost, with the judge's kept apart."""
+        judge = match.judge
+        candidate = [c for kind, c in calls if kind == "candidate"]
+        judges = [c for kind, c in calls if kind == "judge"]
+        usage = sum((c.usage for c in candidate), Usage())
+        judge_usage = sum((c.usage for c in judges), Usage())
+        return {
+            "attempt_count": sum(c.attempt_count for _, c in calls),
             "retried": any(c.retried for _, c in calls),
             "judge_attempt_count": judge.attempt_count if judge else None,
             "judge_retried": judge.retried if judge else None,
             "judge_status_code": judge.status_code if judge else None,
-            "judge_service": ",".join(sorted(judge_services_of(job.eval.matcher))) or None,
-            "judge_model": (judge.model if judge else None),
-            "latency_ms": int(round(latency_ms)),
+            "judge_service": self._judge_names(job.eval),
+            "judge_model": judge.model if judge else None,
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
             "cached_tokens": usage.cached_tokens,
@@ -173,17 +176,12 @@ class ChatCellRunner:
             "judge_completion_tokens": judge_usage.completion_tokens if judges else None,
             "cost_usd": sum(c.cost_usd for c in candidate),
             "judge_cost_usd": sum(c.cost_usd for c in judges) if judges else None,
-            "details": match.details,
-            "feedback": match.feedback,
-            "rubric_scores": match.rubric_scores,
-            "failure_category": match.failure_category,
-            "suggested_fix": match.suggested_fix,
-            "pass_threshold": job.eval.matcher.get("pass_threshold", job.eval.matcher.get("pass_score")),
-            "attempts": len(history),
-            "attempt_history": history if job.eval.max_attempts > 1 else None,
-            "case_hash": case.content_hash,
-            "evaluated_at": now_iso(),
         }
+
+    def _judge_names(self, ev: EvalPlan) -> str | None:
+        if ev.id not in self._judge_cache:
+            self._judge_cache[ev.id] = ",".join(sorted(judge_services_of(ev.matcher))) or None
+        return self._judge_cache[ev.id]
 
     def _attempt_rows(
         self, job: CellJob, calls: list[tuple[str, Completion]], labels: list[str], generations: int
@@ -207,6 +205,24 @@ class ChatCellRunner:
                     }
                 )
         return rows
+
+
+def _verdict_fields(match: MatchResult, error: ErrorKind | None, matcher: dict[str, Any]) -> dict[str, Any]:
+    """Status, pass, score and the judge's feedback. Infrastructure errors are ERROR, never FAIL."""
+    is_error = error in INFRA_ERRORS or error == ErrorKind.RENDER_ERROR
+    return {
+        "status": "ERROR" if is_error else ("PASS" if match.passed else "FAIL"),
+        "passed": bool(match.passed) and error is None,
+        "score": float(match.score),
+        "failure_reason": None if match.passed else match.reason,
+        "error_kind": str(error) if error else None,
+        "details": match.details,
+        "feedback": match.feedback,
+        "rubric_scores": match.rubric_scores,
+        "failure_category": match.failure_category,
+        "suggested_fix": match.suggested_fix,
+        "pass_threshold": matcher.get("pass_threshold", matcher.get("pass_score")),
+    }
 
 
 def _with_input(case: Case, text: str) -> Case:
