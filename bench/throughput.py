@@ -206,13 +206,15 @@ def main() -> None:
     for name, r in sides.items():
         eff = ideal / r["wall_s"] if r["wall_s"] else 0.0
         print(
-            f"{name:16s} wall={r['wall_s']:7.2f} s  efficiency={eff:5.3f}  req/s={args.n / r['wall_s']:8.1f}  "
+            f"{name:16s} wall={r['wall_s']:7.2f} s  efficiency={eff:5.3f}  "
+            f"req/s={args.n / r['wall_s']:8.1f}  "
             f"cpu={r['cpu_s']:6.2f} s  peak_rss={r['peak_rss_mb']:6.1f} MB  ok={r['ok']}"
             + (f"  stored={r['stored']} report={r['report_s']:.2f} s" if "stored" in r else "")
         )
     if len(sides) == 2:
         print(
-            f"evalhydra wall / bare wall = {sides['evalhydra']['wall_s'] / sides['bare trio+httpx']['wall_s']:.3f}"
+            "evalhydra wall / bare wall = "
+            f"{sides['evalhydra']['wall_s'] / sides['bare trio+httpx']['wall_s']:.3f}"
         )
 
 

@@ -18,7 +18,7 @@ from evalhydra.config import RunPlan, build_plan
 from evalhydra.errors import EvalHydraError
 from evalhydra.progress import Progress
 from evalhydra.runner import RunOutcome, count_cells, execute
-from evalhydra.store import open_store
+from evalhydra.store import Store, open_store
 
 __all__ = ["run_config", "run_plan"]
 
@@ -65,27 +65,27 @@ def run_plan(plan: RunPlan, *, output_dir: Path | None = None) -> int:
         store.close()
 
 
-async def _execute(plan: RunPlan, store, total: int, progress: Progress) -> RunOutcome:  # type: ignore[no-untyped-def]
+async def _execute(plan: RunPlan, store: Store, total: int, progress: Progress) -> RunOutcome:
     return await execute(plan, store, total=total, progress=progress)
 
 
-def _finish(plan: RunPlan, store, outcome: RunOutcome, output_dir: Path | None) -> int:  # type: ignore[no-untyped-def]
-    from evalhydra.reports.summary import gate_failures, print_summary
+def _finish(plan: RunPlan, store: Store, outcome: RunOutcome, output_dir: Path | None) -> int:
+    """Write the run's reports, print the summary, and turn gates into an exit code."""
+    from evalhydra.reports.summary import print_run_summary, run_gate
     from evalhydra.reports.writer import write_run_reports
 
     out = output_dir or plan.store_path.parent / "runs" / outcome.run_id
     write_run_reports(store, [outcome.run_id], out, formats=plan.config.get("report") or ["json", "md"])
-    rows = list(store.run_rows([outcome.run_id]))
-    print_summary(rows, outcome, out)
+    stats = print_run_summary(store, outcome, out)
     if outcome.interrupted:
-        print(
-            f"interrupted: {outcome.executed} results stored; rerun the same command to resume.",
-            file=sys.stderr,
-        )
+        print(f"interrupted: {outcome.executed} results stored; rerun the same command to resume.",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
     if outcome.budget_exhausted:
         print(f"stopped scheduling: run.max_cost_usd={plan.run.max_cost_usd} reached.", file=sys.stderr)
-    if plan.run.fail_under is not None and gate_failures(rows, plan.run.fail_under):
+    per_eval = dict(plan.run.fail_under_per_eval or {})
+    gated = plan.run.fail_under is not None or per_eval
+    if gated and run_gate(store, [outcome.run_id], plan.run.fail_under, per_eval, stats=stats):
         return EXIT_GATE
     return EXIT_OK
 

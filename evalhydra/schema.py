@@ -172,6 +172,7 @@ class RunConfig:
     concurrency: int = 64
     retry_errors: bool = False
     fail_under: float | None = None
+    fail_under_per_eval: dict[str, float] = field(default_factory=dict)  # eval id or group -> threshold
     max_cost_usd: float | None = None
     dry_run: bool = False
     progress: bool = True

@@ -153,6 +153,15 @@ def _create_views(db: sqlite_utils.Database) -> None:
 
 def _migration_2(db: sqlite_utils.Database) -> None:
     """Report views: per-run stats, latest result per cell, failures, flakiness."""
+    _create_report_views(db)
+
+
+def _migration_3(db: sqlite_utils.Database) -> None:
+    """Pass rates leave infrastructure errors out (``eval_stats`` and ``run_summary`` too)."""
+    _create_report_views(db)
+
+
+def _create_report_views(db: sqlite_utils.Database) -> None:
     for name, sql in REPORT_VIEWS.items():
         db.create_view(name, sql, replace=True)
 
@@ -160,31 +169,50 @@ def _migration_2(db: sqlite_utils.Database) -> None:
 _RUN_MEMBERS = """
     from run_cells rc join results r on r.cell_key = rc.cell_key
     join runs ru on ru.run_id = rc.run_id"""
+# An infrastructure error (HTTP failure, timeout, agent ERROR/TIMEOUT): not a failure, and
+# left out of pass rates (pass_rate = passed / (total - errors)).
+_ERR = "(r.error_kind is not null or coalesce(r.status, '') in ('ERROR', 'TIMEOUT'))"
+_COUNTS = f"""count(r.cell_key) as total, coalesce(sum(r.passed), 0) as passed,
+          count(r.cell_key) - coalesce(sum(r.passed), 0) - coalesce(sum({_ERR}), 0) as failed,
+          coalesce(sum({_ERR}), 0) as errors,
+          round(1.0 * sum(r.passed) / nullif(count(r.cell_key) - sum({_ERR}), 0), 4) as pass_rate"""
+_COST = "round(sum(coalesce(r.cost_usd, 0) + coalesce(r.judge_cost_usd, 0)), 6) as cost_usd"
 
-#: Views added by migration 2 (documented in the README with example queries).
+#: Views of migrations 2 and 3 (documented in the README with example queries).
 REPORT_VIEWS: dict[str, str] = {
+    # One row per eval × service × model over every stored result (replaces migration 1's).
+    "eval_stats": f"""
+        select r.eval_id, r.service_name, r.model, count(*) as total, sum(r.passed) as passed,
+          sum({_ERR}) as errors,
+          round(1.0 * sum(r.passed) / nullif(count(*) - sum({_ERR}), 0), 4) as pass_rate,
+          round(avg(r.latency_ms), 1) as mean_latency_ms, sum(r.retried) as retried_runs,
+          {_COST}
+        from results r group by r.eval_id, r.service_name, r.model""",
+    # One row per run (replaces migration 1's).
+    "run_summary": f"""
+        select ru.run_id, ru.started_at, ru.status, count(r.cell_key) as cells,
+          sum(r.passed) as passed,
+          round(1.0 * sum(r.passed) / nullif(count(r.cell_key) - sum({_ERR}), 0), 4) as pass_rate,
+          sum({_ERR}) as errors
+        from runs ru left join run_cells rc on rc.run_id = ru.run_id
+        left join results r on r.cell_key = rc.cell_key group by ru.run_id""",
     # One row per run × eval × service × model.
     "run_eval_stats": f"""
         select rc.run_id, ru.started_at, r."group", r.eval_id, r.service_name, r.model,
-          count(*) as total, sum(r.passed) as passed, count(*) - sum(r.passed) as failed,
-          sum(r.error_kind is not null or r.status in ('ERROR', 'TIMEOUT')) as errors,
-          round(avg(r.passed), 4) as pass_rate, round(avg(r.latency_ms), 1) as mean_latency_ms,
-          sum(r.retried) as retried_runs, sum(coalesce(r.attempt_count, 0)) as total_attempts,
+          {_COUNTS},
+          round(avg(r.latency_ms), 1) as mean_latency_ms, sum(r.retried) as retried_runs,
+          sum(coalesce(r.attempt_count, 0)) as total_attempts,
           sum(coalesce(r.prompt_tokens, 0) + coalesce(r.judge_prompt_tokens, 0)) as input_tokens,
           sum(coalesce(r.completion_tokens, 0) + coalesce(r.judge_completion_tokens, 0))
             as output_tokens,
-          round(sum(coalesce(r.cost_usd, 0) + coalesce(r.judge_cost_usd, 0)), 6) as cost_usd
+          {_COST}
         {_RUN_MEMBERS}
         group by rc.run_id, r."group", r.eval_id, r.service_name, r.model""",
-    # One row per run: cells, passes, errors, pass rate, cost.
-    "run_pass_rates": """
+    # One row per run: results, passes, failures, errors, pass rate, cost.
+    "run_pass_rates": f"""
         select ru.run_id, ru.started_at, ru.finished_at, ru.status, ru.kind,
-          count(r.cell_key) as cells, coalesce(sum(r.passed), 0) as passed,
-          count(r.cell_key) - coalesce(sum(r.passed), 0) as failed,
-          coalesce(sum(r.error_kind is not null or r.status in ('ERROR', 'TIMEOUT')), 0) as errors,
-          round(avg(r.passed), 4) as pass_rate,
-          round(coalesce(sum(coalesce(r.cost_usd, 0) + coalesce(r.judge_cost_usd, 0)), 0), 6)
-            as cost_usd
+          {_COUNTS},
+          coalesce({_COST.replace(" as cost_usd", "")}, 0) as cost_usd
         from runs ru left join run_cells rc on rc.run_id = ru.run_id
         left join results r on r.cell_key = rc.cell_key
         group by ru.run_id""",
@@ -201,22 +229,25 @@ REPORT_VIEWS: dict[str, str] = {
         select rc.run_id, r.eval_id, r.service_name, r.model, r.case_id, r.run_index,
           coalesce(r.status, case when r.error_kind is not null then 'ERROR' else 'FAIL' end)
             as status,
-          r.error_kind, r.failure_reason, r.failure_category, r.suggested_fix, r.score,
-          r.output, r.evaluated_at
+          {_ERR} as is_error, r.error_kind, r.failure_reason, r.failure_category,
+          r.suggested_fix, r.score, r.output, r.evaluated_at
         {_RUN_MEMBERS}
         where not coalesce(r.passed, 0)""",
-    # Per run × eval × service × model × case: trials, passes, verdict, flakiness.
+    # Per run × eval × service × model × case, over trials without an infrastructure error.
     "case_flakiness": f"""
-        select rc.run_id, r.eval_id, r.service_name, r.model, r.case_id,
-          count(*) as trials, sum(r.passed) as passed,
-          case when sum(r.passed) = count(*) then 'STABLE' when sum(r.passed) = 0 then 'BROKEN'
-               else 'FLAKY' end as verdict,
-          round(2.0 * min(sum(r.passed), count(*) - sum(r.passed)) / count(*), 4) as flakiness
-        {_RUN_MEMBERS}
-        group by rc.run_id, r.eval_id, r.service_name, r.model, r.case_id""",
+        select run_id, eval_id, service_name, model, case_id, trials, errors, passed,
+          case when trials = errors then 'NO RESULT' when passed = trials - errors then 'STABLE'
+               when passed = 0 then 'BROKEN' else 'FLAKY' end as verdict,
+          round(2.0 * min(passed, trials - errors - passed) / nullif(trials - errors, 0), 4)
+            as flakiness
+        from (
+          select rc.run_id, r.eval_id, r.service_name, r.model, r.case_id, count(*) as trials,
+            sum({_ERR}) as errors, sum(r.passed) as passed
+          {_RUN_MEMBERS}
+          group by rc.run_id, r.eval_id, r.service_name, r.model, r.case_id)""",
 }
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_1, _migration_2]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_1, _migration_2, _migration_3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

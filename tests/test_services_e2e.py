@@ -527,8 +527,6 @@ def test_rate_limit_storm_keeps_the_pass_rate_and_retry_errors_reruns_it(
     assert "6 cells, 6 passed, 0 errors" in capsys.readouterr().out
 
 
-@pytest.mark.xfail(reason="store views count infrastructure errors as failures (issue 3 item 8); "
-                          "see the report to the lead", strict=True)
 def test_store_views_keep_errors_out_of_the_pass_rate(
     url: str, tmp_path: Path, compose: Callable[..., DictConfig]
 ) -> None:

@@ -1,22 +1,39 @@
-"""``report.md``: GitHub-flavoured Markdown built with tabulate from store rows.
+"""``report.md`` and the short ``summary.md``: GitHub Markdown from a :class:`ReportData`.
 
-Every cell that can hold model output is escaped (``|``, newlines, HTML), so an
-answer cannot break a table.
+Sections of report.md, in order: the run header; per eval × service × model
+results (Wilson intervals, latency, retries, errors, tokens, cost); baseline
+comparisons (the seed's interval plus the paired one); trials (pass@k, pass^k,
+flakiest cases) when a case ran more than once; then zrb-llm-evaluator's
+Overall Status, By Model, By Test Case, Grid, Stability, Failing / Timeout
+Trials, Summary (best per case in bold) and Per-Trial Details. zrb's *model*
+is a ``service/model`` target here and its *test case* an ``eval/case``.
+
+Large runs are capped (trial rows, case rows, grid columns) with a note
+saying how much was left out. Every value that can hold model output is
+escaped, so ``|``, a newline or HTML cannot break a table. Nothing reads the
+clock: the same store gives the same bytes.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tabulate import tabulate
 
-__all__ = ["escape_cell", "render_markdown"]
+from evalhydra.agents.report import STATUS_ICONS, _status, _summary_row, _trial_details
+from evalhydra.reports import aggregate as agg
+from evalhydra.reports.data import ReportData
+
+__all__ = ["comparison_table", "escape_cell", "render_markdown", "render_summary_md", "verdict"]
+
+DASH = "—"
+Section = Callable[[ReportData], str]
 
 
 def escape_cell(value: Any, limit: int = 120) -> str:
-    """Make any value safe inside a Markdown table cell."""
+    """Make any value safe inside a Markdown table cell (or a one-line bullet)."""
     text = "" if value is None else str(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
@@ -24,76 +41,397 @@ def escape_cell(value: Any, limit: int = 120) -> str:
     return text.replace("|", r"\|").replace("\r", " ").replace("\n", "<br>")
 
 
-def render_markdown(runs: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]],
-                    comparisons: Sequence[dict[str, Any]] = ()) -> str:
-    """The whole report as Markdown (a pure function of its inputs)."""
-    parts = [_header(runs, rows), _stats_section(rows), _failures_section(rows)]
-    if comparisons:
-        parts.append(_comparison_section(comparisons))
-    return "\n\n".join(p for p in parts if p) + "\n"
+def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str], numeric: Sequence[int] = ()) -> str:
+    """A GitHub table; columns listed in ``numeric`` hold numbers and are right-aligned."""
+    text_columns = [i for i in range(len(headers)) if i not in numeric]
+    return tabulate(rows, headers=list(headers), tablefmt="github",
+                    disable_numparse=text_columns if numeric else True)
 
 
-def _header(runs: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> str:
+def _pct(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def _target(service: str, model: str) -> str:
+    return f"{service}/{model}" if model else service
+
+
+def _case(eval_id: str, case_id: str) -> str:
+    return f"{eval_id}/{case_id}"
+
+
+def _more(shown: int, total: int, what: str) -> str:
+    if total <= shown:
+        return ""
+    return (f"\n\n_Showing the first {shown:,} of {total:,} {what}; query the store for the rest"
+            " (`evalhydra results`, `evalhydra query`)._")
+
+
+# --- header and results -------------------------------------------------------
+
+
+def _generated(runs: Sequence[dict[str, Any]]) -> str:
+    stamps = [r.get("finished_at") or r.get("started_at") or "" for r in runs]
+    return max(stamps) if any(stamps) else DASH
+
+
+def _header(data: ReportData) -> str:
     lines = ["# evalhydra report", ""]
-    for run in runs:
-        lines.append(f"- **Run** `{run['run_id']}`: {run.get('status')}, started {run.get('started_at')}, "
-                     f"finished {run.get('finished_at') or '—'}, config `{run.get('fingerprint')}`")
-    passed = sum(1 for r in rows if r.get("passed"))
-    errors = sum(1 for r in rows if r.get("error_kind"))
-    lines.append(f"- **Cells**: {len(rows)}, passed {passed}, failed {len(rows) - passed - errors}, "
-                 f"errors {errors}")
+    for run in data.runs:
+        lines.append(
+            f"- **Run** `{escape_cell(run['run_id'])}`: {escape_cell(run.get('status'))}, started"
+            f" {escape_cell(run.get('started_at'))}, finished {escape_cell(run.get('finished_at') or DASH)},"
+            f" config `{escape_cell(run.get('fingerprint'))}`")
+    lines.append(f"- **Generated**: {_generated(data.runs)}")
+    t = data.cases.overall()
+    scored = t.n - t.errors
+    rate = _pct(t.passed / scored) if scored else DASH
+    lines.append(f"- **Results**: {t.n:,}, passed {t.passed:,}, failed {scored - t.passed:,},"
+                 f" errors {t.errors:,}; pass rate {rate}; cost ${t.cost_usd:.4f}")
     return "\n".join(lines)
 
 
-def _stats_section(rows: Sequence[dict[str, Any]]) -> str:
-    from evalhydra.reports.summary import group_stats
+def _results_row(data: ReportData, t: agg.TargetAgg) -> list[Any]:
+    from evalhydra.stats import wilson_interval
 
-    stats = group_stats(rows)
-    if not stats:
-        return "No eval results."
-    tokens = _token_totals(rows)
-    table = [[escape_cell(s["eval"]), escape_cell(s["service"]), escape_cell(s["model"]), s["n"],
-              s["passed"], f"{s['pass_rate']:.1%}", f"[{s['ci_low']:.1%}, {s['ci_high']:.1%}]",
-              s["p50_ms"], s["p95_ms"], s["retried"], s["errors"],
-              tokens.get((s["eval"], s["service"], s["model"]), 0), f"{s['cost_usd']:.4f}"]
-             for s in stats]
-    headers = ["Eval", "Service", "Model", "N", "Passed", "Pass rate", "95% CI (Wilson)", "p50 ms",
-               "p95 ms", "Retried", "Errors", "Tokens", "Cost USD"]
-    return "## Results\n\n" + tabulate(table, headers=headers, tablefmt="github")
+    stats = data.model_stats(t.key)
+    lat = stats["latency"]
+    scored = t.n - t.errors
+    low, high = wilson_interval(t.passed, scored)
+    return [escape_cell(t.key[1]), escape_cell(t.key[2]), escape_cell(t.key[3]), t.n, t.passed,
+            scored - t.passed, t.errors, _pct(t.passed / scored) if scored else DASH,
+            f"[{_pct(low)}, {_pct(high)}]", f"{lat['mean_ms']:.1f}", lat["p50_ms"], lat["p95_ms"],
+            stats["retries"]["retried_runs"], stats["retries"]["total_attempts"],
+            f"{t.score / t.n:.3f}" if t.n else DASH, t.input_tokens, t.output_tokens,
+            f"{t.cost_usd:.4f}"]
 
 
-def _token_totals(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str], int]:
-    out: dict[tuple[str, str, str], int] = {}
-    for r in rows:
-        key = (r["eval_id"], r["service_name"], r["model"])
-        out[key] = out.get(key, 0) + sum(int(r.get(k) or 0) for k in (
-            "prompt_tokens", "completion_tokens", "judge_prompt_tokens", "judge_completion_tokens"))
-    return out
+def _results(data: ReportData) -> str:
+    targets = data.targets()
+    if not targets:
+        return "## Results\n\nNo eval results."
+    headers = ["Eval", "Service", "Model", "N", "Passed", "Failed", "Errors", "Pass rate",
+               "95% CI (Wilson)", "Mean ms", "p50 ms", "p95 ms", "Retried", "Attempts",
+               "Avg score", "Tokens in", "Tokens out", "Cost USD"]
+    note = ("Pass rate = passed / (N − errors): infrastructure errors (HTTP failures, timeouts,"
+            " agent ERROR/TIMEOUT) are counted apart and never lower it. `evals.json` keeps"
+            " zig_eval's passed / N.")
+    table = _table([_results_row(data, t) for t in targets], headers,
+                   numeric=(3, 4, 5, 6, 10, 11, 12, 13, 15, 16))
+    return f"## Results\n\n{note}\n\n{table}"
 
 
-def _failures_section(rows: Sequence[dict[str, Any]], limit: int = 50) -> str:
-    failing = [r for r in rows if not r.get("passed")]
-    if not failing:
-        return "## Failures\n\nNo failing cells."
-    table = [[escape_cell(r["eval_id"]), escape_cell(r["case_id"]), r["run_index"],
-              escape_cell(r["service_name"]), escape_cell(r.get("error_kind") or "fail"),
-              escape_cell(r.get("failure_reason")), escape_cell(r.get("output"), 80)]
-             for r in failing[:limit]]
-    more = f"\n\n… and {len(failing) - limit} more." if len(failing) > limit else ""
-    return ("## Failures\n\n" + tabulate(table, headers=["Eval", "Case", "Trial", "Service", "Kind",
-                                                         "Reason", "Output"], tablefmt="github") + more)
+# --- comparisons ----------------------------------------------------------------
 
 
-def _comparison_section(comparisons: Sequence[dict[str, Any]]) -> str:
+def verdict(paired: dict[str, Any] | None) -> str:
+    """``🔻 worse`` / ``🔺 better`` when the paired 95% interval excludes zero."""
+    if not paired:
+        return "unpaired"
+    if paired["ci_high"] < 0:
+        return "🔻 worse"
+    if paired["ci_low"] > 0:
+        return "🔺 better"
+    return "no significant change"
+
+
+def comparison_table(rows: Sequence[dict[str, Any]], tablefmt: str = "github") -> str:
+    """The comparison rows as a table (shared by report.md and ``compare``).
+
+    Args:
+        rows: Comparison rows (:func:`evalhydra.reports.compare.comparison_row`).
+        tablefmt: ``github`` (cells escaped for Markdown) or any tabulate format.
+    """
+    cell = escape_cell if tablefmt == "github" else (lambda v: "" if v is None else str(v))
     table = []
-    for c in comparisons:
-        paired = c.get("paired") or {}
-        table.append([escape_cell(c["eval_id"]), c["target_kind"], escape_cell(c["baseline_name"]),
-                      escape_cell(c["candidate_name"]), f"{c['baseline_pass_rate']:.1%}",
-                      f"{c['candidate_pass_rate']:.1%}", f"{c['delta_pass_rate']:+.1%}",
-                      f"[{c['delta_ci_low']:+.3f}, {c['delta_ci_high']:+.3f}]",
-                      f"[{paired['ci_low']:+.3f}, {paired['ci_high']:+.3f}]" if paired else "—",
-                      f"{paired['mcnemar_p']:.3g}" if paired else "—"])
+    for c in rows:
+        p = c.get("paired")
+        table.append([
+            cell(c["eval_id"]), c["target_kind"], cell(c["baseline_name"]),
+            cell(c["candidate_name"]), _pct(c["baseline_pass_rate"]),
+            _pct(c["candidate_pass_rate"]), f"{c['delta_pass_rate']:+.1%}",
+            f"[{c['delta_ci_low']:+.3f}, {c['delta_ci_high']:+.3f}]",
+            str(p["n_pairs"]) if p else DASH,
+            f"{p['difference']:+.3f} [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]" if p else DASH,
+            f"{p['mcnemar_p']:.3g}" if p else DASH,
+            f"{len(p['regressed'])}/{len(p['improved'])}" if p else DASH, verdict(p)])
     headers = ["Eval", "Kind", "Baseline", "Candidate", "Base", "Cand", "Δ", "Δ CI (seed)",
-               "Paired Δ CI", "McNemar p"]
-    return "## Baseline comparisons\n\n" + tabulate(table, headers=headers, tablefmt="github")
+               "Pairs", "Paired Δ [95% CI]", "McNemar p", "Regr./impr. cases", "Verdict"]
+    return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+def _case_list(cases: Sequence[str], limit: int = 20) -> str:
+    shown = ", ".join(f"`{escape_cell(c, 80)}`" for c in cases[:limit])
+    return shown + (f", … {len(cases) - limit} more" if len(cases) > limit else "")
+
+
+def _changed_cases(rows: Sequence[dict[str, Any]]) -> str:
+    lines = []
+    for c in rows:
+        p = c.get("paired")
+        if not p or not (p["regressed"] or p["improved"]):
+            continue
+        where = (f"{escape_cell(c['eval_id'])}: {escape_cell(c['baseline_name'])} →"
+                 f" {escape_cell(c['candidate_name'])}")
+        if p["regressed"]:
+            lines.append(f"- {where}, **regressed**: {_case_list(p['regressed'])}")
+        if p["improved"]:
+            lines.append(f"- {where}, improved: {_case_list(p['improved'])}")
+    return "\n".join(lines)
+
+
+def _comparisons(data: ReportData) -> str:
+    if not data.comparisons:
+        return ""
+    note = ("Paired Δ: candidate − baseline over shared (case, trial) pairs, Newcombe's paired"
+            " 95% interval (method 10) and McNemar's exact test; Δ CI (seed) is zig_eval's"
+            " `[cand.low − base.high, cand.high − base.low]`.")
+    changed = _changed_cases(data.comparisons)
+    return ("## Baseline comparisons\n\n" + note + "\n\n" + comparison_table(data.comparisons)
+            + ("\n\n" + changed if changed else ""))
+
+
+# --- trials as a statistic --------------------------------------------------------
+
+
+def _pass_k(data: ReportData) -> str:
+    width = min(agg.MAX_K, data.cases.max_trials)
+    table = []
+    for t in data.targets():
+        ks, at, hat = agg.pass_k_table(t)
+        cells = [f"{at[k]:.3f}" if k in at else DASH for k in range(1, width + 1)]
+        cells += [f"{hat[k]:.3f}" if k in hat else DASH for k in range(1, width + 1)]
+        v = t.verdicts
+        table.append([escape_cell(t.key[1]), escape_cell(_target(*t.key[2:])), str(t.cases),
+                      f"{t.n / t.cases:.1f}" if t.cases else DASH, *cells,
+                      str(v["STABLE"]), str(v["FLAKY"]), str(v["BROKEN"])])
+    headers = ["Eval", "Target", "Cases", "Trials/case",
+               *(f"pass@{k}" for k in range(1, width + 1)),
+               *(f"pass^{k}" for k in range(1, width + 1)), "🟢 Stable", "🟡 Flaky", "🔴 Broken"]
+    return _table(table, headers)
+
+
+def _flaky(data: ReportData) -> str:
+    if not data.cases.flaky:
+        return "No flaky cases."
+    rows = [[escape_cell(_target(s, m)), escape_cell(_case(e, c)), f"{p}/{n}", f"{f:.2f}"]
+            for f, s, m, e, c, p, n in data.cases.flaky]
+    total = sum(t.verdicts["FLAKY"] for t in data.cases.targets.values())
+    return (_table(rows, ["Target", "Case", "Passed", "Flakiness"])
+            + _more(len(rows), total, "flaky cases"))
+
+
+def _trials(data: ReportData) -> str:
+    if data.cases.max_trials <= 1:
+        return ""
+    note = ("pass@k: chance that at least one of k trials passes; pass^k: that all k pass"
+            " (unbiased estimators over each case's trials, averaged over cases). Flakiness ="
+            " 2·min(passed, failed)/trials. Trials with an infrastructure error are left out.")
+    return (f"## Trials\n\n{note}\n\n{_pass_k(data)}\n\n### Flakiest cases\n\n{_flaky(data)}")
+
+
+# --- zrb sections -----------------------------------------------------------------
+
+
+def _counts(statuses: Any) -> list[str]:
+    return [str(statuses[s]) for s in agg.STATUSES]
+
+
+_ICON_HEADERS = [STATUS_ICONS[s] for s in agg.STATUSES]
+
+
+def _overall(data: ReportData) -> str:
+    total = data.cases.total
+    statuses = data.cases.overall().statuses
+    rows = [[_status(s), str(n), f"{n / total * 100:.1f}"]
+            for s in (*agg.STATUSES, *sorted(set(statuses) - set(agg.STATUSES))) if (n := statuses[s])]
+    return (f"**Total trials**: {total:,}\n\n## Overall Status\n\n"
+            + _table(rows, ["Status", "Count", "%"]))
+
+
+def _by_model(data: ReportData) -> str:
+    rows = [[escape_cell(_target(s, m)), str(t.n), *_counts(t.statuses), f"{t.duration / t.n:.1f}"]
+            for (s, m), t in data.cases.by_label().items()]
+    return "## By Model\n\n" + _table(rows, ["Model", "Trials", *_ICON_HEADERS, "Avg dur (s)"])
+
+
+def _by_case(data: ReportData) -> str:
+    rows = [[escape_cell(_case(e, c)), str(t.n), *_counts(t.statuses)] for (e, c), t in data.cases.by_case]
+    return ("## By Test Case\n\n" + _table(rows, ["Test Case", "Trials", *_ICON_HEADERS])
+            + _more(len(rows), data.cases.cases_total, "test cases"))
+
+
+def _grid(data: ReportData) -> str:
+    labels = list(data.cases.by_label())
+    rows = []
+    for s, m in labels:
+        cells = []
+        for e, c in data.grid_cases:
+            statuses = data.grid.get((s, m, e, c))
+            cells.append(" ".join(STATUS_ICONS.get(x, "?") for x in statuses) if statuses else DASH)
+        rows.append([escape_cell(_target(s, m)), *cells])
+    headers = ["Model", *(escape_cell(_case(e, c), 60) for e, c in data.grid_cases)]
+    return ("## Grid\n\n" + _table(rows, headers)
+            + _more(len(data.grid_cases), data.cases.cases_total, "test cases (columns)"))
+
+
+def _stability(data: ReportData) -> str:
+    if data.cases.max_trials <= 1:
+        return ""
+    rows = []
+    for s, m, e, c, p, n in data.cases.stability:
+        verdict = "🟢 STABLE" if p == n else "🔴 BROKEN" if p == 0 else "🟡 FLAKY"
+        rows.append([escape_cell(_target(s, m)), escape_cell(_case(e, c)),
+                     f"{p}/{n} ({p / n * 100:.0f}%)", verdict])
+    note = ("Per-(model, test case) pass rate across trials. 🟢 stable = all trials passed;"
+            " 🟡 flaky = mixed; 🔴 broken = none passed.")
+    return (f"## Stability\n\n{note}\n\n" + _table(rows, ["Model", "Test Case", "Pass Rate", "Stability"])
+            + _more(len(rows), data.cases.stability_total, "(model, test case) cells"))
+
+
+def _failing(data: ReportData) -> str:
+    if not data.failing:
+        return "## Failing / Timeout Trials\n\nNo failing or timeout trials."
+    rows = [[escape_cell(_target(r["service_name"], r["model"])),
+             escape_cell(_case(r["eval_id"], r["case_id"])), str(r["run_index"]),
+             _status(r["status"]), f"{r['duration']:.1f}",
+             escape_cell(r["error_kind"] or r["failure_reason"], 80), escape_cell(r["output"], 80)]
+            for r in data.failing]
+    headers = ["Model", "Test Case", "Trial", "Status", "Duration (s)", "Reason", "Output"]
+    return ("## Failing / Timeout Trials\n\n" + _table(rows, headers)
+            + _more(len(rows), data.failing_total, "failing trials"))
+
+
+def _checks(details: Any) -> list[dict[str, Any]]:
+    """Validator checks stored in ``details`` (a verification result or a list of checks)."""
+    if isinstance(details, dict):
+        details = details.get("details")
+    if not isinstance(details, list):
+        return []
+    return [{"name": str(c.get("name", "")), "passed": bool(c.get("passed")),
+             "message": str(c.get("message") or "")} for c in details if isinstance(c, dict)]
+
+
+def _verdict_of(r: dict[str, Any]) -> dict[str, Any] | None:
+    """An agent trial's stored verification result; a chat result's score as one."""
+    if r["kind"] == "agent":
+        details = r["details"] if isinstance(r["details"], dict) else {}
+        found = details.get("verification_result")
+        if not isinstance(found, dict) or found.get("score") is None:
+            return None
+        return {**found, "score": float(r["score"]), "details": _checks(found)}
+    if r["score"] is None:
+        return None
+    return {"status": r["status"], "score": float(r["score"]), "details": []}
+
+
+def _zrb_row(r: dict[str, Any]) -> dict[str, Any]:
+    """A trial row in zrb's TrialResult shape (labels HTML-escaped; zrb escapes pipes).
+
+    The score is the stored ``score`` (for agents, the validator's), so the bold
+    best values computed in SQL compare equal.
+    """
+    verdict = _verdict_of(r)
+    return {
+        "model": html.escape(_target(r["service_name"], r["model"]), quote=False),
+        "test_case": html.escape(_case(r["eval_id"], r["case_id"]), quote=False),
+        "trial_index": r["run_index"], "status": r["status"], "duration": r["duration"],
+        "exit_code": r["exit_code"], "log_path": r["log_path"] or "",
+        "stdout_log_path": r["stdout_log_path"] or "", "verification_result": verdict,
+        "total_tokens": r["input_tokens"] + r["output_tokens"], "input_tokens": r["input_tokens"],
+        "output_tokens": r["output_tokens"], "cache_read_tokens": r["cache_read_tokens"],
+        "tool_calls": [html.escape(n, quote=False) for n in r["tool_names"]],
+        "tool_call_count": len(r["tool_names"]),
+    }
+
+
+_SUMMARY_HEADER = (
+    "| Model | Test Case | Trial | Status | Duration (s) | Score | "
+    "Total Tokens | Input | Output | Cache | Tool Calls |\n"
+    "|-------|-----------|-------|--------|-------------|-------|"
+    "--------------|-------|--------|-------|------------|\n"
+)
+
+
+def _summary(data: ReportData) -> str:
+    lines = [_summary_row(_zrb_row(r), data.bests.get((r["eval_id"], r["case_id"])))
+             for r in data.trials]
+    note = "Best per test case among passing trials in **bold**."
+    return (f"## Summary\n\n{note}\n\n{_SUMMARY_HEADER}{''.join(lines).rstrip()}"
+            + _more(len(lines), data.trials_total, "trials"))
+
+
+def _chat_details(r: dict[str, Any]) -> list[str]:
+    head = (f"### {escape_cell(_target(r['service_name'], r['model']))} /"
+            f" {escape_cell(_case(r['eval_id'], r['case_id']))} / Trial {r['run_index']}\n\n")
+    lines = [head, f"- **Status**: {_status(r['status'])}\n",
+             f"- **Latency**: {r['duration']:.2f}s (attempts {r['attempts'] or 1})\n",
+             f"- **Score**: {float(r['score'] or 0.0):.2f}\n",
+             f"- **Tokens**: input={r['input_tokens']}, output={r['output_tokens']},"
+             f" cache={r['cache_read_tokens']}\n"]
+    if r["tool_names"]:
+        lines.append(f"- **Tool calls** ({len(r['tool_names'])}): "
+                     f"{escape_cell(', '.join(r['tool_names']), 300)}\n")
+    for label, key in (("Input", "input"), ("Expected", "ideal"), ("Output", "output"),
+                       ("Reason", "failure_reason"), ("Error", "error_kind"), ("Feedback", "feedback"),
+                       ("Suggested fix", "suggested_fix")):
+        if r[key] not in (None, ""):
+            lines.append(f"- **{label}**: {escape_cell(r[key], 500)}\n")
+    return [*lines, "\n"]
+
+
+def _details(data: ReportData) -> str:
+    lines: list[str] = []
+    for r in data.trials:
+        lines += _trial_details(_zrb_row(r)) if r["kind"] == "agent" else _chat_details(r)
+    return ("## Per-Trial Details\n\n" + "".join(lines).rstrip()
+            + _more(len(data.trials), data.trials_total, "trials"))
+
+
+SECTIONS: list[Section] = [
+    _header, _results, _comparisons, _trials, _overall, _by_model, _by_case, _grid, _stability,
+    _failing, _summary, _details,
+]
+
+
+def render_markdown(data: ReportData) -> str:
+    """The whole report.md (a pure function of ``data``)."""
+    if not data.cases.total:
+        return _header(data) + "\n\nNo eval results.\n"
+    return "\n\n".join(part for section in SECTIONS if (part := section(data))) + "\n"
+
+
+# --- summary.md -------------------------------------------------------------------
+
+SUMMARY_ROWS = 50
+
+
+def _scored_rate(t: agg.TargetAgg) -> float:
+    scored = t.n - t.errors
+    return t.passed / scored if scored else 0.0
+
+
+def render_summary_md(data: ReportData) -> str:
+    """A short Markdown summary for ``$GITHUB_STEP_SUMMARY`` (≤ 50 table rows, worst first)."""
+    from evalhydra.stats import wilson_interval
+
+    c = data.cases
+    overall = c.overall()
+    ids = ", ".join(f"`{escape_cell(r['run_id'])}`" for r in data.runs[:5])
+    scored = overall.n - overall.errors
+    rate = _pct(overall.passed / scored) if scored else DASH
+    lines = [f"### evalhydra {ids}: {rate} passed ({overall.passed:,}/{scored:,};"
+             f" {overall.errors:,} errors)", ""]
+    rows = []
+    for t in sorted(data.targets(), key=_scored_rate)[:SUMMARY_ROWS]:
+        low, high = wilson_interval(t.passed, t.n - t.errors)
+        rows.append([escape_cell(t.key[1]), escape_cell(_target(*t.key[2:])), str(t.n),
+                     _pct(_scored_rate(t)) if t.n > t.errors else DASH,
+                     f"[{_pct(low)}, {_pct(high)}]", str(t.errors), f"{t.cost_usd:.4f}"])
+    if rows:
+        lines.append(_table(rows, ["Eval", "Target", "N", "Pass rate", "95% CI", "Errors", "Cost USD"]))
+    worse = [r for r in data.comparisons if verdict(r.get("paired")) == "🔻 worse"]
+    if worse:
+        lines += ["", "**Significant regressions** (paired 95% interval below zero):", "",
+                  comparison_table(worse)]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,15 +1,36 @@
-"""The one-screen terminal summary, the dry-run plan and the CI gate."""
+"""The one-screen terminal summary, the dry-run plan and the CI gates.
+
+Gates: ``run.fail_under`` (every eval × service × model) and per-eval
+thresholds (a mapping from eval id, or group, to a minimum pass rate; an eval
+id wins over its group, which wins over ``fail_under``). A gate compares the
+pass rate over scored results: infrastructure errors are reported apart and
+never lower it. When ``$GITHUB_STEP_SUMMARY`` is set, the run's short
+``summary.md`` is appended to it.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
-__all__ = ["gate_failures", "group_stats", "print_dry_run", "print_summary", "summary_table"]
+__all__ = [
+    "append_step_summary",
+    "gate_failures",
+    "group_stats",
+    "print_dry_run",
+    "print_gate_failures",
+    "print_run_summary",
+    "print_summary",
+    "run_gate",
+    "store_stats",
+    "summary_table",
+    "threshold_for",
+]
 
 
 def group_stats(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -26,6 +47,7 @@ def group_stats(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         lat = sorted(int(r.get("latency_ms") or 0) for r in items)
         low, high = wilson_interval(passed, len(scored))
         out.append({
+            "group": items[0].get("group"),
             "eval": eval_id, "service": service, "model": model, "n": len(items),
             "passed": passed, "errors": len(items) - len(scored),
             # infrastructure errors are reported apart: they never lower the pass rate
@@ -37,9 +59,7 @@ def group_stats(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def summary_table(rows: Iterable[dict[str, Any]], tablefmt: str = "simple") -> str:
-    """The summary as a table string."""
-    stats = group_stats(rows)
+def _table(stats: Sequence[dict[str, Any]], tablefmt: str) -> str:
     table = [[s["eval"], s["service"], s["model"], s["n"], f"{s['pass_rate']:.1%}",
               f"[{s['ci_low']:.1%}, {s['ci_high']:.1%}]", s["p50_ms"], s["p95_ms"], s["retried"],
               s["errors"]] for s in stats]
@@ -47,26 +67,135 @@ def summary_table(rows: Iterable[dict[str, Any]], tablefmt: str = "simple") -> s
     return tabulate(table, headers=headers, tablefmt=tablefmt)
 
 
+def summary_table(rows: Iterable[dict[str, Any]], tablefmt: str = "simple") -> str:
+    """The summary as a table string."""
+    return _table(group_stats(rows), tablefmt)
+
+
 def print_summary(rows: list[dict[str, Any]], outcome: Any, out_dir: Path) -> None:
-    """Print the end-of-run summary (stdout) — one screen."""
+    """Print the end-of-run summary (stdout) — one screen — and fill the GitHub step summary."""
     print(summary_table(rows))
     total_pass = sum(1 for r in rows if r.get("passed"))
-    print(f"\nrun {outcome.run_id}: {len(rows)} cells, {total_pass} passed, "
-          f"{sum(1 for r in rows if r.get('error_kind'))} errors "
+    errors = sum(1 for r in rows if r.get("error_kind"))
+    _print_totals(outcome, len(rows), total_pass, errors, out_dir)
+
+
+def _print_totals(outcome: Any, total: int, passed: int, errors: int, out_dir: Path) -> None:
+    print(f"\nrun {outcome.run_id}: {total} cells, {passed} passed, {errors} errors "
           f"({outcome.executed} run now, {outcome.skipped} resumed from the store)")
     print(f"reports: {out_dir}")
+    append_step_summary(out_dir)
 
 
-def gate_failures(rows: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
-    """Evals whose pass rate is below ``threshold``; prints the worst and the top fix."""
-    stats = sorted(group_stats(rows), key=lambda s: s["pass_rate"])
-    failing = [s for s in stats if s["pass_rate"] < threshold]
+def store_stats(store: Any, run_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """:func:`group_stats` computed in SQL (for runs of any size)."""
+    from evalhydra.reports.evalstats import evals_and_targets
+    from evalhydra.reports.selection import select_runs
+    from evalhydra.stats import wilson_interval
+
+    doc, targets = evals_and_targets(store.conn, select_runs(store.conn, run_ids))
+    out = []
+    for ev in doc["evals"]:
+        for svc in ev["services"]:
+            for model in svc["models"]:
+                t = targets[(ev["group"], ev["eval_id"], svc["service_name"], model["model"] or "")]
+                scored = t.n - t.errors
+                low, high = wilson_interval(t.passed, scored)
+                latency = model["stats"]["latency"]
+                out.append({
+                    "group": ev["group"], "eval": ev["eval_id"], "service": svc["service_name"],
+                    "model": model["model"], "n": t.n, "passed": t.passed, "errors": t.errors,
+                    "pass_rate": t.passed / scored if scored else 0.0, "ci_low": low, "ci_high": high,
+                    "p50_ms": latency["p50_ms"], "p95_ms": latency["p95_ms"],
+                    "retried": model["stats"]["retries"]["retried_runs"], "cost_usd": t.cost_usd})
+    return out
+
+
+def print_run_summary(store: Any, outcome: Any, out_dir: Path) -> list[dict[str, Any]]:
+    """:func:`print_summary` from the store in SQL; returns the stats (for :func:`run_gate`)."""
+    stats = store_stats(store, [outcome.run_id])
+    print(_table(stats, "simple"))
+    passed = sum(s["passed"] for s in stats)
+    _print_totals(outcome, sum(s["n"] for s in stats), passed, sum(s["errors"] for s in stats), out_dir)
+    return stats
+
+
+def append_step_summary(out_dir: Path) -> bool:
+    """Append ``out_dir/summary.md`` to ``$GITHUB_STEP_SUMMARY`` when both exist."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
+    source = Path(out_dir) / "summary.md"
+    if not target or not source.exists():
+        return False
+    with open(target, "a", encoding="utf-8") as handle:
+        handle.write(source.read_text(encoding="utf-8") + "\n")
+    return True
+
+
+def threshold_for(stat: Mapping[str, Any], fail_under: float | None,
+                  per_eval: Mapping[str, float] | None) -> float | None:
+    """The minimum pass rate of one eval: its id's, else its group's, else ``fail_under``."""
+    per_eval = per_eval or {}
+    for key in (stat.get("eval"), stat.get("group")):
+        if key is not None and key in per_eval:
+            return float(per_eval[key])
+    return fail_under
+
+
+def print_gate_failures(failing: Sequence[dict[str, Any]], top_fix: str | None) -> None:
+    """Print the worst failing evals (at most five) and the most common suggested fix."""
     for s in failing[:5]:
         print(f"⚠ {s['eval']} on {s['service']}/{s['model']}: pass rate {s['pass_rate']:.1%} "
-              f"< {threshold:.1%}", file=sys.stderr)
+              f"< {s['threshold']:.1%}", file=sys.stderr)
+    if len(failing) > 5:
+        print(f"⚠ … and {len(failing) - 5} more below their threshold", file=sys.stderr)
+    if failing and top_fix:
+        print(f"top suggested fix: {top_fix}", file=sys.stderr)
+
+
+def _failing(stats: Iterable[dict[str, Any]], threshold: float | None,
+             per_eval: Mapping[str, float] | None) -> list[dict[str, Any]]:
+    failing = []
+    for s in stats:
+        limit = threshold_for(s, threshold, per_eval)
+        if limit is not None and s["pass_rate"] < limit:
+            failing.append({**s, "threshold": limit})
+    return sorted(failing, key=lambda s: (s["pass_rate"] - s["threshold"], s["eval"]))
+
+
+def gate_failures(rows: list[dict[str, Any]], threshold: float | None,
+                  per_eval: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+    """Evals whose pass rate is below their threshold; prints the worst and the top fix.
+
+    Args:
+        rows: The run's result rows.
+        threshold: ``run.fail_under`` (None: only per-eval thresholds apply).
+        per_eval: Minimum pass rate per eval id or group.
+
+    Returns:
+        The failing stats (worst first), each with its ``threshold``.
+    """
+    failing = _failing(group_stats(rows), threshold, per_eval)
     fixes = [r["suggested_fix"] for r in rows if r.get("suggested_fix") and not r.get("passed")]
-    if failing and fixes:
-        print(f"top suggested fix: {max(set(fixes), key=fixes.count)}", file=sys.stderr)
+    print_gate_failures(failing, max(sorted(set(fixes)), key=fixes.count) if fixes else None)
+    return failing
+
+
+def run_gate(store: Any, run_ids: Sequence[str], threshold: float | None,
+             per_eval: Mapping[str, float] | None = None,
+             stats: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """:func:`gate_failures` computed in SQL: exit 1 when this returns anything."""
+    from evalhydra.reports.selection import select_runs
+
+    failing = _failing(stats if stats is not None else store_stats(store, run_ids), threshold, per_eval)
+    top = None
+    if failing:
+        sel = select_runs(store.conn, run_ids)
+        row = store.conn.execute(
+            f"select suggested_fix, count(*) as n from results where ({sel.where}) and not passed"
+            " and coalesce(suggested_fix, '') != '' group by suggested_fix order by n desc,"
+            " suggested_fix limit 1", sel.params).fetchone()
+        top = row[0] if row else None
+    print_gate_failures(failing, top)
     return failing
 
 
@@ -81,7 +210,7 @@ def print_dry_run(plan: Any, total: int) -> None:
         cases = list(_cases(plan, ev))
         chars = sum(len(str(getattr(c, "input", "") or "")) for c in cases)
         tokens = (chars // 4 + 16 * len(cases)) * ev.trials
-        est = tokens * pricing.input_per_mtok / 1e6 + 64 * len(cases) * ev.trials * pricing.output_per_mtok / 1e6
+        est = (tokens * pricing.input_per_mtok + 64 * len(cases) * ev.trials * pricing.output_per_mtok) / 1e6
         cost += est
         rows.append([ev.id, plan.service.name, plan.model, len(cases), ev.trials, len(cases) * ev.trials,
                      tokens, f"${est:.4f}"])

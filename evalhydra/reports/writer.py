@@ -1,26 +1,55 @@
-"""Write a run's (or a sweep's) reports from the store into a directory."""
+"""Write a run's (or a sweep's) reports from the store into a directory.
+
+Formats (``formats`` / ``report --format``):
+
+* ``json``: ``runs.json``, ``evals.json``, ``baseline_comparisons.json``
+  (zig_eval, schema_version 2) and ``trials.json`` (pass@k, flakiness).
+* ``jsonl``: aiwg's records, ``results.jsonl`` (appended per run, never
+  duplicated) and ``summary.json``. A finished run always writes them
+  (``cumulative=True``): into its report directory and into the cumulative
+  ``results.jsonl`` next to the store.
+* ``md``: ``report.md`` and the short ``summary.md`` (GitHub step summary).
+* ``text``: zig_eval's text report, ``report.txt``.
+* ``junit``: ``junit.xml``.
+
+Everything is computed in SQLite. The per-result files (``runs.json``,
+``results.jsonl``) are streamed by worker threads on their own read-only
+connections while the main thread computes the aggregates, so a report over
+a million results takes seconds and little memory.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from evalhydra.reports.selection import Selection
 from evalhydra.store import Store
 
-__all__ = ["write_json_atomic", "write_run_reports", "write_text_atomic"]
+__all__ = [
+    "ALL_FORMATS",
+    "DEFAULT_FORMATS",
+    "normalize_formats",
+    "write_json_atomic",
+    "write_run_reports",
+    "write_text_atomic",
+]
+
+ALL_FORMATS = ("json", "jsonl", "md", "text", "junit")
+DEFAULT_FORMATS = ("json", "md")
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write via a temp file in the same directory and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    _stream_atomic(path, lambda out: out.write(text))
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -28,31 +57,181 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
-def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
-                      formats: Sequence[str] = ("json", "md"),
-                      baseline_service: str | None = None) -> list[Path]:
-    """Regenerate the reports of ``run_ids`` into ``out_dir``; return the files written."""
-    from evalhydra.reports import zig
-    from evalhydra.reports.markdown import render_markdown
+def _stream_atomic(path: Path, fill: Callable[[TextIO], Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            fill(handle)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
-    rows = list(store.run_rows(run_ids))
-    runs = sorted(store.runs(run_ids), key=lambda r: (r["started_at"] or "", r["run_id"]))
-    services = list(dict.fromkeys(r["service_name"] for r in rows))
-    models = {(r["service_name"], r["model"]) for r in rows}
-    compare = len(services) > 1 or len(models) > len(services)
-    comparisons = zig.baseline_comparisons(rows, baseline_service=baseline_service or (
-        services[0] if services else None)) if compare else {"schema_version": 2, "baseline_comparisons": []}
-    written: list[Path] = []
+
+def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
+    """``"json,md"`` or ``["json", "md"]`` → a tuple of known formats.
+
+    Raises:
+        EvalHydraError: On an unknown format.
+    """
+    from evalhydra.errors import EvalHydraError
+
+    items = formats.split(",") if isinstance(formats, str) else list(formats)
+    out = tuple(dict.fromkeys(str(f).strip().lower() for f in items if str(f).strip()))
+    unknown = [f for f in out if f not in ALL_FORMATS]
+    if unknown:
+        raise EvalHydraError(f"Unknown report format: {', '.join(unknown)}.",
+                             f"Use any of: {', '.join(ALL_FORMATS)}.")
+    return out
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection for one report thread."""
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
+    conn.execute("pragma query_only = 1")
+    return conn
+
+
+# --- streamed files (worker threads) ------------------------------------------
+
+
+def _runs_json_job(db: Path, sel: Selection, path: Path) -> list[Path]:
+    from evalhydra.reports.streams import write_runs_json
+
+    with closing(_read_only(db)) as conn:
+        _stream_atomic(path, lambda out: write_runs_json(conn, sel, out))
+    return [path]
+
+
+def _jsonl_job(db: Path, sel: Selection, paths: Sequence[Path]) -> list[Path]:
+    """Append each run's lines to every file in ``paths`` that lacks that run."""
+    from evalhydra.reports.aiwg import append_run_lines, result_lines
+    from evalhydra.reports.selection import select_runs
+
+    with closing(_read_only(db)) as conn:
+        for run_id in sel.run_ids:
+            one = sel if len(sel.run_ids) == 1 else select_runs(conn, [run_id])
+            append_run_lines(paths, run_id, partial(result_lines, conn, run_id, one))
+    return [paths[0]]
+
+
+# --- aggregate files (main thread) --------------------------------------------
+
+
+def _json_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
+                formats: Sequence[str]) -> list[Path]:
+    from evalhydra.reports.aiwg import summary_json
+    from evalhydra.reports.selection import select_runs
+    from evalhydra.reports.trials import trials_json
+    from evalhydra.reports.zig import SCHEMA_VERSION
+
+    docs: dict[str, Any] = {}
     if "json" in formats:
-        for name, obj in (("runs.json", zig.runs_json(rows)), ("evals.json", zig.evals_json(rows)),
-                          ("baseline_comparisons.json", comparisons)):
-            write_json_atomic(out_dir / name, obj)
-            written.append(out_dir / name)
+        docs["evals.json"] = data.evals_doc
+        docs["baseline_comparisons.json"] = {"schema_version": SCHEMA_VERSION,
+                                             "baseline_comparisons": data.comparisons}
+        docs["trials.json"] = trials_json(data)
+    if "jsonl" in formats:
+        if len(sel.run_ids) == 1:
+            targets = data.cases.targets if data is not None else None
+            docs["summary.json"] = summary_json(conn, sel.run_ids[0], sel, targets)
+        else:
+            docs["summary.json"] = [summary_json(conn, rid, select_runs(conn, [rid]))
+                                    for rid in sel.run_ids]
+    for name, doc in docs.items():
+        write_json_atomic(out_dir / name, doc)
+    return [out_dir / name for name in docs]
+
+
+def _text_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
+                formats: Sequence[str]) -> list[Path]:
+    if data is None:
+        return []
+    from evalhydra.reports.junit import write_junit
+    from evalhydra.reports.markdown import render_markdown, render_summary_md
+    from evalhydra.reports.zig import format_text_report
+
+    written = []
     if "md" in formats:
-        text = render_markdown(runs, rows, comparisons["baseline_comparisons"])
-        write_text_atomic(out_dir / "report.md", text)
-        written.append(out_dir / "report.md")
+        write_text_atomic(out_dir / "report.md", render_markdown(data))
+        write_text_atomic(out_dir / "summary.md", render_summary_md(data))
+        written += [out_dir / "report.md", out_dir / "summary.md"]
     if "text" in formats:
-        write_text_atomic(out_dir / "report.txt", zig.text_report(rows))
+        write_text_atomic(out_dir / "report.txt", format_text_report(data.evals_doc))
         written.append(out_dir / "report.txt")
+    if "junit" in formats:
+        _stream_atomic(out_dir / "junit.xml", lambda out: write_junit(conn, sel, data, out))
+        written.append(out_dir / "junit.xml")
     return written
+
+
+def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
+                      formats: str | Iterable[str] = DEFAULT_FORMATS,
+                      baseline_service: str | None = None, *, cumulative: bool = True,
+                      baseline_models: dict[str, str] | None = None) -> list[Path]:
+    """Regenerate the reports of ``run_ids`` into ``out_dir``; return the files written.
+
+    Args:
+        store: An open store (read-only is fine).
+        run_ids: Full run ids (one run, several, or a sweep's).
+        out_dir: Target directory (created).
+        formats: Any of :data:`ALL_FORMATS`.
+        baseline_service: Baseline of service comparisons (default: the first).
+        cumulative: What a finished run does: write the aiwg records (``jsonl``)
+            whatever ``formats`` says, into ``out_dir`` and into the cumulative
+            ``results.jsonl`` next to the store (runs already there are skipped).
+        baseline_models: Baseline model per service (default: first seen).
+    """
+    from evalhydra.reports.data import collect
+    from evalhydra.reports.selection import select_runs
+
+    fmts = normalize_formats(formats)
+    if cumulative and "jsonl" not in fmts:
+        fmts += ("jsonl",)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = sorted(store.runs(run_ids), key=lambda r: (r["started_at"] or "", r["run_id"]))
+    with closing(_read_only(store.path)) as conn, ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix="evalhydra-report") as pool:
+        sel = select_runs(conn, run_ids)
+        jobs = _submit_streams(pool, store, sel, out_dir, fmts, cumulative)
+        data = None
+        if set(fmts) - {"jsonl"}:  # aiwg's records alone need no aggregates
+            data = collect(conn, sel, runs, baseline_service=baseline_service,
+                           baseline_models=baseline_models)
+        written = _json_files(conn, data, sel, out_dir, fmts)
+        written += _text_files(conn, data, sel, out_dir, fmts)
+        if "json" in fmts:
+            written += _agent_files(store, run_ids, runs, out_dir)
+        for job in jobs:
+            written += job.result()
+    return written
+
+
+def _agent_files(
+    store: Store, run_ids: Sequence[str], runs: list[dict[str, Any]], out_dir: Path
+) -> list[Path]:
+    """zrb's ``results.json`` and ``experiment.json`` when the runs hold agent trials."""
+    from evalhydra.agent_cells import write_agent_artifacts
+
+    marks = ",".join("?" * len(run_ids))
+    rows = list(store.query(
+        "select distinct r.* from run_cells rc join results r on r.cell_key = rc.cell_key "
+        f"where rc.run_id in ({marks}) and r.kind = 'agent' "
+        "order by r.model, r.case_id, r.run_index", list(run_ids)))
+    return write_agent_artifacts(runs, rows, out_dir) if rows else []
+
+
+def _submit_streams(pool: ThreadPoolExecutor, store: Store, sel: Selection, out_dir: Path,
+                    formats: Sequence[str], cumulative: bool) -> list[Future[list[Path]]]:
+    jobs = []
+    if "json" in formats:
+        jobs.append(pool.submit(_runs_json_job, store.path, sel, out_dir / "runs.json"))
+    if "jsonl" in formats:
+        paths = [out_dir / "results.jsonl"]
+        shared = store.path.resolve().parent / "results.jsonl"
+        if cumulative and shared != paths[0].resolve():
+            paths.append(shared)
+        jobs.append(pool.submit(_jsonl_job, store.path, sel, paths))
+    return jobs

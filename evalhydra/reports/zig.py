@@ -37,9 +37,11 @@ __all__ = [
     "baseline_comparisons",
     "compute_stats",
     "evals_json",
+    "evals_json_single_pass_sql",
     "evals_json_sql",
     "format_text_report",
     "latency_ms_int",
+    "percentile_buckets_sql",
     "run_result_json",
     "runs_json",
     "stats_object",
@@ -358,6 +360,46 @@ def _rank_sql(p: int) -> str:
     return f"MIN(n, ({p} * n + 99) / 100)"
 
 
+def _windows_sql(hist: str) -> str:
+    """CTEs ``levels`` and ``cumulative`` over a histogram CTE named ``hist``
+    (columns ``g, e, s, m, lat, c``), and the condition picking the buckets
+    that hold the p50/p95 nearest ranks."""
+    return f"""
+        levels AS (
+            SELECT 0 AS lvl, g, e, NULL AS s, NULL AS m, lat, SUM(c) AS c
+              FROM {hist} GROUP BY g, e, lat
+            UNION ALL
+            SELECT 1, g, e, s, NULL, lat, SUM(c) FROM {hist} GROUP BY g, e, s, lat
+            UNION ALL
+            SELECT 2, g, e, s, m, lat, c FROM {hist}),
+        cumulative AS (
+            SELECT lvl, g, e, s, m, lat, c,
+                   SUM(c) OVER (PARTITION BY lvl, g, e, s, m ORDER BY lat
+                                ROWS UNBOUNDED PRECEDING) AS cum,
+                   SUM(c) OVER (PARTITION BY lvl, g, e, s, m) AS n
+              FROM levels)"""
+
+
+_PICKS = " OR ".join(f"(cum - c < {_rank_sql(p)} AND cum >= {_rank_sql(p)})" for p in (50, 95))
+
+
+def percentile_buckets_sql(hist: str) -> tuple[str, str]:
+    """SQL to pick the p50/p95 buckets from a latency histogram CTE.
+
+    Args:
+        hist: Name of a CTE with columns ``g, e, s, m, lat, c`` (one row per
+            eval, service, model and whole-millisecond latency).
+
+    Returns:
+        ``(ctes, condition)``: the CTE definitions ``levels, cumulative`` to
+        append after ``hist`` in a ``WITH`` clause, and the condition that,
+        applied to ``cumulative`` (columns ``lvl, g, e, s, m, lat, c, cum,
+        n``; level 0 eval, 1 service, 2 model), keeps only the buckets holding
+        a nearest-rank p50 or p95.
+    """
+    return _windows_sql(hist), _PICKS
+
+
 def _percentile_sql(source: str) -> str:
     """Rows holding the p50/p95 latency of every eval, service and model.
 
@@ -366,24 +408,34 @@ def _percentile_sql(source: str) -> str:
     2 model) then takes a running ``SUM(c)`` window over its partition, and a
     bucket holds nearest rank ``r`` when ``cum − c < r <= cum``.
     """
-    picks = " OR ".join(f"(cum - c < {_rank_sql(p)} AND cum >= {_rank_sql(p)})" for p in (50, 95))
     return f"""
         WITH hist AS (SELECT g, e, s, m, lat, COUNT(*) AS c FROM ({source})
                       GROUP BY g, e, s, m, lat),
-        levels AS (
-            SELECT 0 AS lvl, g, e, NULL AS s, NULL AS m, lat, SUM(c) AS c
-              FROM hist GROUP BY g, e, lat
-            UNION ALL
-            SELECT 1, g, e, s, NULL, lat, SUM(c) FROM hist GROUP BY g, e, s, lat
-            UNION ALL
-            SELECT 2, g, e, s, m, lat, c FROM hist),
-        cumulative AS (
-            SELECT lvl, g, e, s, m, lat, c,
-                   SUM(c) OVER (PARTITION BY lvl, g, e, s, m ORDER BY lat
-                                ROWS UNBOUNDED PRECEDING) AS cum,
-                   SUM(c) OVER (PARTITION BY lvl, g, e, s, m) AS n
-              FROM levels)
-        SELECT lvl, g, e, s, m, lat, c, cum, n FROM cumulative WHERE {picks}"""
+        {_windows_sql("hist")}
+        SELECT lvl, g, e, s, m, lat, c, cum, n FROM cumulative WHERE {_PICKS}"""
+
+
+def _single_pass_sql(source: str) -> str:
+    """One statement, one sort of the rows: the latency histogram (with pass,
+    retry and attempt sums) is materialized once; leaf aggregates (kind 0,
+    in first-seen order) and percentile buckets (kind 1) are both read from it."""
+    return f"""
+        WITH hist AS MATERIALIZED (
+            SELECT g, e, s, m, lat, COUNT(*) AS c,
+                   SUM(CASE WHEN passed THEN 1 ELSE 0 END) AS passed,
+                   SUM(CASE WHEN retried THEN 1 ELSE 0 END) AS retried_runs,
+                   SUM(COALESCE(attempt_count, 0)) AS total_attempts, MIN(ord) AS first_seen
+              FROM ({source}) GROUP BY g, e, s, m, lat),
+        {_windows_sql("hist")}
+        SELECT 0 AS kind, g, e, s, m, SUM(c) AS n, SUM(passed) AS passed,
+               SUM(lat * c) AS latency_sum, SUM(retried_runs) AS retried_runs,
+               SUM(total_attempts) AS total_attempts, MIN(first_seen) AS first_seen,
+               NULL AS lvl, NULL AS lat, NULL AS c, NULL AS cum
+          FROM hist GROUP BY g, e, s, m
+        UNION ALL
+        SELECT 1, g, e, s, m, n, NULL, NULL, NULL, NULL, NULL, lvl, lat, c, cum
+          FROM cumulative WHERE {_PICKS}
+        ORDER BY kind, first_seen"""
 
 
 def _nearest_rank_1based(p: int, n: int) -> int:
@@ -447,6 +499,29 @@ def evals_json_sql(
     groups = [_renamed(row) for row in cursor.execute(_aggregate_sql(source), params)]
     root = _build_tree(groups, _SqlAcc)
     _apply_percentiles(root, cursor.execute(_percentile_sql(source), params))
+    return _evals_document(root, _SqlAcc.stats)
+
+
+def evals_json_single_pass_sql(
+    conn: sqlite3.Connection,
+    where: str = "",
+    params: Sequence[Any] | Mapping[str, Any] = (),
+    *,
+    table: str = "results",
+    order_by: str = "rowid",
+) -> dict[str, Any]:
+    """:func:`evals_json_sql` in one statement that sorts the rows only once.
+
+    The per-(model, latency) histogram also carries the pass, retry and
+    attempt sums, so the leaf aggregates come from it instead of a second
+    ``GROUP BY`` over the rows: about half the work on millions of rows.
+    Same arguments and result as :func:`evals_json_sql`.
+    """
+    cursor = conn.cursor()
+    cursor.row_factory = sqlite3.Row
+    rows = cursor.execute(_single_pass_sql(_source_sql(table, where, order_by)), params).fetchall()
+    root = _build_tree([_renamed(r) for r in rows if r["kind"] == 0], _SqlAcc)
+    _apply_percentiles(root, (r for r in rows if r["kind"] == 1))
     return _evals_document(root, _SqlAcc.stats)
 
 

@@ -1,16 +1,17 @@
-"""Hydra plugin: the ``evalhydra-registry://`` config source.
+"""Hydra plugins: the ``evalhydra-registry://`` config source and the search-path entry for it.
 
 See :mod:`evalhydra.registry_source`; this module only adapts it to Hydra's
-``ConfigSource`` interface.
+``ConfigSource`` and ``SearchPathPlugin`` interfaces.
 """
 
 from __future__ import annotations
 
+from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.object_type import ObjectType
 from hydra.errors import ConfigCompositionException
-from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
 from hydra.plugins.search_path_plugin import SearchPathPlugin
+from omegaconf import OmegaConf
 
 REGISTRY_PATH = "evalhydra-registry://active"
 _ENABLED: list[bool] = [False]
@@ -31,7 +32,6 @@ class EvalHydraSearchPath(SearchPathPlugin):
         """Append ``evalhydra-registry://active`` once."""
         if _ENABLED[0] and not any(e.path == REGISTRY_PATH for e in search_path.get_path()):
             search_path.append(provider="evalhydra-registry", path=REGISTRY_PATH)
-from omegaconf import OmegaConf
 
 
 class EvalHydraRegistrySource(ConfigSource):

@@ -1,0 +1,170 @@
+"""Report generation over 1,000,000 stored results: time and peak memory.
+
+Fills a store in a temporary directory with synthetic results of one run
+(one service and model; 10 evals × 20,000 cases × 5 trials; two evals are
+judge-scored with rubric scores, feedback and judge costs, the rest are
+exact-match style; ~27% fail, 2% are HTTP errors, 2% were retried), then, in
+a fresh process, times :func:`evalhydra.reports.writer.write_run_reports`
+for that run:
+
+1. the JSON, Markdown and text artifacts (formats ``json,md,text``):
+   ``runs.json``, ``evals.json``, ``baseline_comparisons.json``,
+   ``trials.json``, ``report.md``, ``summary.md``, ``report.txt``: the target;
+2. then, separately, aiwg's records (format ``jsonl``: ``results.jsonl``
+   and ``summary.json``), and with ``--junit`` also ``junit.xml``.
+
+Usage::
+
+    python bench/report_scale.py [--rows 1000000] [--keep DIR] [--junit]
+
+Targets: under 10 s and under 300 MB peak RSS on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RUN_ID = "eval-bench-0123abcd"
+EVALS = 10
+TRIALS = 5
+JUDGED = 2  # evals 0..JUDGED-1 are judge-scored
+
+# i → eval = i % 10, case = (i / 10) % cases, trial = i / (10·cases) + 1; h is a pseudo-random hash.
+_FILL_SQL = """
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < :rows - 1),
+cells AS (
+  SELECT i, i % 10 AS e, (i / 10) % :cases AS c, i / (10 * :cases) + 1 AS t,
+         (i * 2654435761) % 1000 AS h, i % 10 < :judged AS j
+  FROM n),
+outcomes AS (SELECT *, h < 20 AS err, h >= 20 AND h < 730 AS ok FROM cells)
+INSERT INTO results (cell_key, run_id, "group", eval_id, service_name, model, requested_model,
+  run_index, case_id, kind, status, input, ideal, output, tool_calls, passed, score,
+  failure_reason, error_kind, status_code, attempt_count, retried, judge_attempt_count,
+  judge_retried, judge_status_code, judge_model, latency_ms, prompt_tokens, completion_tokens,
+  cached_tokens, judge_prompt_tokens, judge_completion_tokens, cost_usd, judge_cost_usd,
+  feedback, rubric_scores, failure_category, suggested_fix, pass_threshold, attempts,
+  evaluated_at)
+SELECT printf('%016x%016x', i, h), :run_id, 'bench', 'bench.e' || e, 'svc', 'model-a', 'model-a',
+  t, printf('case-%05d', c), 'chat', CASE WHEN err THEN 'ERROR' WHEN ok THEN 'PASS' ELSE 'FAIL' END,
+  'Question ' || c || ': what is ' || c || ' + ' || e || '? Answer with the number only.',
+  CAST(c + e AS TEXT),
+  CASE WHEN err THEN '' WHEN ok THEN CAST(c + e AS TEXT)
+       ELSE 'I think it is ' || (c + e + 1) || ' | <b>maybe</b>' END,
+  '[]', ok, CASE WHEN ok THEN 1.0 WHEN j THEN (h % 85) / 100.0 ELSE 0.0 END,
+  CASE WHEN err THEN 'HTTP 503: upstream unavailable' WHEN NOT ok THEN
+    CASE WHEN j THEN 'score below 0.85' ELSE 'expected ' || (c + e) || ', got ' || (c + e + 1) END END,
+  CASE WHEN err THEN 'http_error' END, CASE WHEN err THEN 503 ELSE 200 END,
+  1 + (h % 50 = 0), h % 50 = 0, CASE WHEN j THEN 1 ELSE 0 END, CASE WHEN j THEN 0 END,
+  CASE WHEN j THEN 200 END, CASE WHEN j THEN 'judge-model' END, 200 + (h * 7) % 1800,
+  20 + h % 30, 5 + h % 20, 0, CASE WHEN j THEN 120 END, CASE WHEN j THEN 40 END,
+  0.000002 * (25 + h % 30), CASE WHEN j THEN 0.00016 END,
+  CASE WHEN j AND NOT ok THEN 'The answer is off by one.' WHEN j THEN '' END,
+  CASE WHEN j THEN '{"accuracy": ' || CASE WHEN ok THEN '1.0' ELSE '0.4' END || '}' END,
+  CASE WHEN j AND NOT ok THEN
+    CASE h % 3 WHEN 0 THEN 'content' WHEN 1 THEN 'format' ELSE 'hallucination' END END,
+  CASE WHEN j AND NOT ok THEN 'Ask for the number only.' END, CASE WHEN j THEN 0.85 END, 1,
+  printf('2026-01-01T%02d:%02d:%02d.000Z', i / 3600000, (i / 60000) % 60, (i / 1000) % 60)
+FROM outcomes
+"""
+
+
+def fill(path: Path, rows: int) -> None:
+    """Create the store at ``path`` holding ``rows`` synthetic results of one run."""
+    from evalhydra.store import open_store
+
+    cases = max(1, rows // (EVALS * TRIALS))
+    store = open_store(path)
+    conn = store.conn
+    conn.execute("begin immediate")
+    conn.execute(_FILL_SQL, {"rows": rows, "cases": cases, "run_id": RUN_ID, "judged": JUDGED})
+    conn.execute("insert into run_cells (run_id, cell_key) select run_id, cell_key from results")
+    conn.execute(
+        "insert into runs (run_id, kind, started_at, finished_at, status, fingerprint, cells_total,"
+        " cells_run) values (?, 'chat', '2026-01-01T00:00:00.000Z', '2026-01-01T01:00:00.000Z',"
+        " 'completed', 'bench', ?, ?)",
+        (RUN_ID, rows, rows),
+    )
+    conn.execute("commit")
+    store.close()
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def report(db: Path, out: Path, formats: list[str]) -> dict[str, object]:
+    """Time the run's reports in ``formats`` (call in a fresh process: RSS is per process)."""
+    from evalhydra.reports.writer import write_run_reports
+    from evalhydra.store import open_store
+
+    store = open_store(db, read_only=True)
+    started = time.perf_counter()
+    written = write_run_reports(store, [RUN_ID], out, formats=formats, cumulative=False)
+    elapsed = time.perf_counter() - started
+    store.close()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"seconds": elapsed, "peak_rss_mb": _peak_rss_mb(), "cpu_s": usage.ru_utime + usage.ru_stime,
+            "files": {p.name: p.stat().st_size for p in written}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Fill, time the reports in a child process, print the figures.
+
+    Returns:
+        0 if both targets are met, else 1.
+    """
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--keep", metavar="DIR", help="keep the store and reports in DIR")
+    parser.add_argument("--junit", action="store_true", help="also time junit.xml")
+    parser.add_argument("--child", nargs=3, metavar=("DB", "OUT", "FORMATS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        db, out, formats = args.child
+        print(json.dumps(report(Path(db), Path(out), formats.split(","))))
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.keep) if args.keep else Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        return _bench(root, args.rows, args.junit)
+
+
+def _measure(root: Path, db: Path, formats: str) -> dict[str, object]:
+    child = [sys.executable, __file__, "--child", str(db), str(root / "report"), formats]
+    figures = json.loads(subprocess.run(child, check=True, capture_output=True, text=True).stdout)
+    for name, size in figures["files"].items():
+        print(f"  {name:28} {size / 2**20:9.1f} MB")
+    print(f"{formats}: {figures['seconds']:.2f} s wall, {figures['cpu_s']:.1f} s CPU, peak RSS"
+          f" {figures['peak_rss_mb']:.0f} MB (whole report process)")
+    return figures
+
+
+def _bench(root: Path, rows: int, junit: bool) -> int:
+    db = root / "bench.db"
+    for stale in root.glob("bench.db*"):
+        stale.unlink()
+    shutil.rmtree(root / "report", ignore_errors=True)
+    started = time.perf_counter()
+    fill(db, rows)
+    print(f"filled {rows:,} results in {time.perf_counter() - started:.1f} s "
+          f"({db.stat().st_size / 2**20:.0f} MB store); {os.cpu_count()} cores,"
+          f" load average {os.getloadavg()[0]:.2f}")
+    main_figures = _measure(root, db, "json,md,text")
+    _measure(root, db, "jsonl" + (",junit" if junit else ""))
+    seconds, rss = float(main_figures["seconds"]), float(main_figures["peak_rss_mb"])  # type: ignore[arg-type]
+    ok = seconds < 10 and rss < 300
+    print("targets for json,md,text (< 10 s, < 300 MB):", "met" if ok else "MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,363 @@
+"""Everything report.md, trials.json and the CI gates need, aggregated in SQL.
+
+One ``GROUP BY eval, case, service, model`` pass reduces the selected results
+to one row per (target, case); a Python loop over those rows (not over the
+results) fills per-target totals, the pass@k histograms, the stability
+verdicts and the capped case tables. Per-trial sections read at most
+:data:`CAP_TRIALS` rows with ``ORDER BY … LIMIT``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from evalhydra.reports.selection import (
+    DURATION_SQL,
+    ERROR_SQL,
+    PASSED_SQL,
+    STATUS_SQL,
+    TRIAL_ORDER_SQL,
+    Selection,
+)
+from evalhydra.stats import flakiness, pass_at_k, pass_hat_k
+
+__all__ = [
+    "CAP_CASES",
+    "CATEGORY_KEY_SQL",
+    "CAP_FLAKY",
+    "CAP_FLAKY_JSON",
+    "CAP_GRID",
+    "CAP_TRIALS",
+    "MAX_K",
+    "STATUSES",
+    "CaseData",
+    "TargetAgg",
+    "CaseViews",
+    "case_views",
+    "chunks",
+    "collect_cases",
+    "FAILING_SQL",
+    "pass_k_table",
+    "trial_rows",
+]
+
+CAP_TRIALS = 200  # per-trial rows in report.md (Failing, Summary, Per-Trial Details)
+CAP_CASES = 200  # rows of By Test Case and Stability
+CAP_GRID = 30  # case columns of the Grid
+CAP_FLAKY = 20  # flaky cases listed per report.md
+CAP_FLAKY_JSON = 1000  # flaky cases per target in trials.json
+MAX_K = 5  # pass@k and pass^k for k = 1..min(trials, MAX_K)
+STATUSES = ("EXCELLENT", "PASS", "FAIL", "TIMEOUT", "ERROR")
+CATEGORIES = ("format", "content", "hallucination", "missing_field", "constraint_violation", "other")
+_ENUM = ", ".join(f"'{c}'" for c in CATEGORIES)
+
+Target = tuple[str, str, str, str]  # group, eval_id, service_name, model
+T = TypeVar("T")
+
+
+@dataclass
+class TargetAgg:
+    """Totals of one eval × service × model (or any group of results)."""
+
+    key: Target
+    n: int = 0
+    passed: int = 0
+    errors: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    categories: Counter[str] = field(default_factory=Counter)  # failures per category
+    duration: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    generation_usd: float = 0.0
+    evaluation_usd: float = 0.0
+    score: float = 0.0
+    attempts: int = 0
+    last_evaluated: str = ""
+    cases: int = 0
+    # (trials without an infrastructure error, passed) → cases; verdicts over the same trials
+    hist: Counter[tuple[int, int]] = field(default_factory=Counter)
+    verdicts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def cost_usd(self) -> float:
+        """Generation plus evaluation cost."""
+        return self.generation_usd + self.evaluation_usd
+
+    def merge(self, other: TargetAgg) -> None:
+        """Add another group's totals (not its per-case data)."""
+        for name in ("n", "passed", "errors", "duration", "input_tokens", "output_tokens",
+                     "generation_usd", "evaluation_usd", "score", "attempts", "cases"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.statuses.update(other.statuses)
+        self.categories.update(other.categories)
+        self.last_evaluated = max(self.last_evaluated, other.last_evaluated)
+
+
+class TopN(Generic[T]):
+    """The ``size`` smallest items by ``key``, kept in bounded memory."""
+
+    def __init__(self, size: int, key: Callable[[T], Any]) -> None:
+        self.size, self.key = size, key
+        self.items: list[T] = []
+        self.seen = 0
+
+    def add(self, item: T) -> None:
+        """Offer one item."""
+        self.seen += 1
+        self.items.append(item)
+        if len(self.items) >= 2 * self.size:
+            self.items = sorted(self.items, key=self.key)[: self.size]
+
+    def result(self) -> list[T]:
+        """The kept items, sorted."""
+        return sorted(self.items, key=self.key)[: self.size]
+
+
+@dataclass
+class CaseData:
+    """Aggregates of one selection (see :func:`collect_cases`)."""
+
+    targets: dict[Target, TargetAgg] = field(default_factory=dict)
+    cases_total: int = 0
+    first_keys: list[tuple[str, str]] = field(default_factory=list)  # first CAP_CASES, sorted
+    by_case: list[tuple[tuple[str, str], TargetAgg]] = field(default_factory=list)
+    stability: list[tuple[str, str, str, str, int, int]] = field(default_factory=list)
+    stability_total: int = 0
+    flaky: list[tuple[float, str, str, str, str, int, int]] = field(default_factory=list)
+    flaky_by_target: dict[Target, list[tuple[float, str, int, int]]] = field(default_factory=dict)
+    max_trials: int = 0
+
+    def overall(self) -> TargetAgg:
+        """Totals over every target."""
+        total = TargetAgg(("", "", "", ""))
+        for t in self.targets.values():
+            total.merge(t)
+        return total
+
+    def by_label(self) -> dict[tuple[str, str], TargetAgg]:
+        """Totals per (service, model), sorted."""
+        out: dict[tuple[str, str], TargetAgg] = {}
+        for key, t in sorted(self.targets.items(), key=lambda kv: kv[0][2:]):
+            out.setdefault(key[2:], TargetAgg(("", "", *key[2:]))).merge(t)
+        return out
+
+    @property
+    def total(self) -> int:
+        """Results selected."""
+        return sum(t.n for t in self.targets.values())
+
+
+CATEGORY_KEY_SQL = (
+    f"(case when {PASSED_SQL} then null when failure_category in ({_ENUM}) then failure_category"
+    f" when failure_category is not null then 'other' when {ERROR_SQL} then 'error'"
+    " else 'uncategorized' end)"
+)
+
+_CASES_SQL = f"""
+select max("group"), eval_id, service_name, model, case_id, count(*), sum({PASSED_SQL}),
+  sum({ERROR_SQL})
+from results where {{where}}
+group by eval_id, case_id, service_name, model
+order by eval_id, case_id, service_name, model
+"""
+
+
+def _verdict(passed: int, total: int) -> str:
+    return "STABLE" if passed == total else "BROKEN" if passed == 0 else "FLAKY"
+
+
+class _Collector:
+    """Folds the per-(case, target) rows into a :class:`CaseData`."""
+
+    def __init__(self, targets: dict[Target, TargetAgg]) -> None:
+        self.data = CaseData(targets=targets)
+        self.stability = TopN[tuple[str, str, str, str, int, int]](CAP_CASES, lambda r: r[:4])
+        self.flaky = TopN[tuple[float, str, str, str, str, int, int]](
+            CAP_FLAKY, lambda r: (-r[0], *r[1:5]))
+        self.flaky_by_target: dict[Target, TopN[tuple[float, str, int, int]]] = {}
+        self.case_key: tuple[str, str] | None = None
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        g, e, s, m, c, n, ok, errors = row
+        m = m or ""
+        scored = n - errors
+        target = self.data.targets[(g, e, s, m)]
+        target.cases += 1
+        if scored:
+            target.hist[(scored, ok)] += 1
+            target.verdicts[_verdict(ok, scored)] += 1
+            if 0 < ok < scored:
+                self._add_flaky((g, e, s, m), c, ok, scored)
+        else:
+            target.verdicts["NO RESULT"] += 1
+        if (e, c) != self.case_key:
+            self.case_key = (e, c)
+            self.data.cases_total += 1
+            if len(self.data.first_keys) < CAP_CASES:
+                self.data.first_keys.append((e, c))
+        self.stability.add((s, m, e, c, ok, n))
+        self.data.max_trials = max(self.data.max_trials, n)
+
+    def _add_flaky(self, key: Target, case: str, ok: int, n: int) -> None:
+        score = flakiness(ok, n)
+        self.flaky.add((score, key[2], key[3], key[1], case, ok, n))
+        top = self.flaky_by_target.get(key)
+        if top is None:
+            top = self.flaky_by_target[key] = TopN(CAP_FLAKY_JSON, lambda r: (-r[0], r[1]))
+        top.add((score, case, ok, n))
+
+    def finish(self) -> CaseData:
+        self.data.stability = self.stability.result()
+        self.data.stability_total = self.stability.seen
+        self.data.flaky = self.flaky.result()
+        self.data.flaky_by_target = {k: v.result() for k, v in self.flaky_by_target.items()}
+        return self.data
+
+
+def collect_cases(conn: sqlite3.Connection, sel: Selection,
+                  targets: dict[Target, TargetAgg]) -> CaseData:
+    """The per-(case, target) pass counts, folded in Python into ``targets``.
+
+    Args:
+        conn: A connection to the store.
+        sel: The results covered.
+        targets: Their per-target totals (see :mod:`evalhydra.reports.evalstats`).
+
+    Returns:
+        The folded :class:`CaseData`; ``by_case`` stays empty (see :func:`case_statuses`).
+    """
+    collector = _Collector(targets)
+    cursor = conn.execute(_CASES_SQL.format(where=sel.where), sel.params)
+    for rows in chunks(cursor):
+        for row in rows:
+            collector.add(row)
+    return collector.finish()
+
+
+def pass_k_table(agg: TargetAgg) -> tuple[list[int], dict[int, float], dict[int, float]]:
+    """pass@k and pass^k (unbiased; mean over cases) for k = 1..min(trials, MAX_K).
+
+    Returns:
+        ``(ks, pass_at, pass_hat)``; ``ks`` is empty when the target has no cases.
+    """
+    if not agg.hist:
+        return [], {}, {}
+    k_max = min(MAX_K, min(n for n, _ in agg.hist))
+    ks = list(range(1, k_max + 1))
+    cases = sum(agg.hist.values())
+    at = {k: sum(w * pass_at_k(n, c, k) for (n, c), w in agg.hist.items()) / cases for k in ks}
+    hat = {k: sum(w * pass_hat_k(n, c, k) for (n, c), w in agg.hist.items()) / cases for k in ks}
+    return ks, at, hat
+
+
+# --- per-trial rows ------------------------------------------------------------
+
+_TRIAL_COLUMNS = f"""eval_id, service_name, coalesce(model, '') as model, case_id, run_index,
+  kind, {STATUS_SQL} as status, {PASSED_SQL} as passed, {DURATION_SQL} as duration, score,
+  coalesce(prompt_tokens, 0) as input_tokens, coalesce(completion_tokens, 0) as output_tokens,
+  coalesce(cached_tokens, 0) as cache_read_tokens, tool_calls, exit_code, log_path,
+  stdout_log_path, details, input, ideal, output, failure_reason, error_kind, feedback,
+  failure_category, suggested_fix, latency_ms, attempts"""
+
+
+def trial_rows(conn: sqlite3.Connection, sel: Selection, *, extra: str = "",
+               extra_params: Sequence[Any] = (), limit: int | None = None) -> list[dict[str, Any]]:
+    """The first ``limit`` trials in zrb order (service, model, eval, case, trial).
+
+    Args:
+        conn: A connection to the store.
+        sel: The results covered.
+        extra: Further SQL condition (e.g. :data:`FAILING_SQL`).
+        extra_params: Its parameters.
+        limit: Most rows returned (default: :data:`CAP_TRIALS`).
+
+    Returns:
+        Row dicts with ``tool_calls`` and ``details`` decoded from JSON and
+        ``tool_names`` added.
+    """
+    sql = sel.ordered(_TRIAL_COLUMNS, TRIAL_ORDER_SQL, extra=extra, limit=True)
+    cursor = conn.execute(sql, (*sel.params, *extra_params, CAP_TRIALS if limit is None else limit))
+    names = [d[0] for d in cursor.description]
+    return [_decode(dict(zip(names, row, strict=True))) for row in cursor]
+
+
+def _json(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _decode(row: dict[str, Any]) -> dict[str, Any]:
+    calls = _json(row["tool_calls"]) or []
+    row["tool_names"] = [c.get("name", "") if isinstance(c, dict) else str(c) for c in calls]
+    row["details"] = _json(row["details"])
+    return row
+
+
+FAILING_SQL = f"{STATUS_SQL} in ('FAIL', 'TIMEOUT', 'ERROR')"
+
+
+def _pairs_in(keys: Sequence[tuple[str, str]]) -> tuple[str, list[str]]:
+    marks = ", ".join("(?, ?)" for _ in keys)
+    return f"(eval_id, case_id) in (values {marks})", [v for key in keys for v in key]
+
+
+@dataclass
+class CaseViews:
+    """Per-case details of a few (eval, case) keys (see :func:`case_views`)."""
+
+    by_case: list[tuple[tuple[str, str], TargetAgg]]
+    grid: dict[tuple[str, str, str, str], list[str]]
+    bests: dict[tuple[str, str], dict[str, Any]]
+
+
+def _best(best: dict[str, Any] | None, row: tuple[Any, ...]) -> dict[str, Any]:
+    duration, score, tokens, calls = row[5:9]
+    if best is None:
+        return {"duration": duration, "score": score, "total_tokens": tokens, "tool_call_count": calls}
+    score = score if best["score"] is None else best["score"] if score is None else max(score, best["score"])
+    return {"duration": min(duration, best["duration"]), "score": score,
+            "total_tokens": min(tokens, best["total_tokens"]),
+            "tool_call_count": min(calls, best["tool_call_count"])}
+
+
+def case_views(conn: sqlite3.Connection, sel: Selection, by_case: Sequence[tuple[str, str]],
+               grid: Sequence[tuple[str, str]], bests: Sequence[tuple[str, str]]) -> CaseViews:
+    """One query over the trials of a few cases: status counts per case (``by_case``),
+    each target's statuses in trial order (``grid``), and the best duration, score,
+    tokens and tool calls among passing trials (``bests``, zrb's bold values)."""
+    keys = sorted({*by_case, *grid, *bests})
+    if not keys:
+        return CaseViews([], {}, {})
+    cond, params = _pairs_in(keys)
+    sql = (f"select service_name, coalesce(model, ''), eval_id, case_id, {STATUS_SQL},"
+           f" {DURATION_SQL}, score, coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0),"
+           " case when json_valid(tool_calls) then json_array_length(tool_calls) else 0 end"
+           f" from ({sel.source('*', cond)}) order by {TRIAL_ORDER_SQL}")
+    counts = {key: TargetAgg(("", key[0], "", key[1])) for key in by_case}
+    icons: dict[tuple[str, str, str, str], list[str]] = {}
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    wanted_grid, wanted_best = set(grid), set(bests)
+    for row in conn.execute(sql, (*sel.params, *params)):
+        s, m, e, c, status = row[:5]
+        if (e, c) in counts:
+            counts[(e, c)].n += 1
+            counts[(e, c)].statuses[status] += 1
+        if (e, c) in wanted_grid:
+            icons.setdefault((s, m, e, c), []).append(status)
+        if (e, c) in wanted_best and status in ("PASS", "EXCELLENT"):
+            best[(e, c)] = _best(best.get((e, c)), row)
+    return CaseViews(list(counts.items()), icons, best)
+
+
+def chunks(cursor: sqlite3.Cursor, size: int = 5000) -> Iterator[list[Any]]:
+    """A cursor's rows, ``size`` at a time."""
+    yield from iter(lambda: cursor.fetchmany(size), [])

@@ -1,0 +1,96 @@
+"""Gather everything a report needs from the store, in a bounded number of queries.
+
+:func:`collect` returns a :class:`ReportData` holding aggregates only (plus
+at most :data:`~evalhydra.reports.aggregate.CAP_TRIALS` trial rows), so
+``report.md``, ``trials.json``, ``summary.md`` and the CI gates are pure
+functions of it, whatever the number of stored results.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalhydra.reports import aggregate as agg
+from evalhydra.reports.compare import baseline_comparisons_sql
+from evalhydra.reports.evalstats import evals_and_targets
+from evalhydra.reports.selection import Selection
+
+__all__ = ["ReportData", "collect"]
+
+
+@dataclass
+class ReportData:
+    """A report's inputs (see :func:`collect`)."""
+
+    runs: list[dict[str, Any]]
+    evals_doc: dict[str, Any]
+    cases: agg.CaseData
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    trials_total: int = 0
+    failing: list[dict[str, Any]] = field(default_factory=list)
+    failing_total: int = 0
+    bests: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    grid_cases: list[tuple[str, str]] = field(default_factory=list)
+    grid: dict[tuple[str, str, str, str], list[str]] = field(default_factory=dict)
+
+    def targets(self) -> list[agg.TargetAgg]:
+        """Per eval × service × model totals, in ``evals.json`` order."""
+        out = []
+        for ev in self.evals_doc["evals"]:
+            for svc in ev["services"]:
+                for model in svc["models"]:
+                    key = (ev["group"], ev["eval_id"], svc["service_name"], model["model"] or "")
+                    out.append(self.cases.targets[key])
+        return out
+
+    def model_stats(self, key: agg.Target) -> dict[str, Any]:
+        """The seed stats object of one eval × service × model."""
+        for ev in self.evals_doc["evals"]:
+            if (ev["group"], ev["eval_id"]) != key[:2]:
+                continue
+            for svc in ev["services"]:
+                for model in svc["models"]:
+                    if (svc["service_name"], model["model"] or "") == key[2:]:
+                        return dict(model["stats"])
+        raise KeyError(key)
+
+
+def _case_views(conn: sqlite3.Connection, sel: Selection, data: ReportData) -> None:
+    shown = sorted({(r["eval_id"], r["case_id"]) for r in data.trials})
+    data.grid_cases = data.cases.first_keys[: agg.CAP_GRID]
+    views = agg.case_views(conn, sel, data.cases.first_keys, data.grid_cases, shown)
+    data.cases.by_case, data.grid, data.bests = views.by_case, views.grid, views.bests
+
+
+def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, Any]], *,
+            baseline_service: str | None = None,
+            baseline_models: Mapping[str, str] | None = None) -> ReportData:
+    """Everything report.md, trials.json, summary.md and the gates need.
+
+    Args:
+        conn: A connection to the store.
+        sel: The results covered.
+        runs: Their ``runs`` rows.
+        baseline_service: Baseline for service comparisons (default: the first
+            service, alphabetically, when there are several).
+        baseline_models: Baseline model per service (default: first seen).
+    """
+    evals_doc, targets = evals_and_targets(conn, sel)
+    data = ReportData(list(runs), evals_doc, agg.collect_cases(conn, sel, targets))
+    services = sorted({key[2] for key in data.cases.targets})
+    models = {key[2:] for key in data.cases.targets}
+    if len(services) > 1 or len(models) > len(services):
+        data.comparisons = baseline_comparisons_sql(
+            conn, sel, evals_doc, baseline_service=baseline_service or services[0],
+            baseline_models=baseline_models)["baseline_comparisons"]
+    data.trials = agg.trial_rows(conn, sel)
+    data.trials_total = data.cases.total
+    data.failing = agg.trial_rows(conn, sel, extra=agg.FAILING_SQL)
+    statuses = data.cases.overall().statuses
+    data.failing_total = sum(statuses[s] for s in ("FAIL", "TIMEOUT", "ERROR"))
+    _case_views(conn, sel, data)
+    return data

@@ -1,0 +1,108 @@
+"""Which ``results`` rows a report covers, as SQL, plus shared SQL expressions.
+
+A report covers the cells of one or more runs (``run_cells``). Every
+aggregate is computed inside SQLite over ``SELECT … FROM results WHERE
+<selection>``, so reports over millions of results never load the rows into
+Python.
+
+When every cell of the selected runs was produced by those runs (no cell
+resumed from an earlier run), the selection is simply ``run_id IN (…)``,
+which SQLite answers from the ``run_id`` index or one table scan; otherwise it
+is ``cell_key IN (SELECT cell_key FROM run_cells WHERE run_id IN (…))``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DURATION_SQL",
+    "ERROR_SQL",
+    "PASSED_SQL",
+    "SEED_ORDER_SQL",
+    "STATUS_SQL",
+    "TRIAL_ORDER_SQL",
+    "Selection",
+    "select_runs",
+]
+
+#: The trial status: the stored one, else derived from ``error_kind``/``passed``.
+STATUS_SQL = (
+    "coalesce(status, case when error_kind is not null then 'ERROR' "
+    "when passed then 'PASS' else 'FAIL' end)"
+)
+#: 1 for an infrastructure error (HTTP failure, timeout, agent ERROR/TIMEOUT), else 0.
+ERROR_SQL = "(error_kind is not null or coalesce(status, '') in ('ERROR', 'TIMEOUT'))"
+#: 1 when the result passed, else 0.
+PASSED_SQL = "(case when passed then 1 else 0 end)"
+#: Seconds: agent trials store ``duration_s``, chat cells ``latency_ms``.
+DURATION_SQL = "coalesce(duration_s, latency_ms / 1000.0, 0.0)"
+#: zig_eval's runner order (runs.json, results.jsonl).
+SEED_ORDER_SQL = '"group", eval_id, service_name, run_index, case_id, model'
+#: zrb's per-trial order: model (service/model), case (eval/case), trial.
+TRIAL_ORDER_SQL = "service_name, model, eval_id, case_id, run_index"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A SQL condition on ``results`` selecting the cells of some runs.
+
+    Attributes:
+        run_ids: The runs, in the order given.
+        where: Condition on ``results`` columns (no table alias).
+        params: Its parameters.
+    """
+
+    run_ids: tuple[str, ...]
+    where: str
+    params: tuple[Any, ...]
+
+    def ordered(self, columns: str, order_by: str, *, extra: str = "", limit: bool = False) -> str:
+        """``SELECT columns`` over the selection in ``order_by`` order, for streaming.
+
+        SQLite sorts only the row ids, in a subquery whose ``LIMIT`` makes it
+        honour its ``ORDER BY`` (a co-routine); ``CROSS JOIN`` keeps it the
+        outer loop, so rows come out in that order and wide computed columns
+        (JSON text) never pass through the sorter. Parameters, in SQL text
+        order: any in ``columns``, the selection's, ``extra``'s, then the limit
+        (when ``limit``).
+        """
+        cond = f"({self.where}) and ({extra})" if extra else self.where
+        tail = "?" if limit else "-1"
+        return (
+            f"select {columns} from (select rowid as rid from results where {cond}"
+            f" order by {order_by} limit {tail}) as ordered cross join results"
+            " on results.rowid = ordered.rid"
+        )
+
+    def source(self, columns: str = "*", extra: str = "") -> str:
+        """``SELECT columns FROM results WHERE <selection> [AND extra]``."""
+        cond = f"({self.where}) and ({extra})" if extra else self.where
+        return f"select {columns} from results where {cond}"
+
+
+def select_runs(conn: sqlite3.Connection, run_ids: Sequence[str]) -> Selection:
+    """The selection covering every cell of ``run_ids``.
+
+    Args:
+        conn: A connection to the store.
+        run_ids: Full run ids.
+
+    Returns:
+        A :class:`Selection`; ``run_id IN (…)`` when no cell was resumed from
+        another run, the ``run_cells`` membership test otherwise.
+    """
+    ids = tuple(dict.fromkeys(run_ids))
+    if not ids:
+        return Selection((), "0", ())
+    marks = ", ".join("?" * len(ids))
+    members = conn.execute(f"select count(*) from run_cells where run_id in ({marks})", ids)
+    own = conn.execute(f"select count(*) from results where run_id in ({marks})", ids)
+    if members.fetchone()[0] == own.fetchone()[0]:
+        return Selection(ids, f"run_id in ({marks})", ids)
+    return Selection(
+        ids, f"cell_key in (select cell_key from run_cells where run_id in ({marks}))", ids
+    )

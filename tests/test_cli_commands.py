@@ -1,0 +1,153 @@
+"""The store subcommands: help, runs, report, compare (exit codes), query (read-only), results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalhydra.cli import COMMANDS, main
+from evalhydra.store import open_store
+from tests.test_reports_support import (
+    MockStore,
+    mock_store,
+    regression_store,
+    result_row,
+    write_run,
+)
+
+__all__ = ["mock_store"]
+
+BASE, CAND = "eval-base-aaaaaaaa", "eval-cand-bbbbbbbb"
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_subcommand_has_help_with_store(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([name, "--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    assert "--store PATH" in text and "outputs/evalhydra.db" in text
+
+
+def test_compare_is_dispatched_by_the_console_entry(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "evalhydra", "compare", "--help"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "--fail-on-regression" in res.stdout
+
+
+def test_runs_lists_runs_with_pass_rates(mock_store: MockStore, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, "runs", "--store", str(mock_store.path), "--format", "json")
+    rows = json.loads(out)
+    assert code == 0 and {r["run_id"] for r in rows} == set(mock_store.runs.values())
+    flaky = next(r for r in rows if r["run_id"] == mock_store.runs["flaky"])
+    assert (flaky["cells"], flaky["errors"], flaky["status"], flaky["evals"]) == (6, 3, "completed",
+                                                                                   "smoke.reply_ok")
+    assert flaky["pass_pct"] == 100.0  # errors are not failures
+
+
+def test_report_writes_the_asked_formats(mock_store: MockStore, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["report", "--store", str(mock_store.path), mock_store.runs["base"][:13], "--out", str(tmp_path)]
+    code, out, _ = _cli(capsys, *args, "--format", "md,junit")
+    assert code == 0 and sorted(Path(p).name for p in out.split()) == ["junit.xml", "report.md", "summary.md"]
+    code, _, err = _cli(capsys, *args, "--format", "pdf")
+    assert code == 2 and "Unknown report format: pdf" in err
+    code, _, err = _cli(capsys, "report", "--store", str(mock_store.path), "eval-nope")
+    assert code == 2 and "Run 'eval-nope' not found" in err
+
+
+def test_compare_fails_only_on_a_significant_regression(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    regression_store(tmp_path / "s.db").close()
+    store = ["--store", str(tmp_path / "s.db")]
+    code, out, _ = _cli(capsys, "compare", *store, BASE, CAND, "--fail-on-regression")
+    assert code == 1
+    assert "regressed (baseline passed, candidate failed): 10 case(s)" in out
+    assert "  g.e: c00, c01, c02" in out and "REGRESSION" in out
+    code, out, _ = _cli(capsys, "compare", *store, CAND, BASE, "--fail-on-regression", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["overall"]["paired"]["improved"][:1] == ["g.e/c00"]
+    assert doc["comparisons"][0]["paired"]["ci_low"] > 0 and doc["target_kind"] == "run"
+    code, out, _ = _cli(capsys, "compare", *store, BASE, CAND)  # without the flag: report only
+    assert code == 0
+
+
+def test_compare_with_small_or_unpaired_differences(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    regression_store(tmp_path / "s.db", broken=1).close()
+    store = ["--store", str(tmp_path / "s.db")]
+    code, out, _ = _cli(capsys, "compare", *store, BASE, CAND, "--fail-on-regression", "--format", "md")
+    assert code == 0 and "no significant change" in out and "| g.e " in out
+    db = open_store(tmp_path / "s.db")
+    write_run(db, "eval-other-cccccccc", [result_row("eval-other-cccccccc", "zz", eval_id="o.e")])
+    db.close()
+    code, _, err = _cli(capsys, "compare", *store, BASE, "eval-other", "--fail-on-regression")
+    assert code == 2 and "shared (case, trial) pairs" in err
+    code, _, err = _cli(capsys, "compare", *store, BASE)
+    assert code == 2 and "compare needs BASELINE and CANDIDATE" in err
+
+
+def test_compare_services_within_runs_and_errors_left_out(mock_store: MockStore,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    runs, store = mock_store.runs, ["--store", str(mock_store.path)]
+    code, out, _ = _cli(capsys, "compare", *store, runs["base"], runs["judge"], "--baseline-service", "mock",
+                        "--candidate-service", "mock_judge", "--fail-on-regression")
+    assert code == 0 and "@mock_judge" in out and "| service" not in out and "service " in out
+    code, out, _ = _cli(capsys, "compare", *store, f"{runs['base']}@mock:mock-model",
+                        f"{runs['flaky']}@mock:mock-flaky", "--format", "json", "--fail-on-regression")
+    doc = json.loads(out)
+    assert code == 0 and doc["target_kind"] == "model"
+    assert doc["errors_left_out"] == {"baseline": 0, "candidate": 3}
+    assert doc["overall"]["paired"]["n_pairs"] == 3  # only pairs without an error
+    code, out, _ = _cli(capsys, "compare", *store, "@mock", "@mock_judge", "--eval", "smoke.reply_ok")
+    assert code == 0 and "smoke.reply_ok" in out and "aiwg" not in out
+    code, _, err = _cli(capsys, "compare", *store, "@mock", "@nope")
+    assert code == 2 and "The candidate @nope selects no results" in err
+
+
+@pytest.mark.parametrize("sql", [
+    "delete from results", "drop view failures", "insert into runs (run_id) values ('x')",
+    "attach database 'other.db' as other", "pragma user_version = 9", "create temp table t (x)",
+    "select 1; delete from results", "pragma query_only = 0",
+])
+def test_query_refuses_writes_cleanly(mock_store: MockStore, sql: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, "query", "--store", str(mock_store.path), sql)
+    assert code == 2 and out == "" and err.startswith("error: ") and "Traceback" not in err
+    assert open_store(mock_store.path, read_only=True).conn.execute(
+        "select count(*) from results").fetchone()[0] == 28
+
+
+def test_query_reads_tables_views_and_pragmas(mock_store: MockStore,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    store = ["--store", str(mock_store.path)]
+    code, out, _ = _cli(capsys, "query", *store, "select count(*) as n from results", "--format", "csv")
+    assert code == 0 and out.split() == ["n", "28"]
+    sql = "select * from pragma_table_info('runs')"
+    code, out, _ = _cli(capsys, "query", *store, sql, "--format", "json")
+    assert code == 0 and json.loads(out)[0]["name"] == "run_id"
+    code, out, _ = _cli(capsys, "query", *store, "pragma table_info(results)")
+    assert code == 0 and "cell_key" in out
+
+
+def test_results_lists_trials_like_zrb_list(mock_store: MockStore,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    store = ["--store", str(mock_store.path)]
+    code, out, _ = _cli(capsys, "results", *store, mock_store.runs["flaky"], "--status", "error",
+                        "--format", "json")
+    rows = json.loads(out)
+    assert code == 0 and len(rows) == 3 and {r["status"] for r in rows} == {"ERROR"}
+    assert list(rows[0]) == ["eval", "service", "model", "case", "trial", "status", "score", "duration_s",
+                             "reason"]
+    code, out, _ = _cli(capsys, "results", *store, "latest", "--limit", "2")
+    assert code == 0 and len(out.strip().splitlines()) == 4

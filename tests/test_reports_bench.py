@@ -1,0 +1,19 @@
+"""bench/report_scale.py runs end to end on a small store (the full run is a manual benchmark)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "report_scale.py"
+
+
+def test_report_scale_bench_runs_on_a_small_store(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, str(BENCH), "--rows", "2000", "--keep", str(tmp_path), "--junit"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "filled 2,000 results" in res.stdout
+    assert "targets for json,md,text (< 10 s, < 300 MB): met" in res.stdout
+    lines = (tmp_path / "report" / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 2000 and (tmp_path / "report" / "junit.xml").exists()

@@ -1,0 +1,82 @@
+"""CI gates: fail_under, per-eval thresholds, the top suggested fix, the GitHub step summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from evalhydra.reports.summary import (
+    append_step_summary,
+    gate_failures,
+    group_stats,
+    print_summary,
+    run_gate,
+    store_stats,
+    threshold_for,
+)
+from evalhydra.reports.writer import write_run_reports
+from evalhydra.store import open_store
+from tests.test_reports_support import result_row, write_run
+
+RUN = "eval-gate-aaaaaaaa"
+
+
+def _rows() -> list[dict[str, object]]:
+    """g.a passes 3/4 (one error left out: 3/3), g.b 1/4, h.c 2/4."""
+    rows = [result_row(RUN, f"a{i}", eval_id="g.a", passed=i < 3) for i in range(3)]
+    rows.append(result_row(RUN, "a3", eval_id="g.a", passed=False, status="ERROR", error_kind="timeout"))
+    rows += [result_row(RUN, f"b{i}", eval_id="g.b", passed=i == 0,
+                        suggested_fix="Say only the number." if i else None) for i in range(4)]
+    rows += [result_row(RUN, f"c{i}", eval_id="h.c", group="h", passed=i < 2,
+                        suggested_fix="Use JSON." if i == 3 else None) for i in range(4)]
+    return rows
+
+
+def test_threshold_prefers_eval_then_group_then_fail_under() -> None:
+    stat = {"eval": "g.b", "group": "g"}
+    assert threshold_for(stat, 0.9, None) == 0.9
+    assert threshold_for(stat, 0.9, {"g": 0.5}) == 0.5
+    assert threshold_for(stat, 0.9, {"g": 0.5, "g.b": 0.2}) == 0.2
+    assert threshold_for(stat, None, {"other": 0.5}) is None
+
+
+def test_gate_failures_prints_the_worst_evals_and_the_top_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _rows()
+    failing = gate_failures(rows, 0.9)
+    assert [f["eval"] for f in failing] == ["g.b", "h.c"]  # g.a is 3/3: the error is left out
+    err = capsys.readouterr().err
+    assert "⚠ g.b on svc/m: pass rate 25.0% < 90.0%" in err
+    assert "top suggested fix: Say only the number." in err
+    assert [f["eval"] for f in gate_failures(rows, None, {"h": 0.6})] == ["h.c"]
+    assert gate_failures(rows, 0.9, {"g.b": 0.2, "h": 0.5}) == []
+
+
+def test_the_sql_gate_equals_the_row_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _rows()
+    store = open_store(tmp_path / "s.db")
+    write_run(store, RUN, rows)
+    assert store_stats(store, [RUN]) == group_stats(store.run_rows([RUN]))
+    for threshold, per_eval in ((0.9, None), (None, {"g": 0.8}), (0.1, None)):
+        expected = gate_failures(list(store.run_rows([RUN])), threshold, per_eval)
+        first = capsys.readouterr().err
+        assert run_gate(store, [RUN], threshold, per_eval) == expected
+        assert capsys.readouterr().err == first
+    store.close()
+
+
+def test_the_run_summary_goes_to_the_github_step_summary(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(tmp_path / "s.db")
+    write_run(store, RUN, _rows())
+    write_run_reports(store, [RUN], tmp_path / "out", formats=["md"], cumulative=False)
+    target = tmp_path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    outcome = SimpleNamespace(run_id=RUN, executed=12, skipped=0)
+    print_summary(list(store.run_rows([RUN])), outcome, tmp_path / "out")
+    store.close()
+    text = target.read_text()
+    assert text.startswith(f"### evalhydra `{RUN}`") and "| g.b" in text
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY")
+    assert not append_step_summary(tmp_path / "out")
