@@ -287,7 +287,7 @@ def _context(job: _Job) -> MatchContext:
 
 
 async def _rejudge_all(plan: RunPlan, store: Store, jobs: list[_Job], outcome: RejudgeOutcome) -> None:
-    from evalhydra.runner import watch_signals, store_writer
+    from evalhydra.runner import store_writer, watch_signals
 
     rows_tx, rows_rx = trio.open_memory_channel[Batch](plan.run.batch_size * 2)
     async with trio.open_nursery() as outer:
