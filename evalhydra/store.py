@@ -402,20 +402,24 @@ _INSERT_ATTEMPT = "insert or replace into attempts ({}) values ({})".format(
 )
 
 
-def _sql_value(value: Any) -> Any:
-    if isinstance(value, dict | list | tuple):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
-    if isinstance(value, bool):
-        return int(value)
-    return value
+# Only these result columns can hold containers; everything else is a scalar that
+# sqlite3 binds as is (bool included), so the hot path converts five values, not fifty.
+_JSON_POSITIONS = [
+    i for i, name in enumerate(_RESULT_NAMES)
+    if name in ("input", "tool_calls", "details", "rubric_scores", "attempt_history")
+]
 
 
 def _result_values(row: dict[str, Any]) -> list[Any]:
-    return [_sql_value(row.get(name)) for name in _RESULT_NAMES]
+    values = [row.get(name) for name in _RESULT_NAMES]
+    for i in _JSON_POSITIONS:
+        if isinstance(values[i], dict | list | tuple):
+            values[i] = json.dumps(values[i], ensure_ascii=False, sort_keys=True)
+    return values
 
 
 def _attempt_values(row: dict[str, Any]) -> list[Any]:
-    return [_sql_value(row.get(name)) for name in _ATTEMPT_NAMES]
+    return [row.get(name) for name in _ATTEMPT_NAMES]
 
 
 def open_store(path: str | Path, *, read_only: bool = False) -> Store:

@@ -386,8 +386,10 @@ def upstream_error_message(body: bytes) -> str:
 async def _read_capped(response: httpx.Response, cap: int) -> bytes | None:
     """Read the body, stopping past ``cap`` bytes; None when it is larger."""
     length = response.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > cap:
-        return None
+    if length is not None and length.isdigit():
+        if int(length) > cap:
+            return None
+        return await response.aread()  # declared and within the cap: one read, no chunk loop
     buf = bytearray()
     async with aclosing(response.aiter_bytes()) as chunks:  # type: ignore[type-var]
         async for chunk in chunks:
