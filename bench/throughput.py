@@ -188,6 +188,8 @@ def main() -> None:
     parser.add_argument("--c", type=int, default=200)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--skip-bare", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternate the two sides this many times; report the median ratio")
     parser.add_argument("--worker", choices=["bare", "evalhydra"], help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -195,28 +197,31 @@ def main() -> None:
         worker(args.worker, args.url, args.n, args.c)
         return
     mock, url = _start_mock(args.latency_ms)
+    rounds: list[dict[str, dict[str, Any]]] = []
     try:
-        sides = {} if args.skip_bare else {"bare trio+httpx": _run_side("bare", url, args)}
-        sides["evalhydra"] = _run_side("evalhydra", url, args)
+        for _ in range(args.rounds):
+            sides = {} if args.skip_bare else {"bare trio+httpx": _run_side("bare", url, args)}
+            sides["evalhydra"] = _run_side("evalhydra", url, args)
+            rounds.append(sides)
     finally:
         mock.terminate()
         mock.wait(10)
     ideal = args.n * args.latency_ms / 1000 / args.c
-    print(f"N={args.n} C={args.c} L={args.latency_ms:g} ms  ideal={ideal:.2f} s")
-    for name, r in sides.items():
-        eff = ideal / r["wall_s"] if r["wall_s"] else 0.0
-        print(
-            f"{name:16s} wall={r['wall_s']:7.2f} s  efficiency={eff:5.3f}  "
-            f"req/s={args.n / r['wall_s']:8.1f}  "
-            f"cpu={r['cpu_s']:6.2f} s  peak_rss={r['peak_rss_mb']:6.1f} MB  ok={r['ok']}"
-            + (f"  stored={r['stored']} report={r['report_s']:.2f} s" if "stored" in r else "")
-        )
-    if len(sides) == 2:
-        print(
-            "evalhydra wall / bare wall = "
-            f"{sides['evalhydra']['wall_s'] / sides['bare trio+httpx']['wall_s']:.3f}"
-        )
+    print(f"N={args.n} C={args.c} L={args.latency_ms:g} ms  ideal={ideal:.2f} s  rounds={args.rounds}")
+    for sides in rounds:
+        for name, r in sides.items():
+            _print_side(name, r, ideal, args.n)
+    if not args.skip_bare:
+        ratios = sorted(s["evalhydra"]["wall_s"] / s["bare trio+httpx"]["wall_s"] for s in rounds)
+        print("evalhydra wall / bare wall = " + ", ".join(f"{r:.3f}" for r in ratios)
+              + f"  (median {ratios[len(ratios) // 2]:.3f})")
 
+
+def _print_side(name: str, r: dict[str, Any], ideal: float, n: int) -> None:
+    eff = ideal / r["wall_s"] if r["wall_s"] else 0.0
+    extra = f"  stored={r['stored']} report={r['report_s']:.2f} s" if "stored" in r else ""
+    print(f"{name:16s} wall={r['wall_s']:7.2f} s  efficiency={eff:5.3f}  req/s={n / r['wall_s']:8.1f}  "
+          f"cpu={r['cpu_s']:6.2f} s  peak_rss={r['peak_rss_mb']:6.1f} MB  ok={r['ok']}{extra}")
 
 if __name__ == "__main__":
     main()

@@ -8,8 +8,8 @@ went wrong, so one failure never cancels its siblings.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,16 @@ class CellJob:
     trial: int
 
 
+_SECOND: list[Any] = [-1, ""]  # the last whole second and its formatted text
+
+
 def now_iso() -> str:
-    """UTC timestamp in ISO 8601 with a Z suffix."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """UTC timestamp in ISO 8601 with milliseconds and a Z suffix (cheap: one format per second)."""
+    now = time.time()
+    second = int(now)
+    if second != _SECOND[0]:
+        _SECOND[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
+    return f"{_SECOND[1]}.{int((now - second) * 1000):03d}Z"
 
 
 def _input_text(case: Case) -> str:
@@ -157,9 +164,12 @@ class ChatCellRunner:
     ) -> dict[str, Any]:
         """Attempts, retries, tokens and cost, with the judge's kept apart."""
         judge = match.judge
-        candidate = [c for kind, c in calls if kind == "candidate"]
-        judges = [c for kind, c in calls if kind == "judge"]
-        usage = sum((c.usage for c in candidate), Usage())
+        if len(calls) == 1:  # the common case: one generation, no judge
+            candidate, judges = [calls[0][1]], []
+        else:
+            candidate = [c for kind, c in calls if kind == "candidate"]
+            judges = [c for kind, c in calls if kind == "judge"]
+        usage = candidate[0].usage if len(candidate) == 1 else sum((c.usage for c in candidate), Usage())
         judge_usage = sum((c.usage for c in judges), Usage())
         return {
             "attempt_count": sum(c.attempt_count for _, c in calls),

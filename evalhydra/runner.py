@@ -198,13 +198,17 @@ async def _work(
 
 
 def planned_cells(plan: RunPlan) -> Iterator[CellJob]:
-    """Every cell of the plan, trial by trial, with its resume key (datasets are streamed)."""
+    """Every cell of the plan with its resume key: each case's trials together.
+
+    Datasets are streamed once per eval (each line is parsed once, whatever the
+    trial count).
+    """
     svc_hash = service_result_hash(plan.service)
     for ev in plan.evals:
-        for trial in range(1, ev.trials + 1):
-            for case in _cases(plan, ev, check=False):
-                key = cell_key(ev, _case_id(case), _case_hash(case), plan.service.name, plan.model, trial,
-                               svc_hash)
+        for case in _cases(plan, ev, check=False):
+            case_id, case_hash = _case_id(case), _case_hash(case)
+            for trial in range(1, ev.trials + 1):
+                key = cell_key(ev, case_id, case_hash, plan.service.name, plan.model, trial, svc_hash)
                 yield CellJob(key=key, eval=ev, case=case, trial=trial)
 
 
