@@ -6,6 +6,7 @@ broken override, so subcommands are dispatched before Hydra starts.
 
 from __future__ import annotations
 
+import os
 import sys
 
 __all__ = ["main"]
@@ -25,7 +26,13 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] in SUBCOMMANDS:
         from evalhydra.cli import main as cli_main
 
-        raise SystemExit(cli_main(args))
+        try:
+            code = cli_main(args)
+            sys.stdout.flush()
+        except BrokenPipeError:  # e.g. `evalhydra results latest | head`: the reader left
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            code = 0
+        raise SystemExit(code)
     from evalhydra.registry_source import activate
 
     try:

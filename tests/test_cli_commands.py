@@ -151,3 +151,19 @@ def test_results_lists_trials_like_zrb_list(mock_store: MockStore,
                              "reason"]
     code, out, _ = _cli(capsys, "results", *store, "latest", "--limit", "2")
     assert code == 0 and len(out.strip().splitlines()) == 4
+
+
+def test_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
+    """`evalhydra results latest | head -1` must not print a traceback."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "evalhydra", "trials=500", "run.progress=false"], cwd=tmp_path,
+                   check=True, capture_output=True, timeout=120)
+    proc = subprocess.Popen([sys.executable, "-m", "evalhydra", "results", "latest"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away before the listing is written
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and b"Traceback" not in err
