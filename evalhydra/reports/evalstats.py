@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from evalhydra.reports.aggregate import CATEGORY_KEY_SQL, Target, TargetAgg
 from evalhydra.reports.selection import DURATION_SQL, ERROR_SQL, PASSED_SQL, STATUS_SQL, Selection
-from evalhydra.reports.zig import SCHEMA_VERSION, percentile_buckets_sql, stats_object
+from evalhydra.reports.zig import SCHEMA_VERSION, LevelStats, percentile_buckets_sql
 
 __all__ = ["evals_and_targets"]
 
@@ -60,31 +59,6 @@ def _sql(where: str) -> str:
           from cumulative where {picks}"""
 
 
-@dataclass
-class _Level:
-    """zig_eval stats inputs for one eval, service or model."""
-
-    n: int = 0
-    passed: int = 0
-    latency_sum: int = 0
-    retried_runs: int = 0
-    total_attempts: int = 0
-    p50: int = 0
-    p95: int = 0
-
-    def add(self, sums: dict[str, Any]) -> None:
-        self.n += sums["c"]
-        self.passed += sums["passed"]
-        self.latency_sum += sums["latency_sum"]
-        self.retried_runs += sums["retried_runs"]
-        self.total_attempts += sums["total_attempts"]
-
-    def stats(self) -> dict[str, Any]:
-        mean = self.latency_sum / self.n if self.n else 0.0
-        return stats_object(self.n, self.passed, mean, self.p50, self.p95, self.retried_runs,
-                            self.total_attempts)
-
-
 def _add_target(targets: dict[Target, TargetAgg], key: Target, st: str, cat: str | None,
                 sums: dict[str, Any]) -> None:
     t = targets.setdefault(key, TargetAgg(key))
@@ -112,12 +86,12 @@ class _Tree:
     """Per-level accumulators keyed like zig.py's percentile levels."""
 
     def __init__(self) -> None:
-        self.levels: dict[tuple[Any, ...], _Level] = {}
+        self.levels: dict[tuple[Any, ...], LevelStats] = {}
         self.models: dict[tuple[str, str, str], list[Any]] = {}
 
     def add(self, g: str, e: str, s: str, m: Any, sums: dict[str, Any]) -> None:
         for key in ((0, g, e, None, None), (1, g, e, s, None), (2, g, e, s, m)):
-            self.levels.setdefault(key, _Level()).add(sums)
+            self.levels.setdefault(key, LevelStats()).add(sums, "c")
         models = self.models.setdefault((g, e, s), [])
         if m not in models:
             models.append(m)

@@ -301,8 +301,8 @@ def evals_json(rows: Iterable[Row]) -> dict[str, Any]:
 
 
 @dataclass
-class _SqlAcc:
-    """Aggregates fetched from SQLite for one eval, service or model."""
+class LevelStats:
+    """Aggregates fetched from SQLite for one eval, service or model (zig_eval stats inputs)."""
 
     total: int = 0
     passed: int = 0
@@ -312,8 +312,9 @@ class _SqlAcc:
     p50: int = 0
     p95: int = 0
 
-    def add(self, row: Row) -> None:
-        self.total += row["n"]
+    def add(self, row: Row, count_key: str = "n") -> None:
+        """Add one SQL group's sums; ``count_key`` names its row-count column."""
+        self.total += row[count_key]
         self.passed += row["passed"]
         self.latency_sum += row["latency_sum"]
         self.retried_runs += row["retried_runs"]
@@ -442,7 +443,7 @@ def _nearest_rank_1based(p: int, n: int) -> int:
     return min(n, (p * n + 99) // 100)
 
 
-def _level_node(root: _Node[_SqlAcc], row: sqlite3.Row) -> _Node[_SqlAcc]:
+def _level_node(root: _Node[LevelStats], row: sqlite3.Row) -> _Node[LevelStats]:
     node = root.children[(row["g"], row["e"])]
     if row["lvl"] >= 1:
         node = node.children[row["s"]]
@@ -451,7 +452,7 @@ def _level_node(root: _Node[_SqlAcc], row: sqlite3.Row) -> _Node[_SqlAcc]:
     return node
 
 
-def _apply_percentiles(root: _Node[_SqlAcc], rows: Iterable[sqlite3.Row]) -> None:
+def _apply_percentiles(root: _Node[LevelStats], rows: Iterable[sqlite3.Row]) -> None:
     for row in rows:
         acc = _level_node(root, row).acc
         below, upto = row["cum"] - row["c"], row["cum"]
@@ -497,9 +498,9 @@ def evals_json_sql(
     cursor = conn.cursor()
     cursor.row_factory = sqlite3.Row
     groups = [_renamed(row) for row in cursor.execute(_aggregate_sql(source), params)]
-    root = _build_tree(groups, _SqlAcc)
+    root = _build_tree(groups, LevelStats)
     _apply_percentiles(root, cursor.execute(_percentile_sql(source), params))
-    return _evals_document(root, _SqlAcc.stats)
+    return _evals_document(root, LevelStats.stats)
 
 
 def evals_json_single_pass_sql(
@@ -520,9 +521,9 @@ def evals_json_single_pass_sql(
     cursor = conn.cursor()
     cursor.row_factory = sqlite3.Row
     rows = cursor.execute(_single_pass_sql(_source_sql(table, where, order_by)), params).fetchall()
-    root = _build_tree([_renamed(r) for r in rows if r["kind"] == 0], _SqlAcc)
+    root = _build_tree([_renamed(r) for r in rows if r["kind"] == 0], LevelStats)
     _apply_percentiles(root, (r for r in rows if r["kind"] == 1))
-    return _evals_document(root, _SqlAcc.stats)
+    return _evals_document(root, LevelStats.stats)
 
 
 # --- baseline comparisons ----------------------------------------------------
