@@ -148,9 +148,12 @@ def test_default_run_writes_seed_artifacts(tmp_path: Path) -> None:
 
 
 def test_per_eval_threshold_gates_only_its_eval(tmp_path: Path) -> None:
-    ok = run_cli("eval=smoke", "++run.fail_under_per_eval={smoke.reply_ok:0.95}", "run.progress=false",
-                 cwd=tmp_path)
+    ok = run_cli(
+        "eval=smoke", "++run.fail_under_per_eval={smoke.reply_ok:0.95}", "run.progress=false", cwd=tmp_path
+    )
     assert ok.returncode == 0, ok.stderr
-    bad = run_cli("eval=quality", "++run.fail_under_per_eval={quality:0.5}", "run.progress=false", cwd=tmp_path)
+    bad = run_cli(
+        "eval=quality", "++run.fail_under_per_eval={quality:0.5}", "run.progress=false", cwd=tmp_path
+    )
     assert bad.returncode == 1
     assert "quality.helpful_summary on mock/mock-model: pass rate 0.0% < 50.0%" in bad.stderr
