@@ -247,7 +247,24 @@ REPORT_VIEWS: dict[str, str] = {
           group by rc.run_id, r.eval_id, r.service_name, r.model, r.case_id)""",
 }
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_1, _migration_2, _migration_3]
+def _migration_4(db: sqlite_utils.Database) -> None:
+    """Results of a run in zig_eval's sort order straight from an index.
+
+    ``runs.json`` lists a run's results sorted by (group, eval, service, trial,
+    case, model); without this index SQLite sorts them in a temp B-tree (3.5 of
+    9.3 s at a million rows). It replaces the ``(run_id)`` index, its prefix, so
+    writes maintain no more indexes than before.
+    """
+    db.conn.execute("drop index if exists idx_results_run_id")
+    db.conn.execute(
+        "create index if not exists idx_results_run_seed_order on results "
+        '(run_id, "group", eval_id, service_name, run_index, case_id, model)'
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _migration_1, _migration_2, _migration_3, _migration_4,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
