@@ -89,3 +89,23 @@ def copy_fixture(tmp_path: Path) -> Callable[[Path], Path]:
         return dst
 
     return _copy
+
+
+@pytest.fixture(scope="module")
+def mock_url() -> Iterator[str]:
+    """One mock server process per test module (``python -m evalhydra.mock``)."""
+    from tests.helpers import mock_process
+
+    with mock_process() as url:
+        yield url
+
+
+@pytest.fixture
+def url(mock_url: str) -> str:
+    """The module's mock process with default settings and zeroed counters."""
+    from evalhydra.mock import MockSettings
+    from tests.helpers import mock_call
+
+    mock_call(mock_url, "config", MockSettings().to_dict())
+    mock_call(mock_url, "reset", {})
+    return mock_url

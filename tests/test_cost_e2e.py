@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,30 +13,16 @@ import pytest
 from omegaconf import DictConfig
 
 from evalhydra.config import build_plan
-from evalhydra.mock import MockSettings
 from evalhydra.mock.replies import reply_for, usage_for
 from evalhydra.run import run_plan
 from evalhydra.schema import ServiceConfig
 from evalhydra.services.openai_compat import build_payload
 from evalhydra.types import ChatRequest
 from tests.conftest import smoke_eval, write_registry
-from tests.helpers import chat_requests, mock_call, mock_process, numbered_registry, run_cli
+from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli
 
 GEN_PRICES = ["service.pricing.input_per_mtok=2.0", "service.pricing.output_per_mtok=8.0"]
 JUDGE_PRICING = {"input_per_mtok": 3.0, "output_per_mtok": 15.0}
-
-
-@pytest.fixture(scope="module")
-def mock_url() -> Iterator[str]:
-    with mock_process() as url:
-        yield url
-
-
-@pytest.fixture
-def url(mock_url: str) -> str:
-    mock_call(mock_url, "config", MockSettings().to_dict())
-    mock_call(mock_url, "reset", {})
-    return mock_url
 
 
 def rows(db: Path, sql: str) -> list[dict[str, Any]]:

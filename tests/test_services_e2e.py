@@ -19,7 +19,7 @@ import json
 import random
 import socket
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +40,7 @@ from evalhydra.services.openai_compat import OpenAICompatService
 from evalhydra.services.retry import RetryPolicy
 from evalhydra.types import ChatRequest, ErrorKind, ToolCall, ToolSpec
 from tests.conftest import smoke_eval, write_registry
-from tests.helpers import chat_requests, mock_call, mock_process, numbered_registry, run_cli
+from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli
 
 SEARCH_WEB = ToolSpec(
     name="search_web",
@@ -405,20 +405,6 @@ async def test_bearer_only_when_the_key_is_set_and_not_blank(
 
 
 # --------------------------------------------------------------------------- full runs
-
-
-@pytest.fixture(scope="module")
-def mock_url() -> Iterator[str]:
-    """One mock process for this module's full runs; each test resets it."""
-    with mock_process() as url:
-        yield url
-
-
-@pytest.fixture
-def url(mock_url: str) -> str:
-    mock_call(mock_url, "config", MockSettings().to_dict())
-    mock_call(mock_url, "reset", {})
-    return mock_url
 
 
 def rows(db: Path, sql: str, *args: Any) -> list[dict[str, Any]]:
