@@ -8,16 +8,13 @@ rendering the same experiment twice gives the same bytes.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from evalhydra.agents.models import STATUSES, TrialResult
+from evalhydra.atomic import write_json_atomic
 
 __all__ = ["STATUS_ICONS", "list_table", "render_report_md", "results_json", "write_json_atomic"]
 
@@ -38,20 +35,6 @@ def _row(result: TrialResult | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(result, TrialResult):
         return result.to_dict()
     return TrialResult.from_dict(result).to_dict()
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write ``obj`` as indented JSON: a temp file in the same directory, then ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(obj, handle, indent=2, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def list_table(results: Iterable[TrialResult | Mapping[str, Any]]) -> str:

@@ -20,17 +20,15 @@ a million results takes seconds and little memory.
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from evalhydra.atomic import stream_atomic, write_json_atomic, write_text_atomic
 from evalhydra.reports.selection import Selection
 from evalhydra.store import Store
 
@@ -45,28 +43,6 @@ __all__ = [
 
 ALL_FORMATS = ("json", "jsonl", "md", "text", "junit")
 DEFAULT_FORMATS = ("json", "md")
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write via a temp file in the same directory and ``os.replace``."""
-    _stream_atomic(path, lambda out: out.write(text))
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON (indent 2, UTF-8, trailing newline) atomically."""
-    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-
-
-def _stream_atomic(path: Path, fill: Callable[[TextIO], Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            fill(handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
@@ -101,7 +77,7 @@ def _runs_json_job(db: Path, sel: Selection, path: Path) -> list[Path]:
     from evalhydra.reports.streams import write_runs_json
 
     with closing(_read_only(db)) as conn:
-        _stream_atomic(path, lambda out: write_runs_json(conn, sel, out))
+        stream_atomic(path, lambda out: write_runs_json(conn, sel, out))
     return [path]
 
 
@@ -162,7 +138,7 @@ def _text_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
         write_text_atomic(out_dir / "report.txt", format_text_report(data.evals_doc))
         written.append(out_dir / "report.txt")
     if "junit" in formats:
-        _stream_atomic(out_dir / "junit.xml", lambda out: write_junit(conn, sel, data, out))
+        stream_atomic(out_dir / "junit.xml", lambda out: write_junit(conn, sel, data, out))
         written.append(out_dir / "junit.xml")
     return written
 

@@ -1,0 +1,40 @@
+"""Atomic file writes: a temp file in the target's directory, then ``os.replace``.
+
+Readers never see a half-written report, and a failed write leaves the old
+file (and no temp file) behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["stream_atomic", "write_json_atomic", "write_text_atomic"]
+
+
+def stream_atomic(path: Path, fill: Callable[[TextIO], Any]) -> None:
+    """Let ``fill`` write the file's text to a handle; publish it only if ``fill`` succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            fill(handle)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` atomically."""
+    stream_atomic(path, lambda out: out.write(text))
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON (indent 2, UTF-8, trailing newline) atomically."""
+    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
