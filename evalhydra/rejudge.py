@@ -529,17 +529,17 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 
 def _report(store_path: Path, outcome: RejudgeOutcome, out: Path | None) -> int:
-    from evalhydra.reports.summary import gate_failures, print_summary
-    from evalhydra.reports.writer import write_run_reports
+    from evalhydra.run import publish_run
 
     store = open_store(store_path)
     try:
         run = store.runs([outcome.run_id])[0]
         config = json.loads(run["config"]) if isinstance(run["config"], str) else run["config"]
-        out = out or store_path.parent / "runs" / outcome.run_id
-        write_run_reports(store, [outcome.run_id], out, formats=config.get("report") or ["json", "md"])
-        rows = list(store.run_rows([outcome.run_id]))
-        print_summary(rows, outcome, out)
+        run_cfg = config.get("run") or {}
+        gate_failed = publish_run(
+            store, outcome, out or store_path.parent / "runs" / outcome.run_id,
+            formats=config.get("report") or ["json", "md"], fail_under=run_cfg.get("fail_under"),
+            per_eval=run_cfg.get("fail_under_per_eval"))
         print(f"rejudged {outcome.parent_run_id} -> {outcome.run_id}: {outcome.executed} judged again, "
               f"{outcome.copied} copied (generation failed), {outcome.changed} verdict(s) changed")
         for warning in outcome.warnings:
@@ -547,9 +547,6 @@ def _report(store_path: Path, outcome: RejudgeOutcome, out: Path | None) -> int:
         if outcome.interrupted:
             print("interrupted: the new run is incomplete.", file=sys.stderr)
             return 130
-        fail_under = (config.get("run") or {}).get("fail_under")
-        if fail_under is not None and gate_failures(rows, float(fail_under)):
-            return 1
-        return 0
+        return 1 if gate_failed else 0
     finally:
         store.close()

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import trio
 from omegaconf import DictConfig
@@ -20,7 +21,7 @@ from evalhydra.progress import Progress
 from evalhydra.runner import RunOutcome, count_cells, execute
 from evalhydra.store import Store, open_store
 
-__all__ = ["run_config", "run_plan"]
+__all__ = ["publish_run", "run_config", "run_plan"]
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -71,23 +72,34 @@ async def _execute(plan: RunPlan, store: Store, total: int, progress: Progress) 
 
 def _finish(plan: RunPlan, store: Store, outcome: RunOutcome, output_dir: Path | None) -> int:
     """Write the run's reports, print the summary, and turn gates into an exit code."""
-    from evalhydra.reports.summary import print_run_summary, run_gate
-    from evalhydra.reports.writer import write_run_reports
-
     out = output_dir or plan.store_path.parent / "runs" / outcome.run_id
-    write_run_reports(store, [outcome.run_id], out, formats=plan.config.get("report") or ["json", "md"])
-    stats = print_run_summary(store, outcome, out)
+    gate_failed = publish_run(store, outcome, out, formats=plan.config.get("report") or ["json", "md"],
+                              fail_under=plan.run.fail_under, per_eval=plan.run.fail_under_per_eval)
     if outcome.interrupted:
         print(f"interrupted: {outcome.executed} results stored; rerun the same command to resume.",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     if outcome.budget_exhausted:
         print(f"stopped scheduling: run.max_cost_usd={plan.run.max_cost_usd} reached.", file=sys.stderr)
-    per_eval = dict(plan.run.fail_under_per_eval or {})
-    gated = plan.run.fail_under is not None or per_eval
-    if gated and run_gate(store, [outcome.run_id], plan.run.fail_under, per_eval, stats=stats):
-        return EXIT_GATE
-    return EXIT_OK
+    return EXIT_GATE if gate_failed else EXIT_OK
+
+
+def publish_run(store: Store, outcome: Any, out: Path, *, formats: Sequence[str],
+                fail_under: float | None, per_eval: Mapping[str, float] | None) -> bool:
+    """Write a finished run's reports, print its summary and apply the gates (all in SQL).
+
+    Returns:
+        True when a pass rate is below ``fail_under`` or its per-eval threshold.
+    """
+    from evalhydra.reports.summary import print_run_summary, run_gate
+    from evalhydra.reports.writer import write_run_reports
+
+    write_run_reports(store, [outcome.run_id], out, formats=formats)
+    stats = print_run_summary(store, outcome, out)
+    thresholds = dict(per_eval or {})
+    if fail_under is None and not thresholds:
+        return False
+    return bool(run_gate(store, [outcome.run_id], fail_under, thresholds, stats=stats))
 
 
 def _warn_missing_keys(plan: RunPlan) -> None:

@@ -11,7 +11,7 @@ from evalhydra.reports.summary import (
     append_step_summary,
     gate_failures,
     group_stats,
-    print_summary,
+    print_run_summary,
     run_gate,
     store_stats,
     threshold_for,
@@ -74,7 +74,7 @@ def test_the_run_summary_goes_to_the_github_step_summary(tmp_path: Path,
     target = tmp_path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
     outcome = SimpleNamespace(run_id=RUN, executed=12, skipped=0)
-    print_summary(list(store.run_rows([RUN])), outcome, tmp_path / "out")
+    print_run_summary(store, outcome, tmp_path / "out")
     store.close()
     text = target.read_text()
     assert text.startswith(f"### evalhydra `{RUN}`") and "| g.b" in text

@@ -25,10 +25,8 @@ __all__ = [
     "print_dry_run",
     "print_gate_failures",
     "print_run_summary",
-    "print_summary",
     "run_gate",
     "store_stats",
-    "summary_table",
     "threshold_for",
 ]
 
@@ -67,19 +65,6 @@ def _table(stats: Sequence[dict[str, Any]], tablefmt: str) -> str:
     return tabulate(table, headers=headers, tablefmt=tablefmt)
 
 
-def summary_table(rows: Iterable[dict[str, Any]], tablefmt: str = "simple") -> str:
-    """The summary as a table string."""
-    return _table(group_stats(rows), tablefmt)
-
-
-def print_summary(rows: list[dict[str, Any]], outcome: Any, out_dir: Path) -> None:
-    """Print the end-of-run summary (stdout) — one screen — and fill the GitHub step summary."""
-    print(summary_table(rows))
-    total_pass = sum(1 for r in rows if r.get("passed"))
-    errors = sum(1 for r in rows if r.get("error_kind"))
-    _print_totals(outcome, len(rows), total_pass, errors, out_dir)
-
-
 def _print_totals(outcome: Any, total: int, passed: int, errors: int, out_dir: Path) -> None:
     print(f"\nrun {outcome.run_id}: {total} cells, {passed} passed, {errors} errors "
           f"({outcome.executed} run now, {outcome.skipped} resumed from the store)")
@@ -112,7 +97,7 @@ def store_stats(store: Any, run_ids: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def print_run_summary(store: Any, outcome: Any, out_dir: Path) -> list[dict[str, Any]]:
-    """:func:`print_summary` from the store in SQL; returns the stats (for :func:`run_gate`)."""
+    """Print a run's one-screen summary (computed in SQL); return the stats for :func:`run_gate`."""
     stats = store_stats(store, [outcome.run_id])
     print(_table(stats, "simple"))
     passed = sum(s["passed"] for s in stats)
