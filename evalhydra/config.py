@@ -65,6 +65,7 @@ class RunPlan:
     config: dict[str, Any]
     overrides: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()  # evals left out by their service_allowlist
+    sweep_dir: str | None = None  # the multirun sweep directory this job belongs to
 
 
 def compose_config(overrides: Sequence[str] = ()) -> DictConfig:

@@ -6,9 +6,9 @@ Everything here is a plain function of a composed config, so tests call
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,8 @@ def run_config(
     """
     try:
         plan = build_plan(cfg, overrides)
-        if job_num is not None and output_dir:
-            os.environ["EVALHYDRA_SWEEP_DIR"] = str(Path(output_dir).resolve().parent)
+        if job_num is not None and output_dir:  # a sweep job: its runs row names the sweep
+            plan = replace(plan, sweep_dir=str(Path(output_dir).resolve().parent))
         return run_plan(plan, output_dir=Path(output_dir) if output_dir else None)
     except EvalHydraError as exc:
         print(f"error: {exc}", file=sys.stderr)

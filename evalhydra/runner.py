@@ -21,7 +21,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -57,7 +57,6 @@ class RunOutcome:
     cost_usd: float = 0.0
     interrupted: bool = False
     budget_exhausted: bool = False
-    warnings: list[str] = field(default_factory=list)
 
 
 def new_run_id(plan: RunPlan) -> str:
@@ -107,7 +106,7 @@ def run_row(plan: RunPlan, run_id: str, total: int) -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
         "cells_total": total,
-        "sweep_dir": os.environ.get("EVALHYDRA_SWEEP_DIR"),
+        "sweep_dir": plan.sweep_dir,
         "parent_run_id": None,
     }
 
@@ -160,7 +159,7 @@ async def _run(
             async with _open_services(plan, helpers) as (service, judges):
                 runner = None
                 if plan.service.kind != "command":
-                    matchers = await _matchers(plan, judges)
+                    matchers = _matchers(plan, judges)
                     runner = ChatCellRunner(service, matchers, plan.registry_root, run_id, judges)
                 with trio.CancelScope() as work_scope:
                     helpers.start_soon(watch_signals, work_scope)
@@ -338,7 +337,7 @@ class JudgeServices:
         return await self.services[service_name].complete(request)
 
 
-async def _matchers(plan: RunPlan, judges: JudgeServices) -> dict[str, Matcher]:
+def _matchers(plan: RunPlan, judges: JudgeServices) -> dict[str, Matcher]:
     from evalhydra.matchers.factory import build_matcher
 
     return {

@@ -22,7 +22,6 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]
     """Each test runs in its own directory with no registry override leaking in."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("EVALHYDRA_REGISTRY", raising=False)
-    monkeypatch.delenv("EVALHYDRA_SWEEP_DIR", raising=False)
     yield
     from hydra.core.global_hydra import GlobalHydra
 
