@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,14 +61,10 @@ def run_plan(plan: RunPlan, *, output_dir: Path | None = None) -> int:
     store = open_store(plan.store_path)
     try:
         progress = Progress(total, enabled=plan.run.progress, label=f"[{plan.service.name}] ")
-        outcome = trio.run(_execute, plan, store, total, progress)
+        outcome = trio.run(partial(execute, plan, store, total=total, progress=progress))
         return _finish(plan, store, outcome, output_dir)
     finally:
         store.close()
-
-
-async def _execute(plan: RunPlan, store: Store, total: int, progress: Progress) -> RunOutcome:
-    return await execute(plan, store, total=total, progress=progress)
 
 
 def _finish(plan: RunPlan, store: Store, outcome: RunOutcome, output_dir: Path | None) -> int:

@@ -38,8 +38,8 @@ from evalhydra.store import Batch, Store
 from evalhydra.types import ChatRequest, Completion
 
 __all__ = [
-    "JudgeServices", "RunOutcome", "count_cells", "execute", "new_run_id", "open_service", "run_row",
-    "store_writer", "watch_signals",
+    "JudgeServices", "RunOutcome", "count_cells", "execute", "iter_plan_cases", "new_run_id", "open_service",
+    "planned_cells", "run_row", "store_writer", "watch_signals",
 ]
 
 FLUSH_INTERVAL_S = 0.25
@@ -70,11 +70,12 @@ def count_cells(plan: RunPlan) -> int:
     """Validate every dataset (streaming) and count the run's cells."""
     total = 0
     for ev in plan.evals:
-        total += sum(1 for _ in _cases(plan, ev)) * ev.trials
+        total += sum(1 for _ in iter_plan_cases(plan, ev)) * ev.trials
     return total
 
 
-def _cases(plan: RunPlan, ev: EvalPlan, *, check: bool = True) -> Iterator[Any]:
+def iter_plan_cases(plan: RunPlan, ev: EvalPlan, *, check: bool = True) -> Iterator[Any]:
+    """Stream an eval's cases: dataset lines, or agent case directories."""
     if ev.cases is not None:
         from evalhydra.agents import load_cases
 
@@ -204,7 +205,7 @@ def planned_cells(plan: RunPlan) -> Iterator[CellJob]:
     """
     svc_hash = service_result_hash(plan.service)
     for ev in plan.evals:
-        for case in _cases(plan, ev, check=False):
+        for case in iter_plan_cases(plan, ev, check=False):
             case_id, case_hash = _case_id(case), _case_hash(case)
             for trial in range(1, ev.trials + 1):
                 key = cell_key(ev, case_id, case_hash, plan.service.name, plan.model, trial, svc_hash)

@@ -185,19 +185,24 @@ def run_gate(store: Any, run_ids: Sequence[str], threshold: float | None,
 
 
 def print_dry_run(plan: Any, total: int) -> None:
-    """Print the planned cells per eval × service × model, with a rough token/cost estimate."""
-    from evalhydra.runner import _cases
+    """Print the planned cells per eval × service × model, with a rough token/cost estimate.
+
+    Datasets are streamed; input tokens are estimated at four characters each.
+    """
+    from evalhydra.runner import iter_plan_cases
 
     rows = []
     cost = 0.0
     pricing = plan.service.pricing
     for ev in plan.evals:
-        cases = list(_cases(plan, ev))
-        chars = sum(len(str(getattr(c, "input", "") or "")) for c in cases)
-        tokens = (chars // 4 + 16 * len(cases)) * ev.trials
-        est = (tokens * pricing.input_per_mtok + 64 * len(cases) * ev.trials * pricing.output_per_mtok) / 1e6
+        n_cases = chars = 0
+        for case in iter_plan_cases(plan, ev):
+            n_cases += 1
+            chars += len(str(getattr(case, "input", "") or ""))
+        tokens = (chars // 4 + 16 * n_cases) * ev.trials
+        est = (tokens * pricing.input_per_mtok + 64 * n_cases * ev.trials * pricing.output_per_mtok) / 1e6
         cost += est
-        rows.append([ev.id, plan.service.name, plan.model, len(cases), ev.trials, len(cases) * ev.trials,
+        rows.append([ev.id, plan.service.name, plan.model, n_cases, ev.trials, n_cases * ev.trials,
                      tokens, f"${est:.4f}"])
     print(tabulate(rows, headers=["eval", "service", "model", "cases", "trials", "cells",
                                   "est. input tokens", "est. cost"]))
