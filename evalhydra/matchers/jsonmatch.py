@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
-from jsonschema.exceptions import SchemaError, best_match
-from jsonschema.protocols import Validator
 
 from evalhydra.errors import EvalHydraError
 from evalhydra.matchers.base import MatchContext, Matcher, sync_matcher
 from evalhydra.matchers.common import fail, passed, strict_json_loads, strip_code_fence
 from evalhydra.matchers.paths import resolve_registry_path
 from evalhydra.types import MatchResult
+
+if TYPE_CHECKING:  # jsonschema is imported when a schema is first used: it takes ~1 s to load
+    from jsonschema.protocols import Validator
 
 __all__ = [
     "INVALID_JSON",
@@ -76,6 +76,8 @@ def json_schema_match(output: str, validator: Validator, *, strip_fence: bool = 
         instance = strict_json_loads(text)
     except ValueError:
         return fail(INVALID_JSON)
+    from jsonschema.exceptions import best_match
+
     error = best_match(validator.iter_errors(instance))
     if error is None:
         return passed()
@@ -109,6 +111,9 @@ def make_validator(schema: dict[str, Any] | bool, where: str) -> Validator:
     Raises:
         EvalHydraError: The schema is not a valid JSON Schema.
     """
+    import jsonschema
+    from jsonschema.exceptions import SchemaError
+
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
