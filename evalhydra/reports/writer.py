@@ -179,23 +179,27 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
         written = _json_files(conn, data, sel, out_dir, fmts)
         written += _text_files(conn, data, sel, out_dir, fmts)
         if "json" in fmts:
-            written += _agent_files(store, run_ids, runs, out_dir)
+            written += _agent_files(store, runs, out_dir)
         for job in jobs:
             written += job.result()
     return written
 
 
-def _agent_files(
-    store: Store, run_ids: Sequence[str], runs: list[dict[str, Any]], out_dir: Path
-) -> list[Path]:
-    """zrb's ``results.json`` and ``experiment.json`` when the runs hold agent trials."""
+def _agent_files(store: Store, runs: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """zrb's ``results.json`` and ``experiment.json`` when the runs hold agent trials.
+
+    Only agent runs (``runs.kind``) hold agent trials, so chat runs cost no query.
+    """
+    agent_runs = [r["run_id"] for r in runs if r.get("kind") == "agent"]
+    if not agent_runs:
+        return []
     from evalhydra.agent_cells import write_agent_artifacts
 
-    marks = ",".join("?" * len(run_ids))
+    marks = ",".join("?" * len(agent_runs))
     rows = list(store.query(
         "select distinct r.* from run_cells rc join results r on r.cell_key = rc.cell_key "
         f"where rc.run_id in ({marks}) and r.kind = 'agent' "
-        "order by r.model, r.case_id, r.run_index", list(run_ids)))
+        "order by r.model, r.case_id, r.run_index", agent_runs))
     return write_agent_artifacts(runs, rows, out_dir) if rows else []
 
 
