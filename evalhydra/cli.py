@@ -320,7 +320,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     sql = (f"select eval_id as eval, service_name as service, model, case_id as 'case',"
            f" run_index as trial, {STATUS_SQL} as status, score,"
            f" round({DURATION_SQL}, 2) as duration_s, substr(coalesce(failure_reason, ''), 1, 60)"
-           f" as reason from results where {cond} order by {TRIAL_ORDER_SQL}")
+           f" as reason from {sel.table} where {cond} order by {TRIAL_ORDER_SQL}")
     if args.limit:
         sql += f" limit {int(args.limit)}"
     rows = list(store.query(sql, params))

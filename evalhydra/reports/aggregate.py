@@ -1,9 +1,9 @@
 """Everything report.md, trials.json and the CI gates need, aggregated in SQL.
 
 One ``GROUP BY eval, case, service, model`` pass reduces the selected results
-to one row per (target, case); a Python loop over those rows (not over the
-results) fills per-target totals, the pass@k histograms, the stability
-verdicts and the capped case tables. Per-trial sections read at most
+to one row per (target, case), and SQLite summarises those rows in the same
+statement: the pass@k histograms, the stability verdicts and the capped case
+tables arrive as a few hundred rows. Per-trial sections read at most
 :data:`CAP_TRIALS` rows with ``ORDER BY … LIMIT``.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from evalhydra.reports.selection import (
     DURATION_SQL,
@@ -24,7 +24,7 @@ from evalhydra.reports.selection import (
     TRIAL_ORDER_SQL,
     Selection,
 )
-from evalhydra.stats import flakiness, pass_at_k, pass_hat_k
+from evalhydra.stats import pass_at_k, pass_hat_k
 
 __all__ = [
     "CAP_CASES",
@@ -57,7 +57,6 @@ CATEGORIES = ("format", "content", "hallucination", "missing_field", "constraint
 _ENUM = ", ".join(f"'{c}'" for c in CATEGORIES)
 
 Target = tuple[str, str, str, str]  # group, eval_id, service_name, model
-T = TypeVar("T")
 
 
 @dataclass
@@ -96,26 +95,6 @@ class TargetAgg:
         self.statuses.update(other.statuses)
         self.categories.update(other.categories)
         self.last_evaluated = max(self.last_evaluated, other.last_evaluated)
-
-
-class TopN(Generic[T]):
-    """The ``size`` smallest items by ``key``, kept in bounded memory."""
-
-    def __init__(self, size: int, key: Callable[[T], Any]) -> None:
-        self.size, self.key = size, key
-        self.items: list[T] = []
-        self.seen = 0
-
-    def add(self, item: T) -> None:
-        """Offer one item."""
-        self.seen += 1
-        self.items.append(item)
-        if len(self.items) >= 2 * self.size:
-            self.items = sorted(self.items, key=self.key)[: self.size]
-
-    def result(self) -> list[T]:
-        """The kept items, sorted."""
-        return sorted(self.items, key=self.key)[: self.size]
 
 
 @dataclass
@@ -159,11 +138,32 @@ CATEGORY_KEY_SQL = (
 )
 
 _CASES_SQL = f"""
-select max("group"), eval_id, service_name, model, case_id, count(*), sum({PASSED_SQL}),
-  sum({ERROR_SQL})
-from results where {{where}}
-group by eval_id, case_id, service_name, model
-order by eval_id, case_id, service_name, model
+with cases as materialized (
+  select max("group") as g, eval_id as e, service_name as s, coalesce(model, '') as m,
+    case_id as c, count(*) as n, sum({PASSED_SQL}) as ok, count(*) - sum({ERROR_SQL}) as scored
+  from {{table}} where {{where}}
+  group by eval_id, case_id, service_name, model),
+flaky as materialized (
+  select g, e, s, m, c, ok, scored, 2.0 * min(ok, scored - ok) / scored as f
+  from cases where ok > 0 and ok < scored)
+select 0 as kind, g, e, s, m, null as c, scored, ok, count(*) as n, null as f
+  from cases group by g, e, s, m, scored, ok
+union all
+select 1, null, null, null, null, null, (select count(*) from (select distinct e, c from cases)),
+  max(n), count(*), null from cases
+union all
+select * from (select distinct 2, null, e, null, null, c, null, null, null, null from cases
+  order by e, c limit {{cap_cases}})
+union all
+select * from (select 3, null, e, s, m, c, ok, null, n, null from cases
+  order by s, m, e, c limit {{cap_cases}})
+union all
+select * from (select 4, null, e, s, m, c, ok, scored, null, f from flaky
+  order by f desc, s, m, e, c limit {{cap_flaky}})
+union all
+select 5, g, e, s, m, c, ok, scored, null, f from (
+  select *, row_number() over (partition by g, e, s, m order by f desc, c) as rank from flaky)
+  where rank <= {{cap_flaky_json}}
 """
 
 
@@ -171,57 +171,48 @@ def _verdict(passed: int, total: int) -> str:
     return "STABLE" if passed == total else "BROKEN" if passed == 0 else "FLAKY"
 
 
-class _Collector:
-    """Folds the per-(case, target) rows into a :class:`CaseData`."""
+def _add_histogram(targets: dict[Target, TargetAgg], row: tuple[Any, ...]) -> None:
+    """One (target, scored trials, passed) count of cases: pass@k inputs and verdicts."""
+    g, e, s, m, _, scored, ok, cases = row[1:9]
+    target = targets[(g, e, s, m)]
+    target.cases += cases
+    if scored:
+        target.hist[(scored, ok)] += cases
+        target.verdicts[_verdict(ok, scored)] += cases
+    else:
+        target.verdicts["NO RESULT"] += cases
 
-    def __init__(self, targets: dict[Target, TargetAgg]) -> None:
-        self.data = CaseData(targets=targets)
-        self.stability = TopN[tuple[str, str, str, str, int, int]](CAP_CASES, lambda r: r[:4])
-        self.flaky = TopN[tuple[float, str, str, str, str, int, int]](
-            CAP_FLAKY, lambda r: (-r[0], *r[1:5]))
-        self.flaky_by_target: dict[Target, TopN[tuple[float, str, int, int]]] = {}
-        self.case_key: tuple[str, str] | None = None
 
-    def add(self, row: tuple[Any, ...]) -> None:
-        g, e, s, m, c, n, ok, errors = row
-        m = m or ""
-        scored = n - errors
-        target = self.data.targets[(g, e, s, m)]
-        target.cases += 1
-        if scored:
-            target.hist[(scored, ok)] += 1
-            target.verdicts[_verdict(ok, scored)] += 1
-            if 0 < ok < scored:
-                self._add_flaky((g, e, s, m), c, ok, scored)
-        else:
-            target.verdicts["NO RESULT"] += 1
-        if (e, c) != self.case_key:
-            self.case_key = (e, c)
-            self.data.cases_total += 1
-            if len(self.data.first_keys) < CAP_CASES:
-                self.data.first_keys.append((e, c))
-        self.stability.add((s, m, e, c, ok, n))
-        self.data.max_trials = max(self.data.max_trials, n)
-
-    def _add_flaky(self, key: Target, case: str, ok: int, n: int) -> None:
-        score = flakiness(ok, n)
-        self.flaky.add((score, key[2], key[3], key[1], case, ok, n))
-        top = self.flaky_by_target.get(key)
-        if top is None:
-            top = self.flaky_by_target[key] = TopN(CAP_FLAKY_JSON, lambda r: (-r[0], r[1]))
-        top.add((score, case, ok, n))
-
-    def finish(self) -> CaseData:
-        self.data.stability = self.stability.result()
-        self.data.stability_total = self.stability.seen
-        self.data.flaky = self.flaky.result()
-        self.data.flaky_by_target = {k: v.result() for k, v in self.flaky_by_target.items()}
-        return self.data
+def _fold_cases(data: CaseData, rows: list[tuple[Any, ...]]) -> CaseData:
+    """Sort the statement's rows into ``data`` (each part is small: see :func:`collect_cases`)."""
+    by_kind: dict[int, list[tuple[Any, ...]]] = {k: [] for k in range(6)}
+    for row in rows:
+        by_kind[row[0]].append(row)
+    for row in sorted(by_kind[0], key=lambda r: r[1:8]):
+        _add_histogram(data.targets, row)
+    for _, _, _, _, _, _, cases, trials, rows_total, _ in by_kind[1]:
+        data.cases_total, data.max_trials, data.stability_total = cases, trials or 0, rows_total
+    data.first_keys = sorted((r[2], r[5]) for r in by_kind[2])
+    data.stability = sorted((r[3], r[4], r[2], r[5], r[6], r[8]) for r in by_kind[3])
+    data.flaky = sorted(((r[9], r[3], r[4], r[2], r[5], r[6], r[7]) for r in by_kind[4]),
+                        key=lambda r: (-r[0], *r[1:5]))
+    per_target: dict[Target, list[tuple[float, str, int, int]]] = {}
+    for r in sorted(by_kind[5], key=lambda r: (r[1:5], -r[9], r[5])):
+        per_target.setdefault((r[1], r[2], r[3], r[4]), []).append((r[9], r[5], r[6], r[7]))
+    data.flaky_by_target = per_target
+    return data
 
 
 def collect_cases(conn: sqlite3.Connection, sel: Selection,
                   targets: dict[Target, TargetAgg]) -> CaseData:
-    """The per-(case, target) pass counts, folded in Python into ``targets``.
+    """Per-case statistics, folded into ``targets``, in one statement.
+
+    SQLite reduces the selection to one row per (case, target), keeps that in
+    a temporary table, and returns only small summaries of it: per target, how
+    many cases had each (scored trials, passed) count (pass@k and the
+    stability verdicts); the number of cases; the first :data:`CAP_CASES`
+    cases and (target, case) cells; and the flakiest cells overall and per
+    target. No Python loop sees a row per case.
 
     Args:
         conn: A connection to the store.
@@ -229,14 +220,12 @@ def collect_cases(conn: sqlite3.Connection, sel: Selection,
         targets: Their per-target totals (see :mod:`evalhydra.reports.evalstats`).
 
     Returns:
-        The folded :class:`CaseData`; ``by_case`` stays empty (see :func:`case_statuses`).
+        The folded :class:`CaseData`; ``by_case`` stays empty (see :func:`case_views`).
     """
-    collector = _Collector(targets)
-    cursor = conn.execute(_CASES_SQL.format(where=sel.where), sel.params)
-    for rows in chunks(cursor):
-        for row in rows:
-            collector.add(row)
-    return collector.finish()
+    sql = _CASES_SQL.format(table=sel.table, where=sel.where, cap_cases=CAP_CASES, cap_flaky=CAP_FLAKY,
+                            cap_flaky_json=CAP_FLAKY_JSON)
+    rows = conn.execute(sql, sel.params).fetchall()
+    return _fold_cases(CaseData(targets=targets), rows)
 
 
 def pass_k_table(agg: TargetAgg) -> tuple[list[int], dict[int, float], dict[int, float]]:

@@ -106,7 +106,7 @@ def result_lines(conn: sqlite3.Connection, run_id: str, sel: Selection) -> Itera
         run_id: The run the lines are recorded under.
         sel: That run's results.
     """
-    sql = f"select {LINE_SQL} || char(10) from results where {sel.where} order by rowid"
+    sql = f"select {LINE_SQL} || char(10) from {sel.table} where {sel.where} order by rowid"
     params = (run_id, _run_times(conn, run_id), *sel.params)
     cursor = conn.execute(sql, params)
     for rows in iter(lambda: cursor.fetchmany(2000), []):
@@ -171,7 +171,7 @@ def pipeline_name(run_id: str, eval_ids: list[str]) -> str:
 
 
 def _top_failures(conn: sqlite3.Connection, sel: Selection) -> list[dict[str, Any]]:
-    sql = (f"select case_id, {_SCORE}, {_FEEDBACK} from results where ({sel.where})"
+    sql = (f"select case_id, {_SCORE}, {_FEEDBACK} from {sel.table} where ({sel.where})"
            f" and not {PASSED_SQL} order by rowid limit 3")
     return [{"case_id": c, "score": s, "feedback": f} for c, s, f in conn.execute(sql, sel.params)]
 

@@ -40,16 +40,16 @@ _HIST = f"""select "group" as g, eval_id as e, service_name as s, model as m, {_
   sum(coalesce(cost_usd, 0.0)) as gen, sum(coalesce(judge_cost_usd, 0.0)) as evl,
   sum(min(1.0, max(0.0, coalesce(score, 0.0)))) as score,
   sum(max(1, coalesce(attempts, 1))) as attempts, max(evaluated_at) as last
-from results where {{where}} group by g, e, s, m, lat, st, cat"""
+from {{table}} where {{where}} group by g, e, s, m, lat, st, cat"""
 
 
-def _sql(where: str) -> str:
+def _sql(table: str, where: str) -> str:
     ctes, picks = percentile_buckets_sql("lat_hist")
     sums = ", ".join(f"sum({name})" if name != "last" else "max(last)" for name in _SUMS)
     sums = sums.replace("sum(latency_sum)", "sum(lat * c)")
     blanks = ", ".join("null" for _ in _SUMS[1:])
     return f"""
-        with hist as materialized ({_HIST.format(where=where)}),
+        with hist as materialized ({_HIST.format(table=table, where=where)}),
         lat_hist as (select g, e, s, m, lat, sum(c) as c from hist group by g, e, s, m, lat),
         {ctes}
         select 0 as kind, g, e, s, m, st, cat, {sums}, null, null, null, null from hist
@@ -170,5 +170,5 @@ def evals_and_targets(conn: sqlite3.Connection,
     Returns:
         ``(evals_doc, targets)``; target keys use ``""`` for a missing model.
     """
-    tree, targets = _fold(conn.execute(_sql(sel.where), sel.params))
+    tree, targets = _fold(conn.execute(_sql(sel.table, sel.where), sel.params))
     return _document(conn, sel, tree), targets

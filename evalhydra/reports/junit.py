@@ -80,7 +80,7 @@ def write_junit(conn: sqlite3.Connection, sel: Selection, data: ReportData, out:
               f' errors="{errors}">\n')
     current: tuple[str, str, str, str] | None = None
     multi = False
-    cursor = conn.execute(f"select {_COLUMNS} from results where {sel.where} order by {_ORDER}",
+    cursor = conn.execute(f"select {_COLUMNS} from {sel.table} where {sel.where} order by {_ORDER}",
                           sel.params)
     for rows in iter(lambda: cursor.fetchmany(2000), []):
         for row in rows:

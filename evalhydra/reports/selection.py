@@ -9,6 +9,12 @@ When every cell of the selected runs was produced by those runs (no cell
 resumed from an earlier run), the selection is simply ``run_id IN (…)``,
 which SQLite answers from the ``run_id`` index or one table scan; otherwise it
 is ``cell_key IN (SELECT cell_key FROM run_cells WHERE run_id IN (…))``.
+
+When the runs hold most of the table, reading it straight through is several
+times faster than visiting each row through an index (0.2 s against 1.3 s
+for a million rows here), so full passes read ``FROM {sel.table}``, which is
+then ``results NOT INDEXED``. Queries whose ``ORDER BY`` an index provides
+(``runs.json``) read plain ``results``.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ __all__ = [
     "SEED_ORDER_SQL",
     "STATUS_SQL",
     "TRIAL_ORDER_SQL",
+    "DENSE_FRACTION",
     "Selection",
     "select_runs",
 ]
@@ -54,11 +61,14 @@ class Selection:
         run_ids: The runs, in the order given.
         where: Condition on ``results`` columns (no table alias).
         params: Its parameters.
+        table: What full passes over the selection read: ``results``, or
+            ``results NOT INDEXED`` when the selection is most of the table.
     """
 
     run_ids: tuple[str, ...]
     where: str
     params: tuple[Any, ...]
+    table: str = "results"
 
     def ordered(self, columns: str, order_by: str, *, extra: str = "", limit: bool = False) -> str:
         """``SELECT columns`` over the selection in ``order_by`` order, for streaming.
@@ -73,7 +83,7 @@ class Selection:
         cond = f"({self.where}) and ({extra})" if extra else self.where
         tail = "?" if limit else "-1"
         return (
-            f"select {columns} from (select rowid as rid from results where {cond}"
+            f"select {columns} from (select rowid as rid from {self.table} where {cond}"
             f" order by {order_by} limit {tail}) as ordered cross join results"
             " on results.rowid = ordered.rid"
         )
@@ -81,7 +91,16 @@ class Selection:
     def source(self, columns: str = "*", extra: str = "") -> str:
         """``SELECT columns FROM results WHERE <selection> [AND extra]``."""
         cond = f"({self.where}) and ({extra})" if extra else self.where
-        return f"select {columns} from results where {cond}"
+        return f"select {columns} from {self.table} where {cond}"
+
+
+#: A selection holding at least this share of ``results`` is read by a table scan.
+DENSE_FRACTION = 0.2
+
+
+def _table_size(conn: sqlite3.Connection) -> int:
+    """Rows in ``results``, estimated from the largest rowid (no scan)."""
+    return int(conn.execute("select coalesce(max(rowid), 0) from results").fetchone()[0])
 
 
 def select_runs(conn: sqlite3.Connection, run_ids: Sequence[str]) -> Selection:
@@ -100,9 +119,11 @@ def select_runs(conn: sqlite3.Connection, run_ids: Sequence[str]) -> Selection:
         return Selection((), "0", ())
     marks = ", ".join("?" * len(ids))
     members = conn.execute(f"select count(*) from run_cells where run_id in ({marks})", ids)
-    own = conn.execute(f"select count(*) from results where run_id in ({marks})", ids)
-    if members.fetchone()[0] == own.fetchone()[0]:
-        return Selection(ids, f"run_id in ({marks})", ids)
+    own = conn.execute(f"select count(*) from results where run_id in ({marks})", ids).fetchone()[0]
+    if members.fetchone()[0] == own:
+        dense = own >= DENSE_FRACTION * _table_size(conn)
+        return Selection(ids, f"run_id in ({marks})", ids,
+                         table="results not indexed" if dense else "results")
     return Selection(
         ids, f"cell_key in (select cell_key from run_cells where run_id in ({marks}))", ids
     )

@@ -176,7 +176,7 @@ def run_gate(store: Any, run_ids: Sequence[str], threshold: float | None,
     if failing:
         sel = select_runs(store.conn, run_ids)
         row = store.conn.execute(
-            f"select suggested_fix, count(*) as n from results where ({sel.where}) and not passed"
+            f"select suggested_fix, count(*) as n from {sel.table} where ({sel.where}) and not passed"
             " and coalesce(suggested_fix, '') != '' group by suggested_fix order by n desc,"
             " suggested_fix limit 1", sel.params).fetchone()
         top = row[0] if row else None
