@@ -31,6 +31,7 @@ from evalhydra.services.openai_compat import (
     resolve_model,
     upstream_error_message,
 )
+from evalhydra.services.pool import environment_proxy
 from evalhydra.services.pricing import cost_usd
 from evalhydra.types import ChatRequest, ErrorKind, ToolCall, ToolSpec, Usage
 
@@ -177,7 +178,7 @@ async def test_key_is_read_at_call_time_and_not_stored(
     monkeypatch.setenv("EH_TEST_KEY", "second")
     await svc.complete(ChatRequest(user_content="x"))
     assert [r.headers["authorization"] for r in upstream.requests] == ["Bearer first", "Bearer second"]
-    assert "second" not in repr(vars(svc)) and "second" not in repr(svc._clients[0].headers)
+    assert "second" not in repr(vars(svc)) and "second" not in repr(svc._static_headers)
     await svc.aclose()
 
 
@@ -619,15 +620,34 @@ async def test_concurrency_is_capped(tmp_path: Path, autojump_clock: trio.testin
     await svc.aclose()
 
 
-async def test_client_pool_is_sharded(tmp_path: Path) -> None:
+async def test_connection_pool_is_sharded(tmp_path: Path) -> None:
     svc = OpenAICompatService(make_cfg(max_concurrency=64), registry_root=tmp_path)
-    assert len(svc._clients) == 4
+    pool = svc._pool
+    assert len(pool.transports) == 4
     svc_small = OpenAICompatService(make_cfg(max_concurrency=5), registry_root=tmp_path)
-    assert len(svc_small._clients) == 1
-    with svc._lease_client() as a, svc._lease_client() as b, svc._lease_client() as c:
-        assert len({id(a), id(b), id(c)}) == 3  # least-loaded: spread over idle clients
-        assert svc._in_flight == [1, 1, 1, 0]
-    assert svc._in_flight == [0, 0, 0, 0]
+    assert len(svc_small._pool.transports) == 1
+    with pool.lease() as a, pool.lease() as b, pool.lease() as c:
+        assert len({id(a), id(b), id(c)}) == 3  # least-loaded: spread over idle shards
+        assert pool.in_flight == [1, 1, 1, 0]
+    assert pool.in_flight == [0, 0, 0, 0]
     await svc.aclose()
     await svc_small.aclose()
     await svc.aclose()  # idempotent
+
+
+@pytest.mark.parametrize(("env", "url", "expected"), [
+    ({"HTTPS_PROXY": "http://proxy:3128"}, "https://api.example.com/v1", "http://proxy:3128"),
+    ({"HTTPS_PROXY": "http://proxy:3128"}, "http://api.example.com/v1", None),
+    ({"ALL_PROXY": "http://all:1"}, "http://api.example.com/v1", "http://all:1"),
+    ({"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "example.com"}, "https://api.example.com/v1", None),
+    ({}, "https://api.example.com/v1", None),
+])
+def test_environment_proxy_follows_the_usual_variables(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str, expected: str | None
+) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert environment_proxy(url) == expected

@@ -373,6 +373,27 @@ async def test_every_base_url_form_reaches_v1_chat_completions(
     assert [s.target for s in seen] == [b"/v1/chat/completions"] * len(forms)
 
 
+# --------------------------------------------------------------------------- proxies from the environment
+
+
+async def test_requests_follow_the_environment_proxy_unless_no_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    upstream = f"http://127.0.0.1:{closed_port()}/v1"  # nothing listens there
+    async with mock() as (proxy, seen):
+        monkeypatch.setenv("http_proxy", proxy.url.removesuffix("/v1"))
+        async with service(upstream, tmp_path) as svc:
+            done = await svc.complete(ASK)
+        assert done.ok and done.output == "OK"
+        assert seen[-1].target == f"{upstream}/chat/completions".encode()  # proxy form
+        monkeypatch.setenv("no_proxy", "127.0.0.1")
+        async with service(upstream, tmp_path) as svc:
+            direct = await svc.complete(ASK)
+        assert direct.error_kind == ErrorKind.CONNECT_ERROR and len(seen) == 1
+
+
 # --------------------------------------------------------------------------- 3. auth on the wire
 
 

@@ -32,6 +32,16 @@ from evalhydra.mock.wire import Reply
 __all__ = ["MockServer", "MockSettings", "MockStats", "open_mock_server", "serve"]
 
 _CHAT_PATHS = frozenset({b"/v1/chat/completions", b"/chat/completions"})
+
+
+def _origin_form(target: bytes) -> bytes:
+    """``/path?query`` from a request target; an absolute URL (what a client sends
+    to a forward proxy) loses its scheme and host, so the mock can stand in for an
+    HTTP proxy in tests."""
+    if target.startswith((b"http://", b"https://")):
+        _, _, rest = target.partition(b"://")
+        return b"/" + rest.partition(b"/")[2]
+    return target
 _MODELS_PATHS = frozenset({b"/v1/models", b"/models"})
 _FAIL = responses.error_body("mock failure", "server_error")
 _HTML = b"<html><body>502 Bad Gateway</body></html>"
@@ -187,7 +197,7 @@ class MockServer:
             return Reply(500, responses.error_body(message, "server_error"))
 
     async def _route(self, method: bytes, target: bytes, body: bytes, head: bytes) -> Reply:
-        path = target.split(b"?", 1)[0].rstrip(b"/")
+        path = _origin_form(target).split(b"?", 1)[0].rstrip(b"/")
         if path in _CHAT_PATHS:
             if method != b"POST":
                 return Reply(405, responses.error_body("use POST", "invalid_request_error"))

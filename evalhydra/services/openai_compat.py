@@ -33,12 +33,11 @@ environment for each call and never stored on the service or logged.
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import aclosing, contextmanager
+from collections.abc import Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -48,7 +47,9 @@ import httpx
 import trio
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from evalhydra import __version__
 from evalhydra.schema import ServiceConfig
+from evalhydra.services.pool import TransportPool
 from evalhydra.services.pricing import cost_usd
 from evalhydra.services.ratelimit import RateLimiter, estimate_tokens
 from evalhydra.services.render import (
@@ -68,7 +69,6 @@ from evalhydra.services.retry import (
 from evalhydra.types import ChatRequest, Completion, ErrorKind, ToolCall, ToolSpec, Usage
 
 __all__ = [
-    "CONNECTIONS_PER_CLIENT",
     "MAX_RESPONSE_BYTES",
     "ChatAnswer",
     "InvalidResponseError",
@@ -87,11 +87,10 @@ __all__ = [
 
 #: zig_eval's response cap: a larger body is ``invalid_response``.
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
-#: Connections per ``httpx.AsyncClient`` shard.
-CONNECTIONS_PER_CLIENT = 16
 
 _ENV_REF = re.compile(r"\$\{env:([^}]+)\}")
-_JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
+_BASE_HEADERS = {"content-type": "application/json", "accept": "application/json",
+                 "accept-encoding": "gzip, deflate", "user-agent": f"evalhydra/{__version__}"}
 
 
 # --------------------------------------------------------------------------- config
@@ -402,27 +401,6 @@ async def _read_capped(response: httpx.Response, cap: int) -> bytes | None:
 # --------------------------------------------------------------------------- service
 
 
-def _make_clients(
-    config: ServiceConfig, transport: httpx.AsyncBaseTransport | None
-) -> list[httpx.AsyncClient]:
-    static, _ = _split_headers(config.headers)
-    headers = {**_JSON_HEADERS, **static}
-    timeout = httpx.Timeout(connect=10.0, read=config.timeout_ms / 1000.0, write=30.0, pool=None)
-    if transport is not None:
-        return [httpx.AsyncClient(transport=transport, timeout=timeout, headers=headers)]
-    n_clients = max(1, math.ceil(config.max_concurrency / CONNECTIONS_PER_CLIENT))
-    limits = httpx.Limits(
-        max_connections=CONNECTIONS_PER_CLIENT,
-        max_keepalive_connections=CONNECTIONS_PER_CLIENT,
-        keepalive_expiry=30,
-    )
-    ssl_context = httpx.create_ssl_context()  # load the CA bundle once for all shards
-    return [
-        httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers, verify=ssl_context)
-        for _ in range(n_clients)
-    ]
-
-
 class OpenAICompatService:
     """A :class:`~evalhydra.services.base.Service` for OpenAI-compatible endpoints.
 
@@ -431,8 +409,8 @@ class OpenAICompatService:
         registry_root: The registry root (attachments are relative to it).
         base_url: Overrides ``config.base_url`` (e.g. the started mock's URL).
             It can also be changed later through :attr:`base_url`.
-        transport: An httpx transport for tests (``httpx.MockTransport``); one
-            client is then used.
+        transport: An httpx transport for tests (``httpx.MockTransport``), used
+            instead of the connection shards.
         rng: Randomness for backoff jitter (seed it for reproducible tests).
 
     Raises:
@@ -451,16 +429,19 @@ class OpenAICompatService:
         self.config = config
         self.registry_root = registry_root
         self._url = normalize_chat_url(config.base_url if base_url is None else base_url)
+        self._http_url = httpx.URL(self._url)  # parsed once, not per request
         self._policy = RetryPolicy.from_config(config.retry)
         self._timeout_s = config.timeout_ms / 1000.0
         self._deadline_s = config.deadline_ms / 1000.0 if config.deadline_ms else None
         self._limiter = trio.CapacityLimiter(max(1, config.max_concurrency))
         self._rate = RateLimiter.from_config(config.rate_limit)
-        _, self._dynamic_headers = _split_headers(config.headers)
+        static, self._dynamic_headers = _split_headers(config.headers)
+        self._static_headers = httpx.Headers({**_BASE_HEADERS, **{k.lower(): v for k, v in static.items()}})
         user_keys = {key.lower() for key in config.headers}
         self._auth_env = None if "authorization" in user_keys else config.api_key_env
-        self._clients = _make_clients(config, transport)
-        self._in_flight = [0] * len(self._clients)
+        timeout = httpx.Timeout(connect=10.0, read=self._timeout_s, write=30.0, pool=None)
+        self._extensions = {"timeout": timeout.as_dict()}
+        self._pool = TransportPool(self._url, config.max_concurrency, transport)
         self._rng = rng or random.Random()
 
     @property
@@ -476,41 +457,26 @@ class OpenAICompatService:
     @base_url.setter
     def base_url(self, value: str) -> None:
         self._url = normalize_chat_url(value)
+        self._http_url = httpx.URL(self._url)
 
     @property
     def limiter(self) -> trio.CapacityLimiter:
         """The per-service in-flight cap (``total_tokens`` may be changed at runtime)."""
         return self._limiter
 
-    def _request_headers(self) -> dict[str, str] | None:
-        """Per-call secret headers: read now, never stored."""
+    def _request_headers(self) -> httpx.Headers:
+        """The headers of one call; secrets are read now and never stored."""
         if self._auth_env is None and not self._dynamic_headers:
-            return None
-        headers: dict[str, str] = {}
+            return self._static_headers  # httpx.Request copies it
+        headers = self._static_headers.copy()
         key = _read_env(self._auth_env)
         if key is not None:
             headers["authorization"] = f"Bearer {key}"
         for name, template in self._dynamic_headers:
             value = _resolve_header(template)
             if value is not None:
-                headers[name] = value
+                headers[name.lower()] = value
         return headers
-
-    @contextmanager
-    def _lease_client(self) -> Iterator[httpx.AsyncClient]:
-        """Lend the client with the fewest requests in flight.
-
-        With at most ``max_concurrency`` requests in flight and 16 connections
-        per client, no client ever queues a request behind a busy pool, which
-        avoids httpcore's pool-contention churn (several internal retries per
-        request under round-robin).
-        """
-        index = min(range(len(self._clients)), key=self._in_flight.__getitem__)
-        self._in_flight[index] += 1
-        try:
-            yield self._clients[index]
-        finally:
-            self._in_flight[index] -= 1
 
     def _estimate(self, body: bytes, request: ChatRequest) -> int:
         n_images, image_chars = _count_image_chars(request.user_content)
@@ -552,16 +518,21 @@ class OpenAICompatService:
     async def _attempt(
         self,
         body: bytes,
-        headers: dict[str, str] | None,
+        headers: httpx.Headers,
         model: str,
         estimate: int,
         attempt: int,
     ) -> AttemptResult[ChatAnswer]:
-        with self._lease_client() as client:
-            async with client.stream("POST", self._url, content=body, headers=headers) as response:
+        request = httpx.Request("POST", self._http_url, content=body, headers=headers,
+                                extensions=self._extensions)
+        with self._pool.lease() as transport:
+            response = await transport.handle_async_request(request)
+            try:
                 status = response.status_code
                 raw = await _read_capped(response, MAX_RESPONSE_BYTES)
                 retry_after = response.headers.get("retry-after")
+            finally:
+                await response.aclose()
         if not 200 <= status < 300:
             return AttemptResult(
                 status_code=status,
@@ -608,9 +579,8 @@ class OpenAICompatService:
         )
 
     async def aclose(self) -> None:
-        """Close every client shard (idempotent)."""
-        for client in self._clients:
-            await client.aclose()
+        """Close every connection shard (idempotent)."""
+        await self._pool.aclose()
 
 
 def _invalid(status: int, reason: str) -> AttemptResult[ChatAnswer]:
