@@ -307,15 +307,9 @@ class Store:
         if not len(batch):
             return
         with _immediate(self.conn):
-            if batch.results:
-                self.conn.executemany(_INSERT_RESULT, [_result_values(r) for r in batch.results])
-            if batch.members:
-                self.conn.executemany(
-                    "insert or ignore into run_cells (run_id, cell_key) values (?, ?)",
-                    batch.members,
-                )
-            if batch.attempts:
-                self.conn.executemany(_INSERT_ATTEMPT, [_attempt_values(a) for a in batch.attempts])
+            _insert_rows(self.conn, _INSERT_RESULT, [_result_values(r) for r in batch.results])
+            _insert_rows(self.conn, _INSERT_MEMBER, batch.members)
+            _insert_rows(self.conn, _INSERT_ATTEMPT, [_attempt_values(a) for a in batch.attempts])
 
     def start_run(self, row: dict[str, Any]) -> None:
         """Insert the ``runs`` row of a new invocation."""
@@ -401,9 +395,9 @@ def migrate(db: sqlite_utils.Database) -> None:
 
 
 _RESULT_NAMES = list(RESULT_COLUMNS)
-_INSERT_RESULT = "insert or replace into results ({}) values ({})".format(
-    ", ".join(f'"{c}"' for c in _RESULT_NAMES), ", ".join("?" * len(_RESULT_NAMES))
-)
+_INSERT_RESULT = "insert or replace into results ({}) values ".format(
+    ", ".join(f'"{c}"' for c in _RESULT_NAMES))
+_INSERT_MEMBER = "insert or ignore into run_cells (run_id, cell_key) values "
 _ATTEMPT_NAMES = [
     "cell_key",
     "run_id",
@@ -414,9 +408,26 @@ _ATTEMPT_NAMES = [
     "latency_ms",
     "error_message",
 ]
-_INSERT_ATTEMPT = "insert or replace into attempts ({}) values ({})".format(
-    ", ".join(_ATTEMPT_NAMES), ", ".join("?" * len(_ATTEMPT_NAMES))
-)
+_INSERT_ATTEMPT = "insert or replace into attempts ({}) values ".format(", ".join(_ATTEMPT_NAMES))
+#: Rows per multi-row INSERT (45 columns × 256 rows stays under SQLite's 32766 variables).
+_ROWS_PER_INSERT = 256
+
+
+def _insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Insert ``rows`` with a few multi-row ``VALUES`` statements, not one statement per row.
+
+    The writer runs in a worker thread; every SQLite step releases and retakes
+    the GIL, so one step per row made the writer queue for the GIL hundreds of
+    times per batch behind the busy event loop. A statement per 256 rows takes
+    it once each.
+    """
+    if not rows:
+        return
+    width = len(rows[0])
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        chunk = rows[start:start + _ROWS_PER_INSERT]
+        marks = ", ".join([f"({', '.join('?' * width)})"] * len(chunk))
+        conn.execute(head + marks, [value for row in chunk for value in row])
 
 
 # Only these result columns can hold containers; everything else is a scalar that
