@@ -27,6 +27,7 @@ from typing import Any
 import trio
 
 import evalhydra
+from evalhydra import fastpath
 from evalhydra.cells import CellJob, ChatCellRunner, now_iso
 from evalhydra.config import EvalPlan, RunPlan, cell_key, redact_overrides, service_result_hash
 from evalhydra.matchers.base import Matcher
@@ -261,11 +262,15 @@ async def _worker(
     progress: Progress,
 ) -> None:
     async with jobs_rx, rows_tx:
-        async for job in jobs_rx:
+        while True:
+            try:
+                job = await fastpath.receive(jobs_rx)
+            except trio.EndOfChannel:
+                break
             if _over_budget(plan, outcome):
                 outcome.budget_exhausted = True
                 continue  # the budget is spent: drain queued cells without starting them
-            async with limiter:
+            async with fastpath.Holding(limiter):
                 if runner is not None:
                     row, attempts = await runner.run(job)
                 else:
@@ -275,7 +280,7 @@ async def _worker(
             is_error = row.get("error_kind") is not None or row["status"] in ("ERROR", "TIMEOUT")
             outcome.errors += is_error
             progress.advance(passed=bool(row.get("passed")), error=is_error)
-            await rows_tx.send(Batch(results=[row], members=[(run_id, job.key)], attempts=attempts))
+            await fastpath.send(rows_tx, Batch(results=[row], members=[(run_id, job.key)], attempts=attempts))
 
 
 async def _run_agent_cell(

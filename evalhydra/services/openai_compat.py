@@ -47,7 +47,7 @@ import httpx
 import trio
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from evalhydra import __version__
+from evalhydra import __version__, fastpath
 from evalhydra.schema import ServiceConfig
 from evalhydra.services.pool import TransportPool
 from evalhydra.services.pricing import cost_usd
@@ -504,7 +504,7 @@ class OpenAICompatService:
         estimate = self._estimate(body, request) if self._rate.counts_tokens else 0
         attempt = partial(self._attempt, body, self._request_headers(), model, estimate)
         before = partial(self._rate.acquire, estimate) if self._rate.enabled else None
-        async with self._limiter:
+        async with fastpath.Holding(self._limiter):
             outcome = await run_with_retries(
                 attempt,
                 self._policy,
