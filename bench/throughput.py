@@ -9,8 +9,15 @@ the same run, so they survive a noisy machine:
 * ``efficiency = ideal / wall`` with ideal = N·L/C (target ≥ 0.95 at N=10000, C=500, L=1000 ms)
 * ``peak RSS`` (target < 300 MB at N=200000)
 
+The bare loop is the issue's floor: ``httpx.AsyncClient.post`` over several
+clients of 16 connections. evalhydra itself sends through ``httpx`` transports
+directly (``evalhydra/services/pool.py``), which skips the client's
+per-request work; ``--floor transport`` makes the bare loop do the same, so
+the ratio then shows evalhydra's own overhead alone.
+
 Usage:
     python bench/throughput.py --n 20000 --c 200 --latency-ms 50
+    python bench/throughput.py --n 20000 --c 200 --latency-ms 50 --floor transport
     python bench/throughput.py --n 10000 --c 500 --latency-ms 1000
     python bench/throughput.py --n 200000 --c 200 --latency-ms 0 --skip-bare
 """
@@ -45,15 +52,18 @@ def _payload(i: int) -> dict[str, Any]:
     }
 
 
-async def _bare(url: str, n: int, c: int) -> int:
-    """A well-built bare loop: C long-lived workers over ceil(C/16) clients of 16 connections."""
+async def _bare(url: str, n: int, c: int, floor: str = "client") -> int:
+    """A well-built bare loop: C long-lived workers over ceil(C/16) clients of 16 connections
+    (``floor="transport"``: over ceil(C/16) ``httpx.AsyncHTTPTransport`` of 16 connections)."""
     import httpx
     import trio
 
+    limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)
+    if floor == "transport":
+        transports = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(math.ceil(c / 16))]
+        return await _bare_transport(url, n, c, transports)
     clients = [
-        httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=16, max_keepalive_connections=16), timeout=httpx.Timeout(60.0)
-        )
+        httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0))
         for _ in range(math.ceil(c / 16))
     ]
     send, receive = trio.open_memory_channel[int](c)
@@ -78,6 +88,45 @@ async def _bare(url: str, n: int, c: int) -> int:
                 nursery.start_soon(work, k, receive.clone())
     for client in clients:
         await client.aclose()
+    return ok[0]
+
+
+async def _bare_transport(url: str, n: int, c: int, transports: list[Any]) -> int:
+    """The bare loop sending through transports: URL and headers built once, like evalhydra."""
+    import httpx
+    import trio
+
+    target = httpx.URL(f"{url}/chat/completions")
+    headers = httpx.Headers({"content-type": "application/json", "accept": "application/json"})
+    timeout = {"timeout": httpx.Timeout(60.0).as_dict()}
+    send, receive = trio.open_memory_channel[int](c)
+    ok = [0]
+
+    async def produce() -> None:
+        async with send:
+            for i in range(n):
+                await send.send(i % CASES_MAX)
+
+    async def work(k: int, rx: trio.MemoryReceiveChannel[int]) -> None:
+        transport = transports[k % len(transports)]
+        async with rx:
+            async for i in rx:
+                body = json.dumps(_payload(i)).encode()
+                request = httpx.Request("POST", target, content=body, headers=headers, extensions=timeout)
+                response = await transport.handle_async_request(request)
+                try:
+                    raw = await response.aread()
+                finally:
+                    await response.aclose()
+                ok[0] += json.loads(raw)["choices"][0]["message"]["content"] == f"V{i}"
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(produce)
+        async with receive:
+            for k in range(c):
+                nursery.start_soon(work, k, receive.clone())
+    for transport in transports:
+        await transport.aclose()
     return ok[0]
 
 
@@ -145,14 +194,14 @@ def _evalhydra(url: str, n: int, c: int, workdir: Path) -> dict[str, Any]:
     return {"wall_s": wall, "ok": passed, "stored": stored, "cells": cells, "report_s": report_s}
 
 
-def worker(kind: str, url: str, n: int, c: int) -> None:
+def worker(kind: str, url: str, n: int, c: int, floor: str = "client") -> None:
     """Run one side and print its figures as JSON (called in a subprocess)."""
     import trio
 
     with tempfile.TemporaryDirectory() as tmp:
         if kind == "bare":
             start = time.perf_counter()
-            ok = trio.run(_bare, url, n, c)
+            ok = trio.run(_bare, url, n, c, floor)
             result: dict[str, Any] = {"wall_s": time.perf_counter() - start, "ok": ok}
         else:
             result = _evalhydra(url, n, c, Path(tmp))
@@ -161,7 +210,8 @@ def worker(kind: str, url: str, n: int, c: int) -> None:
 
 def _run_side(kind: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", kind, "--url", url, "--n", str(args.n), "--c", str(args.c)],
+        [sys.executable, __file__, "--worker", kind, "--url", url, "--n", str(args.n), "--c", str(args.c),
+         "--floor", args.floor],
         capture_output=True,
         text=True,
         check=True,
@@ -188,13 +238,15 @@ def main() -> None:
     parser.add_argument("--c", type=int, default=200)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--skip-bare", action="store_true")
+    parser.add_argument("--floor", choices=["client", "transport"], default="client",
+                        help="the bare loop: AsyncClient.post (the issue's floor) or httpx transports")
     parser.add_argument("--rounds", type=int, default=1,
                         help="alternate the two sides this many times; report the median ratio")
     parser.add_argument("--worker", choices=["bare", "evalhydra"], help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.url, args.n, args.c)
+        worker(args.worker, args.url, args.n, args.c, args.floor)
         return
     mock, url = _start_mock(args.latency_ms)
     rounds: list[dict[str, dict[str, Any]]] = []
@@ -207,7 +259,8 @@ def main() -> None:
         mock.terminate()
         mock.wait(10)
     ideal = args.n * args.latency_ms / 1000 / args.c
-    print(f"N={args.n} C={args.c} L={args.latency_ms:g} ms  ideal={ideal:.2f} s  rounds={args.rounds}")
+    print(f"N={args.n} C={args.c} L={args.latency_ms:g} ms  ideal={ideal:.2f} s  rounds={args.rounds}"
+          f"  floor={args.floor}")
     for sides in rounds:
         for name, r in sides.items():
             _print_side(name, r, ideal, args.n)
