@@ -43,6 +43,7 @@ A mid-body reset is a ``server_error`` (retried) rather than
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import math
 import random
@@ -352,14 +353,16 @@ async def run_with_retries(
     last: AttemptResult[T] | None = None
     start = t0 = 0.0
     in_attempt = False
-    with trio.CancelScope() as deadline_scope:
+    # No deadline, no scope: a cancel scope per call costs more than the rest of the loop.
+    deadline_scope = trio.CancelScope() if deadline_s is not None else None
+    with deadline_scope or contextlib.nullcontext():
         for attempt in range(1, policy.max_attempts + 1):
             if before_attempt is not None:
                 await before_attempt()
             start = trio.current_time()
             if attempt == 1:
                 t0 = start
-                if deadline_s is not None:
+                if deadline_scope is not None and deadline_s is not None:
                     deadline_scope.deadline = t0 + deadline_s
             in_attempt = True
             last = await _attempt_once(fn, attempt, timeout_s)
@@ -368,7 +371,8 @@ async def run_with_retries(
             if attempt >= policy.max_attempts or not policy.retries(last):
                 break
             delay = policy.delay_s(attempt, last.retry_after_s, rng)
-            if trio.current_time() + delay >= deadline_scope.deadline:
+            deadline = deadline_scope.deadline if deadline_scope is not None else math.inf
+            if trio.current_time() + delay >= deadline:
                 break
             if delay > 0:
                 await trio.sleep(delay)
