@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,51 +55,45 @@ def _payload(i: int) -> dict[str, Any]:
 
 async def _bare(url: str, n: int, c: int, floor: str = "client") -> int:
     """A well-built bare loop: C long-lived workers over ceil(C/16) clients of 16 connections
-    (``floor="transport"``: over ceil(C/16) ``httpx.AsyncHTTPTransport`` of 16 connections)."""
+    (``floor="transport"``: over ceil(C/16) ``httpx.AsyncHTTPTransport`` of 16 connections,
+    with the URL and headers built once, as evalhydra sends)."""
     import httpx
-    import trio
 
     limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)
+    shards = math.ceil(c / 16)
     if floor == "transport":
-        transports = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(math.ceil(c / 16))]
-        return await _bare_transport(url, n, c, transports)
-    clients = [
-        httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0))
-        for _ in range(math.ceil(c / 16))
-    ]
-    send, receive = trio.open_memory_channel[int](c)
-    ok = [0]
+        pool: list[Any] = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(shards)]
+        target = httpx.URL(f"{url}/chat/completions")
+        headers = httpx.Headers({"content-type": "application/json", "accept": "application/json"})
+        timeout = {"timeout": httpx.Timeout(60.0).as_dict()}
 
-    async def produce() -> None:
-        async with send:
-            for i in range(n):
-                await send.send(i % CASES_MAX)
+        async def call(k: int, i: int) -> bool:
+            body = json.dumps(_payload(i)).encode()
+            request = httpx.Request("POST", target, content=body, headers=headers, extensions=timeout)
+            response = await pool[k % shards].handle_async_request(request)
+            try:
+                raw = await response.aread()
+            finally:
+                await response.aclose()
+            return bool(json.loads(raw)["choices"][0]["message"]["content"] == f"V{i}")
+    else:
+        pool = [httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0)) for _ in range(shards)]
 
-    async def work(k: int, rx: trio.MemoryReceiveChannel[int]) -> None:
-        client = clients[k % len(clients)]
-        async with rx:
-            async for i in rx:
-                resp = await client.post(f"{url}/chat/completions", json=_payload(i))
-                ok[0] += resp.json()["choices"][0]["message"]["content"] == f"V{i}"
+        async def call(k: int, i: int) -> bool:
+            resp = await pool[k % shards].post(f"{url}/chat/completions", json=_payload(i))
+            return bool(resp.json()["choices"][0]["message"]["content"] == f"V{i}")
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(produce)
-        async with receive:
-            for k in range(c):
-                nursery.start_soon(work, k, receive.clone())
-    for client in clients:
-        await client.aclose()
-    return ok[0]
+    try:
+        return await _workers(n, c, call)
+    finally:
+        for item in pool:
+            await item.aclose()
 
 
-async def _bare_transport(url: str, n: int, c: int, transports: list[Any]) -> int:
-    """The bare loop sending through transports: URL and headers built once, like evalhydra."""
-    import httpx
+async def _workers(n: int, c: int, call: Callable[[int, int], Awaitable[bool]]) -> int:
+    """C long-lived workers make N calls ``call(worker, i)``; returns how many were right."""
     import trio
 
-    target = httpx.URL(f"{url}/chat/completions")
-    headers = httpx.Headers({"content-type": "application/json", "accept": "application/json"})
-    timeout = {"timeout": httpx.Timeout(60.0).as_dict()}
     send, receive = trio.open_memory_channel[int](c)
     ok = [0]
 
@@ -108,25 +103,16 @@ async def _bare_transport(url: str, n: int, c: int, transports: list[Any]) -> in
                 await send.send(i % CASES_MAX)
 
     async def work(k: int, rx: trio.MemoryReceiveChannel[int]) -> None:
-        transport = transports[k % len(transports)]
         async with rx:
             async for i in rx:
-                body = json.dumps(_payload(i)).encode()
-                request = httpx.Request("POST", target, content=body, headers=headers, extensions=timeout)
-                response = await transport.handle_async_request(request)
-                try:
-                    raw = await response.aread()
-                finally:
-                    await response.aclose()
-                ok[0] += json.loads(raw)["choices"][0]["message"]["content"] == f"V{i}"
+                right = await call(k, i)  # not `ok[0] += await …`: that reads ok[0] before awaiting
+                ok[0] += right
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(produce)
         async with receive:
             for k in range(c):
                 nursery.start_soon(work, k, receive.clone())
-    for transport in transports:
-        await transport.aclose()
     return ok[0]
 
 
