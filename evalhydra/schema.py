@@ -176,7 +176,7 @@ class RunConfig:
     max_cost_usd: float | None = None
     dry_run: bool = False
     progress: bool = True
-    batch_size: int = 200
+    batch_size: int = 1000
     output_dir: str | None = None  # agent trial dirs; default: the Hydra run dir
 
 

@@ -57,7 +57,9 @@ def test_runs_lists_runs_with_pass_rates(mock_store: MockStore, capsys: pytest.C
 
 def test_report_writes_the_asked_formats(mock_store: MockStore, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["report", "--store", str(mock_store.path), mock_store.runs["base"][:13], "--out", str(tmp_path)]
+    run, others = mock_store.runs["base"], [r for k, r in mock_store.runs.items() if k != "base"]
+    size = next(n for n in range(13, len(run)) if not any(o.startswith(run[:n]) for o in others))
+    args = ["report", "--store", str(mock_store.path), run[:size], "--out", str(tmp_path)]  # a unique prefix
     code, out, _ = _cli(capsys, *args, "--format", "md,junit")
     assert code == 0 and sorted(Path(p).name for p in out.split()) == ["junit.xml", "report.md", "summary.md"]
     code, _, err = _cli(capsys, *args, "--format", "pdf")

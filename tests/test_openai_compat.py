@@ -651,3 +651,19 @@ def test_environment_proxy_follows_the_usual_variables(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert environment_proxy(url) == expected
+
+
+async def test_compressed_replies_are_decoded_and_requests_name_evalhydra(tmp_path: Path) -> None:
+    import gzip
+
+    from evalhydra import __version__
+
+    raw = gzip.compress(json.dumps(chat_body("zipped")).encode())
+    upstream = Upstream(httpx.Response(200, content=raw, headers={
+        "content-encoding": "gzip", "content-type": "application/json", "content-length": str(len(raw))}))
+    done = await call(make_cfg(headers={"X-Team": "evals"}), upstream, tmp_path)
+    assert done.ok and done.output == "zipped"
+    sent = upstream.requests[0].headers
+    assert sent["user-agent"] == f"evalhydra/{__version__}" and "gzip" in sent["accept-encoding"]
+    assert sent["x-team"] == "evals" and sent["content-type"] == "application/json"
+    assert sent["host"] == "upstream.test" and int(sent["content-length"]) > 0
