@@ -451,7 +451,11 @@ class OpenAICompatService:
 
     @property
     def base_url(self) -> str:
-        """The chat-completions endpoint; assign a base URL to change it."""
+        """The chat-completions endpoint; assign a base URL to change it.
+
+        The proxy (from the environment) is chosen for the URL the service was
+        created with.
+        """
         return self._url
 
     @base_url.setter
