@@ -419,15 +419,27 @@ def _insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[An
     The writer runs in a worker thread; every SQLite step releases and retakes
     the GIL, so one step per row made the writer queue for the GIL hundreds of
     times per batch behind the busy event loop. A statement per 256 rows takes
-    it once each.
+    it once each. Statements hold a power of two of rows (256, then the rest
+    as 128 + 64 + …), so the connection's statement cache keeps at most nine
+    shapes per table instead of one per batch size (which grew the writer by
+    ~50 MB over a long run).
     """
     if not rows:
         return
     width = len(rows[0])
-    for start in range(0, len(rows), _ROWS_PER_INSERT):
-        chunk = rows[start:start + _ROWS_PER_INSERT]
-        marks = ", ".join([f"({', '.join('?' * width)})"] * len(chunk))
+    start = 0
+    for size in _chunk_sizes(len(rows)):
+        chunk = rows[start:start + size]
+        start += size
+        marks = ", ".join([f"({', '.join('?' * width)})"] * size)
         conn.execute(head + marks, [value for row in chunk for value in row])
+
+
+def _chunk_sizes(total: int) -> list[int]:
+    """``total`` as full chunks of :data:`_ROWS_PER_INSERT`, then powers of two."""
+    full, rest = divmod(total, _ROWS_PER_INSERT)
+    return [_ROWS_PER_INSERT] * full + [1 << bit for bit in range(rest.bit_length() - 1, -1, -1)
+                                        if rest & (1 << bit)]
 
 
 # Only these result columns can hold containers; everything else is a scalar that

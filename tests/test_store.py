@@ -120,3 +120,29 @@ def test_merge_shards_exactly(tmp_path: Path) -> None:
     store = open_store(tmp_path / "all.db")
     assert {r["run_id"] for r in store.runs()} == {"run-a", "run-b"}
     assert len(list(store.run_rows(["run-b"]))) == 2
+
+
+@pytest.mark.parametrize("size", [1, 255, 256, 257, 1000])
+def test_batches_of_any_size_store_every_row_and_member(tmp_path: Path, size: int) -> None:
+    store = open_store(tmp_path / "s.db")
+    rows = [_row(f"k{i:04d}", passed=i % 3 > 0) for i in range(size)]
+    attempts = [{"cell_key": r["cell_key"], "run_id": "r1", "call": "candidate", "attempt": 1,
+                 "status_code": 200, "latency_ms": 1.5} for r in rows]
+    store.write(Batch(results=rows, members=[("r1", str(r["cell_key"])) for r in rows], attempts=attempts))
+    got = store.conn.execute("select cell_key, passed, details from results order by cell_key").fetchall()
+    assert got == [(r["cell_key"], int(bool(r["passed"])), '{"k": [1, 2]}') for r in rows]
+    counts = [store.conn.execute(f"select count(*) from {table}").fetchone()[0]
+              for table in ("run_cells", "attempts")]
+    assert counts == [size, size]
+    store.close()
+
+
+def test_insert_statements_come_in_few_shapes() -> None:
+    from evalhydra.store import _chunk_sizes
+
+    shapes = set()
+    for total in range(0, 2000):
+        sizes = _chunk_sizes(total)
+        assert sum(sizes) == total and sizes == sorted(sizes, reverse=True)
+        shapes.update(sizes)
+    assert shapes == {1 << bit for bit in range(9)}  # 1 … 256: a bounded statement cache
