@@ -3,9 +3,9 @@
 One :class:`OpenAICompatService` per configured service, created inside the
 run's trio loop. It owns:
 
-* a pool of ``httpx.AsyncClient`` shards (one per 16 concurrent slots; one
-  client degrades badly at high concurrency, see library notes §3.1), used
-  the least-loaded one per attempt;
+* a :class:`~evalhydra.services.pool.TransportPool` of httpx transport
+  shards (one per 16 concurrent slots; one shared pool degrades badly at high
+  concurrency, see library notes §3.1), the least-loaded one per attempt;
 * a ``trio.CapacityLimiter(max_concurrency)`` held for the whole call;
 * the ``rpm``/``tpm`` buckets (:mod:`evalhydra.services.ratelimit`);
 * the retry policy (:mod:`evalhydra.services.retry`).
