@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,6 @@ __all__ = [
     "TargetAgg",
     "CaseViews",
     "case_views",
-    "chunks",
     "collect_cases",
     "FAILING_SQL",
     "pass_k_table",
@@ -345,8 +344,3 @@ def case_views(conn: sqlite3.Connection, sel: Selection, by_case: Sequence[tuple
         if (e, c) in wanted_best and status in ("PASS", "EXCELLENT"):
             best[(e, c)] = _best(best.get((e, c)), row)
     return CaseViews(list(counts.items()), icons, best)
-
-
-def chunks(cursor: sqlite3.Cursor, size: int = 5000) -> Iterator[list[Any]]:
-    """A cursor's rows, ``size`` at a time."""
-    yield from iter(lambda: cursor.fetchmany(size), [])

@@ -353,6 +353,7 @@ async def run_with_retries(
     last: AttemptResult[T] | None = None
     start = t0 = 0.0
     in_attempt = False
+    deadline = math.inf
     # No deadline, no scope: a cancel scope per call costs more than the rest of the loop.
     deadline_scope = trio.CancelScope() if deadline_s is not None else None
     with deadline_scope or contextlib.nullcontext():
@@ -363,7 +364,7 @@ async def run_with_retries(
             if attempt == 1:
                 t0 = start
                 if deadline_scope is not None and deadline_s is not None:
-                    deadline_scope.deadline = t0 + deadline_s
+                    deadline = deadline_scope.deadline = t0 + deadline_s
             in_attempt = True
             last = await _attempt_once(fn, attempt, timeout_s)
             in_attempt = False
@@ -371,7 +372,6 @@ async def run_with_retries(
             if attempt >= policy.max_attempts or not policy.retries(last):
                 break
             delay = policy.delay_s(attempt, last.retry_after_s, rng)
-            deadline = deadline_scope.deadline if deadline_scope is not None else math.inf
             if trio.current_time() + delay >= deadline:
                 break
             if delay > 0:
