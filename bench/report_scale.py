@@ -79,7 +79,7 @@ FROM outcomes
 
 def fill(path: Path, rows: int) -> None:
     """Create the store at ``path`` holding ``rows`` synthetic results of one run."""
-    from evalhydra.store import open_store
+    from evalhydra.store.db import open_store
 
     cases = max(1, rows // (EVALS * TRIALS))
     store = open_store(path)
@@ -104,7 +104,7 @@ def _peak_rss_mb() -> float:
 def report(db: Path, out: Path, formats: list[str]) -> dict[str, object]:
     """Time the run's reports in ``formats`` (call in a fresh process: RSS is per process)."""
     from evalhydra.reports.writer import write_run_reports
-    from evalhydra.store import open_store
+    from evalhydra.store.db import open_store
 
     store = open_store(db, read_only=True)
     started = time.perf_counter()

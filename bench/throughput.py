@@ -147,9 +147,11 @@ def _registry(root: Path, n: int) -> tuple[Path, int]:
 def _evalhydra(url: str, n: int, c: int, workdir: Path) -> dict[str, Any]:
     import trio
 
-    from evalhydra.config import build_plan, compose_config
-    from evalhydra.runner import count_cells, execute
-    from evalhydra.store import open_store
+    from evalhydra.config.compose import compose_config
+    from evalhydra.execute.runner import execute
+    from evalhydra.plan.build import build_plan
+    from evalhydra.plan.cells import count_cells
+    from evalhydra.store.db import open_store
 
     registry, cells = _registry(workdir / "reg", n)
     cfg = compose_config(
@@ -207,7 +209,7 @@ def _run_side(kind: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def _start_mock(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evalhydra.mock", "--port", "0", "--latency-ms", str(latency_ms)],
+        [sys.executable, "-m", "evalhydra.testing.mock", "--port", "0", "--latency-ms", str(latency_ms)],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -1,7 +1,8 @@
 """``python -m evalhydra`` / ``evalhydra``: subcommands first, Hydra otherwise.
 
 Hydra owns ``sys.argv`` and would parse a bare word such as ``report`` as a
-broken override, so subcommands are dispatched before Hydra starts.
+broken override, so subcommands are dispatched before Hydra starts. Each side
+is imported only when chosen: the store commands start without loading Hydra.
 """
 
 from __future__ import annotations
@@ -9,48 +10,37 @@ from __future__ import annotations
 import os
 import sys
 
+from evalhydra.cli.commands import SUBCOMMANDS, usage
+
 __all__ = ["main"]
-
-SUBCOMMANDS = {"runs", "report", "compare", "query", "results", "rejudge", "merge", "list"}
-
-USAGE = """\
-usage: evalhydra [HYDRA_OVERRIDES...]        run evals (python -m evalhydra --help for options)
-       evalhydra -m service=a,b eval=smoke   sweep (Hydra multirun)
-       evalhydra {runs,report,compare,query,results,rejudge,merge,list} [-h] ...
-"""
 
 
 def main(argv: list[str] | None = None) -> None:
     """Dispatch to a subcommand or to the Hydra app; exits with the run's code."""
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in SUBCOMMANDS:
-        from evalhydra.cli import main as cli_main
+        raise SystemExit(_subcommand(args))
+    from evalhydra.cli.app import run_app  # Hydra and the runner: only for a run
 
-        try:
-            code = cli_main(args)
-            sys.stdout.flush()
-        except BrokenPipeError:  # e.g. `evalhydra results latest | head`: the reader left
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            code = 0
-        raise SystemExit(code)
-    from evalhydra.registry_source import activate
+    if args[:1] in (["-h"], ["--help"]):
+        print(usage())
+    raise SystemExit(run_app(args))
+
+
+def _subcommand(args: list[str]) -> int:
+    if args[0] == "rejudge":  # takes Hydra overrides after its options
+        from evalhydra.cli.rejudge import main as rejudge_main
+
+        return rejudge_main(args[1:])
+    from evalhydra.cli.store_commands import main as store_main
 
     try:
-        activate(args)
-    except Exception as exc:  # an unusable registry= path: report it like Hydra would
-        from evalhydra.errors import EvalHydraError
-
-        if not isinstance(exc, EvalHydraError):
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    if args[:1] in (["-h"], ["--help"]):
-        print(USAGE)
-    from evalhydra.app import exit_code, hydra_main
-
-    sys.argv = [sys.argv[0], *args]
-    hydra_main()
-    raise SystemExit(exit_code())
+        code = store_main(args)
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. `evalhydra results latest | head`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    return code
 
 
 if __name__ == "__main__":

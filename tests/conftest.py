@@ -31,7 +31,7 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]
 @pytest.fixture
 def compose(tmp_path: Path) -> Callable[..., DictConfig]:
     """Compose the packaged config with a store under tmp_path and progress off."""
-    from evalhydra.config import compose_config
+    from evalhydra.config.compose import compose_config
 
     def _compose(*overrides: str) -> DictConfig:
         base = [f"store.path={tmp_path / 'store.db'}", "run.progress=false"]
@@ -92,7 +92,7 @@ def copy_fixture(tmp_path: Path) -> Callable[[Path], Path]:
 
 @pytest.fixture(scope="module")
 def mock_url() -> Iterator[str]:
-    """One mock server process per test module (``python -m evalhydra.mock``)."""
+    """One mock server process per test module (``python -m evalhydra.testing.mock``)."""
     from tests.helpers import mock_process
 
     with mock_process() as url:
@@ -102,7 +102,7 @@ def mock_url() -> Iterator[str]:
 @pytest.fixture
 def url(mock_url: str) -> str:
     """The module's mock process with default settings and zeroed counters."""
-    from evalhydra.mock import MockSettings
+    from evalhydra.testing.mock import MockSettings
     from tests.helpers import mock_call
 
     mock_call(mock_url, "config", MockSettings().to_dict())

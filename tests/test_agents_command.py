@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from evalhydra.agents import build_argv, build_env, safe_model_name, session_name, validate_command_service
+from evalhydra.config.schema import ServiceConfig
 from evalhydra.errors import EvalHydraError
-from evalhydra.schema import ServiceConfig
 
 
 def cfg(**overrides: object) -> ServiceConfig:

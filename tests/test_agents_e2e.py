@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.config import build_plan
-from evalhydra.registry import default_registry_root
-from evalhydra.run import run_plan
+from evalhydra.cli.job import run_plan
+from evalhydra.plan.build import build_plan
+from evalhydra.registry.definitions import default_registry_root
 
 Compose = Callable[..., DictConfig]
 

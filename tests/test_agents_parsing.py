@@ -20,7 +20,7 @@ from evalhydra.agents import (
     trace_from_history,
     verification_marker,
 )
-from evalhydra.schema import PricingConfig
+from evalhydra.config.schema import PricingConfig
 
 SEED_LINE = (
     "💸 (Requests: 4 | Tool Calls: 7 | Total: 1500) Input: 1000 | Audio Input: 0 | Output: 500 | "

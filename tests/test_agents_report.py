@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from evalhydra.agents import TrialResult, list_table, render_report_md, results_json, write_json_atomic
+from evalhydra.agents import TrialResult
+from evalhydra.atomic import write_json_atomic
+from tests.reference.zrb_report import list_table, render_report_md, results_json
 
 
 def row(

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from evalhydra.cli import COMMANDS, main
-from evalhydra.store import open_store
+from evalhydra.cli.commands import STORE_COMMANDS as COMMANDS
+from evalhydra.cli.store_commands import main
+from evalhydra.store.db import open_store
 from tests.test_reports_support import (
     MockStore,
     mock_store,

@@ -10,8 +10,9 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import DictConfig
 
-from evalhydra.config import build_plan, cell_key
 from evalhydra.errors import EvalHydraError
+from evalhydra.plan.build import build_plan
+from evalhydra.plan.cells import cell_key
 from tests.conftest import ZIG_FIXTURE
 
 Compose = Callable[..., DictConfig]

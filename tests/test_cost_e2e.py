@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.config import build_plan
-from evalhydra.mock.replies import reply_for, usage_for
-from evalhydra.run import run_plan
-from evalhydra.schema import ServiceConfig
+from evalhydra.cli.job import run_plan
+from evalhydra.config.schema import ServiceConfig
+from evalhydra.plan.build import build_plan
 from evalhydra.services.openai_compat import build_payload
+from evalhydra.testing.mock.replies import reply_for, usage_for
 from evalhydra.types import ChatRequest
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli

@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.config import build_plan, compose_config
+from evalhydra.cli.job import run_config, run_plan
+from evalhydra.config.compose import compose_config
 from evalhydra.errors import EvalHydraError
 from evalhydra.matchers.prompts import parse_prompt
 from evalhydra.matchers.rubric import refinement_input
-from evalhydra.mock.replies import reply_for, usage_for
-from evalhydra.registry import default_registry_root, load_registry
-from evalhydra.run import run_config, run_plan
+from evalhydra.plan.build import build_plan
+from evalhydra.registry.definitions import default_registry_root, load_registry
+from evalhydra.testing.mock.replies import reply_for, usage_for
 from tests.conftest import AIWG_FIXTURE, ZIG_FIXTURE, smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_call, mock_process
 
@@ -440,7 +441,7 @@ def test_max_attempts_in_yaml_with_a_deterministic_matcher(compose: Compose, tmp
             matcher: {kind: exact_match}
             """)})
     plan = build_plan(compose(f"registry={registry}", "eval=loop.exact"))
-    assert plan.evals[0].max_attempts == 2
+    assert plan.evals[0].refinement_attempts == 2
     rows = run(compose, tmp_path, f"registry={registry}", "eval=loop.exact")
     row = rows[("loop.exact", "c1")]
     assert (row["passed"], row["attempts"], row["attempt_count"]) == (0, 2, 2)

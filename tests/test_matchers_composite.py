@@ -9,7 +9,7 @@ import pytest
 from evalhydra.errors import EvalHydraError
 from evalhydra.matchers import MatchContext, build_matcher, validate_matcher
 from evalhydra.matchers.composite import Part, combine
-from evalhydra.matchers.testing import ScriptedJudge, judge_error
+from evalhydra.testing.judges import ScriptedJudge, judge_error
 from evalhydra.types import Case, ErrorKind, MatchResult
 
 EXACT = {"kind": "exact_match"}

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
+from evalhydra.config.schema import MatcherConfig
 from evalhydra.errors import EvalHydraError
 from evalhydra.matchers import (
     MATCHER_KINDS,
@@ -18,7 +19,6 @@ from evalhydra.matchers import (
     with_judge_service,
 )
 from evalhydra.matchers.factory import guard
-from evalhydra.schema import MatcherConfig
 from evalhydra.types import Case, ErrorKind, MatchResult
 
 WHERE = "registry/evals/smoke/reply_ok.json: matcher"

@@ -9,7 +9,7 @@ import pytest
 from evalhydra.errors import EvalHydraError
 from evalhydra.matchers import MatchContext, build_matcher, model_grade_prompt, validate_matcher
 from evalhydra.matchers.model_grade import parse_judge_reply
-from evalhydra.matchers.testing import ScriptedJudge, judge_error, judge_reply
+from evalhydra.testing.judges import ScriptedJudge, judge_error, judge_reply
 from evalhydra.types import Case, ErrorKind
 
 GOLDEN = (

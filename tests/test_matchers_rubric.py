@@ -12,7 +12,7 @@ from evalhydra.errors import EvalHydraError
 from evalhydra.matchers import MatchContext, build_matcher, refinement_input, validate_matcher
 from evalhydra.matchers.prompts import contamination_markers, parse_prompt, render
 from evalhydra.matchers.rubric import evaluate_reply, parse_evaluator_reply, rubric_score
-from evalhydra.matchers.testing import ScriptedJudge, judge_error, judge_reply
+from evalhydra.testing.judges import ScriptedJudge, judge_error, judge_reply
 from evalhydra.types import Case, ErrorKind
 
 FIXTURES = Path("/work/shared/fixtures/aiwg_nlp_prod")

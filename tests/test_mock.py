@@ -24,11 +24,11 @@ import openai
 import pytest
 import trio
 
-from evalhydra.mock import FAULTS, MockServer, MockSettings, open_mock_server, reply_for, serve
-from evalhydra.mock.__main__ import build_parser
-from evalhydra.mock.replies import usage_for
-from evalhydra.mock.wire import parse_head
-from evalhydra.schema import MockConfig
+from evalhydra.config.schema import MockConfig
+from evalhydra.testing.mock import FAULTS, MockServer, MockSettings, open_mock_server, reply_for, serve
+from evalhydra.testing.mock.__main__ import build_parser
+from evalhydra.testing.mock.replies import usage_for
+from evalhydra.testing.mock.wire import parse_head
 
 AIWG = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "aiwg_nlp_prod"
 SEARCH_WEB = {
@@ -529,7 +529,7 @@ async def test_open_mock_server_context() -> None:
 
 @pytest.fixture
 def mock_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
-    argv = [sys.executable, "-m", "evalhydra.mock", "--port", "0", "--fail-first-n", "1"]
+    argv = [sys.executable, "-m", "evalhydra.testing.mock", "--port", "0", "--fail-first-n", "1"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -575,7 +575,7 @@ async def test_a_reply_bug_answers_500_and_the_server_lives_on(
     def broken(payload: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("evalhydra.mock.server.reply_for", broken)
+    monkeypatch.setattr("evalhydra.testing.mock.server.reply_for", broken)
     response = await chat(client, user("unique prompt for the broken reply"))
     assert response.status_code == 500
     assert response.json()["error"]["message"] == "mock internal error: RuntimeError: boom"

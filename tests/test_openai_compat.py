@@ -18,7 +18,8 @@ import pytest
 import trio
 import trio.testing
 
-from evalhydra.schema import PricingConfig, RateLimitConfig, RetryConfig, ServiceConfig
+from evalhydra.config.schema import PricingConfig, RateLimitConfig, RetryConfig, ServiceConfig
+from evalhydra.http.pool import environment_proxy
 from evalhydra.services.base import Service
 from evalhydra.services.openai_compat import (
     MAX_RESPONSE_BYTES,
@@ -31,7 +32,6 @@ from evalhydra.services.openai_compat import (
     resolve_model,
     upstream_error_message,
 )
-from evalhydra.services.pool import environment_proxy
 from evalhydra.services.pricing import cost_usd
 from evalhydra.types import ChatRequest, ErrorKind, ToolCall, ToolSpec, Usage
 

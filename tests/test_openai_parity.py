@@ -20,10 +20,14 @@ import openai
 import pytest
 import trio
 
-from evalhydra.mock import MockServer, MockSettings, serve
-from evalhydra.schema import ServiceConfig
-from evalhydra.services.openai_compat import OpenAICompatService, parse_chat_response, upstream_error_message
+from evalhydra.config.schema import ServiceConfig
+from evalhydra.services.openai_compat import (
+    OpenAICompatService,
+    parse_chat_response,
+    upstream_error_message,
+)
 from evalhydra.services.render import build_chat_request
+from evalhydra.testing.mock import MockServer, MockSettings, serve
 from evalhydra.types import Attachment, Case, ChatRequest, ToolCall, ToolSpec
 
 T = TypeVar("T")

@@ -6,7 +6,7 @@ import pytest
 import trio
 import trio.testing
 
-from evalhydra.schema import RateLimitConfig
+from evalhydra.config.schema import RateLimitConfig
 from evalhydra.services.ratelimit import IMAGE_TOKEN_ESTIMATE, RateLimiter, TokenBucket, estimate_tokens
 
 

@@ -43,7 +43,7 @@ def test_help_lists_options_and_every_subcommand_has_help(tmp_path: Path) -> Non
     res = run_cli("--help", cwd=tmp_path)
     assert res.returncode == 0 and "service: " in res.stdout and "mock_slow" in res.stdout
     assert "smoke.reply_ok" in res.stdout and "local" in res.stdout  # registry options are listed too
-    from evalhydra.__main__ import SUBCOMMANDS
+    from evalhydra.cli.commands import SUBCOMMANDS
 
     for name in sorted(SUBCOMMANDS):
         assert f"`{name}`" in README or f" {name} " in README, f"{name} is not documented"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from evalhydra.errors import EvalHydraError
-from evalhydra.registry import iter_cases, load_registry
+from evalhydra.registry.datasets import iter_cases
+from evalhydra.registry.definitions import load_registry
 from tests.conftest import ZIG_FIXTURE, smoke_eval, write_registry
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.config import build_plan
+from evalhydra.cli.job import run_plan
+from evalhydra.cli.rejudge import main, merge_overrides, rejudge
 from evalhydra.errors import EvalHydraError
-from evalhydra.rejudge import main, merge_overrides, rejudge, rejudge_cell_key
-from evalhydra.run import run_plan
+from evalhydra.execute.rejudge import rejudge_cell_key
+from evalhydra.plan.build import build_plan
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_process
 from tests.test_judges_e2e import stored_rows
@@ -68,7 +69,7 @@ def test_rejudge_scores_stored_outputs_again_as_a_linked_run(compose: Compose, t
         assert (chat_requests(cand_url), chat_requests(judge_url)) == (6, 2)
 
         # matcher=includes: deterministic, so nobody is called; "The answer is OK" now passes
-        by_includes = rejudge(db, parent, ["matcher=includes"])
+        by_includes = rejudge(db, parent, ["matcher=includes"]).run_id
         assert (chat_requests(cand_url), chat_requests(judge_url)) == (6, 2)
         rows = stored_rows(db, by_includes)
         assert _verdicts(rows) == {**ORIGINAL, ("g.text", "inside"): "PASS"}
@@ -91,7 +92,7 @@ def test_rejudge_scores_stored_outputs_again_as_a_linked_run(compose: Compose, t
         assert err["details"]["rejudge"]["skipped"] == "the candidate call failed; nothing to judge"
 
         # the run's own matchers again: the judge is called (only the judge), verdicts repeat
-        again = [rejudge(db, parent, []) for _ in range(2)]
+        again = [rejudge(db, parent, []).run_id for _ in range(2)]
         assert (chat_requests(cand_url), chat_requests(judge_url)) == (6, 2 + 2 * 2)
         first, second = (stored_rows(db, run_id) for run_id in again)
         assert _verdicts(first) == _verdicts(second) == ORIGINAL
@@ -103,7 +104,7 @@ def test_rejudge_scores_stored_outputs_again_as_a_linked_run(compose: Compose, t
         assert graded["failure_reason"] == "Candidate output does not match the ideal answer."
 
         # a re-judge of a re-judge: its overrides build on the parent's
-        back = rejudge(db, by_includes[:22], ["matcher=exact_match"])
+        back = rejudge(db, by_includes[:22], ["matcher=exact_match"]).run_id
         assert _runs(db)[back]["parent_run_id"] == by_includes
         assert json.loads(str(_runs(db)[back]["overrides"])) == [*overrides, "matcher=exact_match"]
         assert _verdicts(stored_rows(db, back)) == ORIGINAL

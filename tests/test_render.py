@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from evalhydra.errors import EvalHydraError
-from evalhydra.services.render import (
+from evalhydra.registry.attachments import (
     MAX_ATTACHMENT_BYTES,
     RenderError,
     attachment_mime,
-    build_chat_request,
     check_attachment_path,
+)
+from evalhydra.services.render import (
+    build_chat_request,
     render_error_completion,
     render_request,
     render_user_content,

@@ -18,8 +18,8 @@ from evalhydra.reports import aggregate, selection
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
 from evalhydra.reports.writer import ALL_FORMATS, write_run_reports
-from evalhydra.stats import flakiness
-from evalhydra.store import open_store
+from evalhydra.store.db import open_store
+from tests.reference.stats import flakiness
 from tests.test_reports_support import MockStore, mock_store, random_rows, write_run
 
 __all__ = ["mock_store"]  # the session fixture, imported so pytest finds it

@@ -9,15 +9,14 @@ import pytest
 
 from evalhydra.reports.summary import (
     append_step_summary,
-    gate_failures,
-    group_stats,
     print_run_summary,
     run_gate,
     store_stats,
     threshold_for,
 )
 from evalhydra.reports.writer import write_run_reports
-from evalhydra.store import open_store
+from evalhydra.store.db import open_store
+from tests.reference.summary import gate_failures, group_stats
 from tests.test_reports_support import result_row, write_run
 
 RUN = "eval-gate-aaaaaaaa"

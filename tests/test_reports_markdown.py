@@ -9,7 +9,7 @@ import pytest
 
 from evalhydra.reports import aggregate
 from evalhydra.reports.writer import write_run_reports
-from evalhydra.store import open_store
+from evalhydra.store.db import open_store
 from tests.test_reports_support import MockStore, mock_store, result_row, write_run
 
 __all__ = ["mock_store"]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from evalhydra.store import Batch, Store, open_store
+from evalhydra.store.db import Batch, Store, open_store
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 RESULT_SCHEMA = SHARED / "fixtures" / "aiwg_nlp_prod" / "schemas_eval-result.yaml"
@@ -42,8 +42,8 @@ def mock_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStore]:
     """Run the four mock runs once per session (about two seconds)."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from evalhydra.config import compose_config
-    from evalhydra.run import run_config
+    from evalhydra.cli.job import run_config
+    from evalhydra.config.compose import compose_config
 
     root = tmp_path_factory.mktemp("mock_store")
     db = root / "store.db"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from evalhydra.store import MIGRATIONS, SCHEMA_VERSION, Batch, open_store
+from evalhydra.store.db import Batch, open_store
+from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION
 from tests.test_reports_support import MockStore, mock_store, result_row, write_run
 
 __all__ = ["README_QUERIES", "mock_store"]

@@ -11,12 +11,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from evalhydra.reports import zig
 from evalhydra.reports.compare import baseline_comparisons_sql
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
 from evalhydra.reports.writer import ALL_FORMATS, normalize_formats, write_run_reports
-from evalhydra.store import open_store
+from evalhydra.store.db import open_store
+from tests.reference import zig
 from tests.test_reports_support import (
     MockStore,
     mock_store,

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from evalhydra.reports.zig import (
+from evalhydra.reports.zig import format_text_report
+from tests.reference.zig import (
     baseline_comparisons,
     compute_stats,
     evals_json,
     evals_json_sql,
-    format_text_report,
     latency_ms_int,
     run_result_json,
     runs_json,

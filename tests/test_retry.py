@@ -9,8 +9,8 @@ import httpx
 import pytest
 import trio
 
+from evalhydra.config.schema import RetryConfig
 from evalhydra.errors import EvalHydraError
-from evalhydra.schema import RetryConfig
 from evalhydra.services.retry import (
     DEADLINE_REASON,
     TIMEOUT_REASON,
@@ -19,7 +19,6 @@ from evalhydra.services.retry import (
     classify_exception,
     classify_status,
     error_name,
-    is_transport_error,
     parse_retry_after,
     run_with_retries,
 )
@@ -46,25 +45,24 @@ def test_classify_status(code: int, kind: ErrorKind) -> None:
 
 
 @pytest.mark.parametrize(
-    ("exc", "kind", "transport"),
+    ("exc", "kind"),
     [
-        (httpx.ConnectError("refused", request=REQ), ErrorKind.CONNECT_ERROR, True),
-        (httpx.UnsupportedProtocol("no scheme", request=REQ), ErrorKind.CONNECT_ERROR, True),
-        (httpx.ReadError("reset", request=REQ), ErrorKind.SERVER_ERROR, True),
-        (httpx.WriteError("broken pipe", request=REQ), ErrorKind.SERVER_ERROR, True),
-        (httpx.RemoteProtocolError("disconnected", request=REQ), ErrorKind.SERVER_ERROR, True),
-        (httpx.LocalProtocolError("bad header", request=REQ), ErrorKind.CLIENT_ERROR, True),
-        (httpx.ReadTimeout("slow", request=REQ), ErrorKind.TIMEOUT, True),
-        (httpx.ConnectTimeout("slow", request=REQ), ErrorKind.TIMEOUT, True),
-        (httpx.PoolTimeout("busy", request=REQ), ErrorKind.TIMEOUT, True),
-        (trio.TooSlowError(), ErrorKind.TIMEOUT, True),
-        (httpx.DecodingError("bad gzip", request=REQ), ErrorKind.INVALID_RESPONSE, False),
-        (httpx.InvalidURL("bad"), ErrorKind.CLIENT_ERROR, False),
+        (httpx.ConnectError("refused", request=REQ), ErrorKind.CONNECT_ERROR),
+        (httpx.UnsupportedProtocol("no scheme", request=REQ), ErrorKind.CONNECT_ERROR),
+        (httpx.ReadError("reset", request=REQ), ErrorKind.SERVER_ERROR),
+        (httpx.WriteError("broken pipe", request=REQ), ErrorKind.SERVER_ERROR),
+        (httpx.RemoteProtocolError("disconnected", request=REQ), ErrorKind.SERVER_ERROR),
+        (httpx.LocalProtocolError("bad header", request=REQ), ErrorKind.CLIENT_ERROR),
+        (httpx.ReadTimeout("slow", request=REQ), ErrorKind.TIMEOUT),
+        (httpx.ConnectTimeout("slow", request=REQ), ErrorKind.TIMEOUT),
+        (httpx.PoolTimeout("busy", request=REQ), ErrorKind.TIMEOUT),
+        (trio.TooSlowError(), ErrorKind.TIMEOUT),
+        (httpx.DecodingError("bad gzip", request=REQ), ErrorKind.INVALID_RESPONSE),
+        (httpx.InvalidURL("bad"), ErrorKind.CLIENT_ERROR),
     ],
 )
-def test_classify_exception(exc: Exception, kind: ErrorKind, transport: bool) -> None:
+def test_classify_exception(exc: Exception, kind: ErrorKind) -> None:
     assert classify_exception(exc) is kind
-    assert is_transport_error(exc) is transport
 
 
 def test_error_names() -> None:

@@ -12,10 +12,11 @@ import trio
 import trio.testing
 from omegaconf import DictConfig
 
-from evalhydra.config import build_plan
-from evalhydra.mock import MockSettings, serve
-from evalhydra.runner import count_cells, execute
-from evalhydra.store import open_store
+from evalhydra.execute.runner import execute
+from evalhydra.plan.build import build_plan
+from evalhydra.plan.cells import count_cells
+from evalhydra.store.db import open_store
+from evalhydra.testing.mock import MockSettings, serve
 from tests.helpers import numbered_registry
 
 Compose = Callable[..., DictConfig]

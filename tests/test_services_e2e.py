@@ -7,7 +7,7 @@ Two layers:
   as soon as the peer has written, so pytest-trio's ``autojump_clock`` only
   jumps when every task really waits on a timer: sleeps, timeouts and rate
   limits are measured exactly in virtual time;
-* full runs (:func:`evalhydra.run.run_plan`, and the CLI where the process
+* full runs (:func:`evalhydra.cli.job.run_plan`, and the CLI where the process
   matters: warnings on stderr, Hydra's saved config, the log file) against a
   mock process, checking the ``results`` and ``attempts`` rows.
 """
@@ -31,13 +31,13 @@ import trio
 import trio.testing
 from omegaconf import DictConfig
 
-from evalhydra.config import build_plan
-from evalhydra.mock import MockServer, MockSettings, open_mock_server
-from evalhydra.mock.replies import usage_for
-from evalhydra.run import run_plan
-from evalhydra.schema import PricingConfig, RateLimitConfig, RetryConfig, ServiceConfig
+from evalhydra.cli.job import run_plan
+from evalhydra.config.schema import PricingConfig, RateLimitConfig, RetryConfig, ServiceConfig
+from evalhydra.plan.build import build_plan
 from evalhydra.services.openai_compat import OpenAICompatService
 from evalhydra.services.retry import RetryPolicy
+from evalhydra.testing.mock import MockServer, MockSettings, open_mock_server
+from evalhydra.testing.mock.replies import usage_for
 from evalhydra.types import ChatRequest, ErrorKind, ToolCall, ToolSpec
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli
@@ -556,7 +556,7 @@ def test_store_views_keep_errors_out_of_the_pass_rate(
 def test_multimodal_eval_sends_the_seed_content_parts(
     url: str, tmp_path: Path, compose: Callable[..., DictConfig]
 ) -> None:
-    from evalhydra.registry import resolve_registry_root
+    from evalhydra.registry.definitions import resolve_registry_root
 
     root = resolve_registry_root("registry")  # the packaged example registry
     notes = (root / "assets/changelogs/release.md").read_text()

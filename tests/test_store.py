@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import sqlite3
 from pathlib import Path
@@ -9,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from evalhydra.errors import EvalHydraError
-from evalhydra.store import SCHEMA_VERSION, Batch, merge_stores, open_store
+from evalhydra.store.db import Batch, open_store
+from evalhydra.store.merge import merge_stores
+from evalhydra.store.rows import RESULT_FIELDS, ResultRow
+from evalhydra.store.schema import RESULT_COLUMNS, SCHEMA_VERSION
 
 
 def _row(key: str, run: str = "r1", passed: bool = True, error: str | None = None) -> dict[str, object]:
@@ -22,6 +26,7 @@ def _row(key: str, run: str = "r1", passed: bool = True, error: str | None = Non
         "model": "m",
         "run_index": 1,
         "case_id": key,
+        "kind": "chat",
         "status": "PASS" if passed else "FAIL",
         "passed": passed,
         "score": 1.0 if passed else 0.0,
@@ -138,7 +143,7 @@ def test_batches_of_any_size_store_every_row_and_member(tmp_path: Path, size: in
 
 
 def test_insert_statements_come_in_few_shapes() -> None:
-    from evalhydra.store import _chunk_sizes
+    from evalhydra.store.db import _chunk_sizes
 
     shapes = set()
     for total in range(0, 2000):
@@ -146,3 +151,37 @@ def test_insert_statements_come_in_few_shapes() -> None:
         assert sum(sizes) == total and sizes == sorted(sizes, reverse=True)
         shapes.update(sizes)
     assert shapes == {1 << bit for bit in range(9)}  # 1 … 256: a bounded statement cache
+
+
+def test_rows_are_typed_and_unknown_keys_are_refused(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    with pytest.raises(ValueError, match="not results columns: statsu"):
+        store.write(Batch(results=[{**_row("a"), "statsu": "PASS"}]))  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        ResultRow(**{**_row("a"), "statsu": "PASS"})  # type: ignore[arg-type]
+    assert store.query("select count(*) as n from results").__next__()["n"] == 0  # nothing half-written
+    store.write(Batch(results=[ResultRow.from_mapping(_row("a"))]))
+    assert [r["cell_key"] for r in store.query("select cell_key from results")] == ["a"]
+    store.close()
+
+
+def test_the_typed_row_declares_the_table_columns(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    columns = [r["name"] for r in store.query("select name from pragma_table_info('results')")]
+    assert tuple(columns) == RESULT_FIELDS == tuple(RESULT_COLUMNS)
+    store.close()
+
+
+def test_migration_5_renames_agent_tool_call_args(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    store = open_store(path)
+    calls = [{"name": "write", "arguments": {"p": 1}}]
+    store.write(Batch(results=[{**_row("a"), "kind": "agent", "tool_calls": calls}]))  # type: ignore[list-item]
+    store.conn.execute("""update results set tool_calls = '[{"args": {"p": 1}, "name": "write"}]'""")
+    store.conn.execute("pragma user_version = 4")
+    store.close()
+    store = open_store(path)
+    text = store.conn.execute("select tool_calls from results").fetchone()[0]
+    assert json.loads(text) == [{"arguments": {"p": 1}, "name": "write"}]
+    assert store.conn.execute("pragma user_version").fetchone()[0] == SCHEMA_VERSION
+    store.close()

@@ -5,9 +5,9 @@ A case is a directory (``instruction.txt``, ``validator.py``, optional
 subprocess in its own directory, then the case's validator judges the result.
 
 Building blocks: :func:`load_cases`, :func:`validate_command_service`,
-:func:`build_argv`, :func:`run_trial`, :func:`trace_from_history`, and the
-pure artifact renderers :func:`render_report_md`, :func:`results_json`,
-:func:`list_table`, :func:`write_json_atomic`.
+:func:`build_argv`, :func:`run_trial`, :func:`trace_from_history`; the agent
+cell (:mod:`evalhydra.agents.cell`) turns a trial into a store row. zrb's
+artifacts are rebuilt from the store by :mod:`evalhydra.reports.zrb`.
 """
 
 from evalhydra.agents.command import (
@@ -31,7 +31,6 @@ from evalhydra.agents.models import (
     ValidationResult,
     ValidatorProtocol,
 )
-from evalhydra.agents.report import list_table, render_report_md, results_json, write_json_atomic
 from evalhydra.agents.trace import trace_from_history
 from evalhydra.agents.usage import TokenUsage, cost_usd, parse_usage
 
@@ -51,12 +50,9 @@ __all__ = [
     "build_argv",
     "build_env",
     "cost_usd",
-    "list_table",
     "load_cases",
     "load_validator",
     "parse_usage",
-    "render_report_md",
-    "results_json",
     "run_trial",
     "safe_model_name",
     "session_name",
@@ -65,5 +61,4 @@ __all__ = [
     "trial_paths",
     "validate_command_service",
     "verification_marker",
-    "write_json_atomic",
 ]

@@ -24,8 +24,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from evalhydra.config.schema import ServiceConfig
 from evalhydra.errors import EvalHydraError, did_you_mean
-from evalhydra.schema import ServiceConfig
 
 __all__ = [
     "DEFAULT_CLI",

@@ -33,13 +33,7 @@ from typing import Any
 
 import trio
 
-from evalhydra.agents.command import (
-    build_argv,
-    build_env,
-    safe_model_name,
-    session_name,
-    template_name,
-)
+from evalhydra.agents.command import build_argv, build_env, safe_model_name, session_name, template_name
 from evalhydra.agents.loader import AgentCase
 from evalhydra.agents.models import (
     VALIDATION_STATUSES,
@@ -50,7 +44,7 @@ from evalhydra.agents.models import (
 )
 from evalhydra.agents.trace import trace_from_history
 from evalhydra.agents.usage import TokenUsage, cost_usd, last_json_object, parse_usage
-from evalhydra.schema import ServiceConfig
+from evalhydra.config.schema import ServiceConfig
 
 __all__ = ["TrialPaths", "run_trial", "trial_paths", "verification_marker"]
 

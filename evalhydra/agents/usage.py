@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from evalhydra.schema import PricingConfig
+from evalhydra.config.schema import PricingConfig
 
 __all__ = [
     "TokenUsage",

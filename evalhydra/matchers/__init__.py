@@ -7,13 +7,13 @@ The runner needs only :func:`validate_matcher` (at load time),
 
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher, sync_matcher
 from evalhydra.matchers.factory import (
-    MATCHER_KINDS,
     build_matcher,
     judge_services_of,
     validate_matcher,
     with_judge_service,
 )
 from evalhydra.matchers.model_grade import model_grade_prompt
+from evalhydra.matchers.options import MATCHER_KINDS
 from evalhydra.matchers.rubric import refinement_input
 
 __all__ = [

@@ -25,7 +25,6 @@ import yaml
 from evalhydra.errors import EvalHydraError
 
 __all__ = [
-    "CONTAMINATION_MARKERS",
     "EVALUATOR_VARIABLES",
     "PromptFile",
     "contamination_markers",
@@ -42,7 +41,6 @@ _HEADING = re.compile(r"^##\s+(System|User)\s*$", re.IGNORECASE)
 _CONTAMINATING_VARIABLES = ("steps", "chain_of_thought", "intermediate")
 #: Words that may not appear anywhere in an evaluator prompt file.
 _CONTAMINATING_WORDS = ("generator_context", "system_prompt")
-CONTAMINATION_MARKERS = tuple(f"{{{{{v}}}}}" for v in _CONTAMINATING_VARIABLES) + (_CONTAMINATING_WORDS)
 EVALUATOR_VARIABLES = frozenset({"input", "output"})
 
 

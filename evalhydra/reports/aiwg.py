@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.reports.aggregate import Target, TargetAgg
+from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import PASSED_SQL, Selection
 
 __all__ = [
@@ -192,8 +193,6 @@ def summary_json(conn: sqlite3.Connection, run_id: str, sel: Selection,
         targets: Its per-target totals, if already computed.
     """
     if targets is None:
-        from evalhydra.reports.evalstats import evals_and_targets
-
         targets = evals_and_targets(conn, sel)[1]
     total = TargetAgg(("", "", "", ""))
     for t in targets.values():

@@ -27,14 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalhydra.errors import EvalHydraError
-from evalhydra.reports.compare import (
-    ERROR_SQL,
-    EvalPairing,
-    Side,
-    comparison_row,
-    paired_by_eval,
-    pooled,
-)
+from evalhydra.reports.compare import EvalPairing, Side, comparison_row, paired_by_eval, pooled
+from evalhydra.reports.markdown import comparison_table
+from evalhydra.reports.selection import ERROR_SQL
 
 __all__ = ["Comparison", "Target", "compare", "parse_target", "render", "regressions"]
 
@@ -178,8 +173,6 @@ def _verdict_line(result: Comparison) -> str:
 
 def render(result: Comparison, fmt: str = "text", limit: int = 50) -> str:
     """The comparison as ``text``, ``md`` or ``json``."""
-    from evalhydra.reports.markdown import comparison_table
-
     if fmt == "json":
         return json.dumps(result.to_json(), indent=2, ensure_ascii=False)
     table: Callable[[list[dict[str, Any]]], str] = (

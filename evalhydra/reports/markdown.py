@@ -22,9 +22,10 @@ from typing import Any
 
 from tabulate import tabulate
 
-from evalhydra.agents.report import STATUS_ICONS, _status, _summary_row, _trial_details
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.data import ReportData
+from evalhydra.reports.zrb import STATUS_ICONS, status_label, summary_row, trial_details
+from evalhydra.stats import wilson_interval
 
 __all__ = ["comparison_table", "escape_cell", "render_markdown", "render_summary_md", "verdict"]
 
@@ -92,8 +93,6 @@ def _header(data: ReportData) -> str:
 
 
 def _results_row(data: ReportData, t: agg.TargetAgg) -> list[Any]:
-    from evalhydra.stats import wilson_interval
-
     stats = data.model_stats(t.key)
     lat = stats["latency"]
     scored = t.n - t.errors
@@ -243,7 +242,7 @@ _ICON_HEADERS = [STATUS_ICONS[s] for s in agg.STATUSES]
 def _overall(data: ReportData) -> str:
     total = data.cases.total
     statuses = data.cases.overall().statuses
-    rows = [[_status(s), str(n), f"{n / total * 100:.1f}"]
+    rows = [[status_label(s), str(n), f"{n / total * 100:.1f}"]
             for s in (*agg.STATUSES, *sorted(set(statuses) - set(agg.STATUSES))) if (n := statuses[s])]
     return (f"**Total trials**: {total:,}\n\n## Overall Status\n\n"
             + _table(rows, ["Status", "Count", "%"]))
@@ -294,7 +293,7 @@ def _failing(data: ReportData) -> str:
         return "## Failing / Timeout Trials\n\nNo failing or timeout trials."
     rows = [[escape_cell(_target(r["service_name"], r["model"])),
              escape_cell(_case(r["eval_id"], r["case_id"])), str(r["run_index"]),
-             _status(r["status"]), f"{r['duration']:.1f}",
+             status_label(r["status"]), f"{r['duration']:.1f}",
              escape_cell(r["error_kind"] or r["failure_reason"], 80), escape_cell(r["output"], 80)]
             for r in data.failing]
     headers = ["Model", "Test Case", "Trial", "Status", "Duration (s)", "Reason", "Output"]
@@ -354,7 +353,7 @@ _SUMMARY_HEADER = (
 
 
 def _summary(data: ReportData) -> str:
-    lines = [_summary_row(_zrb_row(r), data.bests.get((r["eval_id"], r["case_id"])))
+    lines = [summary_row(_zrb_row(r), data.bests.get((r["eval_id"], r["case_id"])))
              for r in data.trials]
     note = "Best per test case among passing trials in **bold**."
     return (f"## Summary\n\n{note}\n\n{_SUMMARY_HEADER}{''.join(lines).rstrip()}"
@@ -364,7 +363,7 @@ def _summary(data: ReportData) -> str:
 def _chat_details(r: dict[str, Any]) -> list[str]:
     head = (f"### {escape_cell(_target(r['service_name'], r['model']))} /"
             f" {escape_cell(_case(r['eval_id'], r['case_id']))} / Trial {r['run_index']}\n\n")
-    lines = [head, f"- **Status**: {_status(r['status'])}\n",
+    lines = [head, f"- **Status**: {status_label(r['status'])}\n",
              f"- **Latency**: {r['duration']:.2f}s (attempts {r['attempts'] or 1})\n",
              f"- **Score**: {float(r['score'] or 0.0):.2f}\n",
              f"- **Tokens**: input={r['input_tokens']}, output={r['output_tokens']},"
@@ -383,7 +382,7 @@ def _chat_details(r: dict[str, Any]) -> list[str]:
 def _details(data: ReportData) -> str:
     lines: list[str] = []
     for r in data.trials:
-        lines += _trial_details(_zrb_row(r)) if r["kind"] == "agent" else _chat_details(r)
+        lines += trial_details(_zrb_row(r)) if r["kind"] == "agent" else _chat_details(r)
     return ("## Per-Trial Details\n\n" + "".join(lines).rstrip()
             + _more(len(data.trials), data.trials_total, "trials"))
 
@@ -413,8 +412,6 @@ def _scored_rate(t: agg.TargetAgg) -> float:
 
 def render_summary_md(data: ReportData) -> str:
     """A short Markdown summary for ``$GITHUB_STEP_SUMMARY`` (≤ 50 table rows, worst first)."""
-    from evalhydra.stats import wilson_interval
-
     c = data.cases
     overall = c.overall()
     ids = ", ".join(f"`{escape_cell(r['run_id'])}`" for r in data.runs[:5])

@@ -1,4 +1,4 @@
-"""The one-screen terminal summary, the dry-run plan and the CI gates.
+"""The one-screen terminal summary and the CI gates, computed in SQL.
 
 Gates: ``run.fail_under`` (every eval × service × model) and per-eval
 thresholds (a mapping from eval id, or group, to a minimum pass rate; an eval
@@ -18,43 +18,20 @@ from typing import Any
 
 from tabulate import tabulate
 
+from evalhydra.reports.evalstats import evals_and_targets
+from evalhydra.reports.selection import select_runs
+from evalhydra.stats import wilson_interval
+from evalhydra.store.db import Store
+
 __all__ = [
     "append_step_summary",
-    "gate_failures",
-    "group_stats",
-    "print_dry_run",
+    "failing_stats",
     "print_gate_failures",
     "print_run_summary",
     "run_gate",
     "store_stats",
     "threshold_for",
 ]
-
-
-def group_stats(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per eval × service × model: counts, pass rate, Wilson CI, latency, retries, errors."""
-    from evalhydra.stats import nearest_rank, wilson_interval
-
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault((row["eval_id"], row["service_name"], row["model"]), []).append(row)
-    out = []
-    for (eval_id, service, model), items in groups.items():
-        scored = [r for r in items if r.get("error_kind") is None and r.get("status") != "ERROR"]
-        passed = sum(1 for r in scored if r.get("passed"))
-        lat = sorted(int(r.get("latency_ms") or 0) for r in items)
-        low, high = wilson_interval(passed, len(scored))
-        out.append({
-            "group": items[0].get("group"),
-            "eval": eval_id, "service": service, "model": model, "n": len(items),
-            "passed": passed, "errors": len(items) - len(scored),
-            # infrastructure errors are reported apart: they never lower the pass rate
-            "pass_rate": passed / len(scored) if scored else 0.0, "ci_low": low, "ci_high": high,
-            "p50_ms": nearest_rank(lat, 50), "p95_ms": nearest_rank(lat, 95),
-            "retried": sum(1 for r in items if r.get("retried")),
-            "cost_usd": sum((r.get("cost_usd") or 0) + (r.get("judge_cost_usd") or 0) for r in items),
-        })
-    return out
 
 
 def _table(stats: Sequence[dict[str, Any]], tablefmt: str) -> str:
@@ -72,12 +49,8 @@ def _print_totals(outcome: Any, total: int, passed: int, errors: int, out_dir: P
     append_step_summary(out_dir)
 
 
-def store_stats(store: Any, run_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """:func:`group_stats` computed in SQL (for runs of any size)."""
-    from evalhydra.reports.evalstats import evals_and_targets
-    from evalhydra.reports.selection import select_runs
-    from evalhydra.stats import wilson_interval
-
+def store_stats(store: Store, run_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Per eval × service × model: counts, pass rate, Wilson CI, latency, retries, errors, cost."""
     doc, targets = evals_and_targets(store.conn, select_runs(store.conn, run_ids))
     out = []
     for ev in doc["evals"]:
@@ -96,7 +69,7 @@ def store_stats(store: Any, run_ids: Sequence[str]) -> list[dict[str, Any]]:
     return out
 
 
-def print_run_summary(store: Any, outcome: Any, out_dir: Path) -> list[dict[str, Any]]:
+def print_run_summary(store: Store, outcome: Any, out_dir: Path) -> list[dict[str, Any]]:
     """Print a run's one-screen summary (computed in SQL); return the stats for :func:`run_gate`."""
     stats = store_stats(store, [outcome.run_id])
     print(_table(stats, "simple"))
@@ -137,7 +110,7 @@ def print_gate_failures(failing: Sequence[dict[str, Any]], top_fix: str | None) 
         print(f"top suggested fix: {top_fix}", file=sys.stderr)
 
 
-def _failing(stats: Iterable[dict[str, Any]], threshold: float | None,
+def failing_stats(stats: Iterable[dict[str, Any]], threshold: float | None,
              per_eval: Mapping[str, float] | None) -> list[dict[str, Any]]:
     failing = []
     for s in stats:
@@ -147,31 +120,13 @@ def _failing(stats: Iterable[dict[str, Any]], threshold: float | None,
     return sorted(failing, key=lambda s: (s["pass_rate"] - s["threshold"], s["eval"]))
 
 
-def gate_failures(rows: list[dict[str, Any]], threshold: float | None,
-                  per_eval: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
-    """Evals whose pass rate is below their threshold; prints the worst and the top fix.
-
-    Args:
-        rows: The run's result rows.
-        threshold: ``run.fail_under`` (None: only per-eval thresholds apply).
-        per_eval: Minimum pass rate per eval id or group.
-
-    Returns:
-        The failing stats (worst first), each with its ``threshold``.
-    """
-    failing = _failing(group_stats(rows), threshold, per_eval)
-    fixes = [r["suggested_fix"] for r in rows if r.get("suggested_fix") and not r.get("passed")]
-    print_gate_failures(failing, max(sorted(set(fixes)), key=fixes.count) if fixes else None)
-    return failing
-
-
-def run_gate(store: Any, run_ids: Sequence[str], threshold: float | None,
+def run_gate(store: Store, run_ids: Sequence[str], threshold: float | None,
              per_eval: Mapping[str, float] | None = None,
              stats: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """:func:`gate_failures` computed in SQL: exit 1 when this returns anything."""
-    from evalhydra.reports.selection import select_runs
-
-    failing = _failing(stats if stats is not None else store_stats(store, run_ids), threshold, per_eval)
+    """Evals whose pass rate is below their threshold (worst first, each with its
+    ``threshold``); prints them and the most common suggested fix. Exit 1 when this
+    returns anything."""
+    failing = failing_stats(stats if stats is not None else store_stats(store, run_ids), threshold, per_eval)
     top = None
     if failing:
         sel = select_runs(store.conn, run_ids)
@@ -182,28 +137,3 @@ def run_gate(store: Any, run_ids: Sequence[str], threshold: float | None,
         top = row[0] if row else None
     print_gate_failures(failing, top)
     return failing
-
-
-def print_dry_run(plan: Any, total: int) -> None:
-    """Print the planned cells per eval × service × model, with a rough token/cost estimate.
-
-    Datasets are streamed; input tokens are estimated at four characters each.
-    """
-    from evalhydra.runner import iter_plan_cases
-
-    rows = []
-    cost = 0.0
-    pricing = plan.service.pricing
-    for ev in plan.evals:
-        n_cases = chars = 0
-        for case in iter_plan_cases(plan, ev):
-            n_cases += 1
-            chars += len(str(getattr(case, "input", "") or ""))
-        tokens = (chars // 4 + 16 * n_cases) * ev.trials
-        est = (tokens * pricing.input_per_mtok + 64 * n_cases * ev.trials * pricing.output_per_mtok) / 1e6
-        cost += est
-        rows.append([ev.id, plan.service.name, plan.model, n_cases, ev.trials, n_cases * ev.trials,
-                     tokens, f"${est:.4f}"])
-    print(tabulate(rows, headers=["eval", "service", "model", "cases", "trials", "cells",
-                                  "est. input tokens", "est. cost"]))
-    print(f"\ndry run: {total} cells planned, estimated cost ${cost:.4f}; no call was made.")

@@ -29,8 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.atomic import stream_atomic, write_json_atomic, write_text_atomic
-from evalhydra.reports.selection import Selection
-from evalhydra.store import Store
+from evalhydra.errors import EvalHydraError
+from evalhydra.reports.aiwg import append_run_lines, result_lines, summary_json
+from evalhydra.reports.data import collect
+from evalhydra.reports.junit import write_junit
+from evalhydra.reports.markdown import render_markdown, render_summary_md
+from evalhydra.reports.selection import Selection, select_runs
+from evalhydra.reports.streams import write_runs_json
+from evalhydra.reports.trials import trials_json
+from evalhydra.reports.zig import SCHEMA_VERSION, format_text_report
+from evalhydra.reports.zrb import write_agent_artifacts
+from evalhydra.store.db import Store
 
 __all__ = [
     "ALL_FORMATS",
@@ -51,8 +60,6 @@ def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
     Raises:
         EvalHydraError: On an unknown format.
     """
-    from evalhydra.errors import EvalHydraError
-
     items = formats.split(",") if isinstance(formats, str) else list(formats)
     out = tuple(dict.fromkeys(str(f).strip().lower() for f in items if str(f).strip()))
     unknown = [f for f in out if f not in ALL_FORMATS]
@@ -74,8 +81,6 @@ def _read_only(path: Path) -> sqlite3.Connection:
 
 
 def _runs_json_job(db: Path, sel: Selection, path: Path) -> list[Path]:
-    from evalhydra.reports.streams import write_runs_json
-
     with closing(_read_only(db)) as conn:
         stream_atomic(path, lambda out: write_runs_json(conn, sel, out))
     return [path]
@@ -83,9 +88,6 @@ def _runs_json_job(db: Path, sel: Selection, path: Path) -> list[Path]:
 
 def _jsonl_job(db: Path, sel: Selection, paths: Sequence[Path]) -> list[Path]:
     """Append each run's lines to every file in ``paths`` that lacks that run."""
-    from evalhydra.reports.aiwg import append_run_lines, result_lines
-    from evalhydra.reports.selection import select_runs
-
     with closing(_read_only(db)) as conn:
         for run_id in sel.run_ids:
             one = sel if len(sel.run_ids) == 1 else select_runs(conn, [run_id])
@@ -98,11 +100,6 @@ def _jsonl_job(db: Path, sel: Selection, paths: Sequence[Path]) -> list[Path]:
 
 def _json_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
                 formats: Sequence[str]) -> list[Path]:
-    from evalhydra.reports.aiwg import summary_json
-    from evalhydra.reports.selection import select_runs
-    from evalhydra.reports.trials import trials_json
-    from evalhydra.reports.zig import SCHEMA_VERSION
-
     docs: dict[str, Any] = {}
     if "json" in formats:
         docs["evals.json"] = data.evals_doc
@@ -125,10 +122,6 @@ def _text_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
                 formats: Sequence[str]) -> list[Path]:
     if data is None:
         return []
-    from evalhydra.reports.junit import write_junit
-    from evalhydra.reports.markdown import render_markdown, render_summary_md
-    from evalhydra.reports.zig import format_text_report
-
     written = []
     if "md" in formats:
         write_text_atomic(out_dir / "report.md", render_markdown(data))
@@ -160,9 +153,6 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
             ``results.jsonl`` next to the store (runs already there are skipped).
         baseline_models: Baseline model per service (default: first seen).
     """
-    from evalhydra.reports.data import collect
-    from evalhydra.reports.selection import select_runs
-
     fmts = normalize_formats(formats)
     if cumulative and "jsonl" not in fmts:
         fmts += ("jsonl",)
@@ -193,8 +183,6 @@ def _agent_files(store: Store, runs: list[dict[str, Any]], out_dir: Path) -> lis
     agent_runs = [r["run_id"] for r in runs if r.get("kind") == "agent"]
     if not agent_runs:
         return []
-    from evalhydra.agent_cells import write_agent_artifacts
-
     marks = ",".join("?" * len(agent_runs))
     rows = list(store.query(
         "select distinct r.* from run_cells rc join results r on r.cell_key = rc.cell_key "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from evalhydra.schema import ServiceConfig
+from evalhydra.config.schema import ServiceConfig
 from evalhydra.types import ChatRequest, Completion
 
 __all__ = ["Service"]

@@ -3,7 +3,7 @@
 One :class:`OpenAICompatService` per configured service, created inside the
 run's trio loop. It owns:
 
-* a :class:`~evalhydra.services.pool.TransportPool` of httpx transport
+* a :class:`~evalhydra.http.pool.TransportPool` of httpx transport
   shards (one per 16 concurrent slots; one shared pool degrades badly at high
   concurrency, see library notes §3.1), the least-loaded one per attempt;
 * a ``trio.CapacityLimiter(max_concurrency)`` held for the whole call;
@@ -48,16 +48,12 @@ import trio
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from evalhydra import __version__, fastpath
-from evalhydra.schema import ServiceConfig
-from evalhydra.services.pool import TransportPool
+from evalhydra.config.schema import ServiceConfig
+from evalhydra.http.pool import TransportPool
+from evalhydra.registry.attachments import RenderError
 from evalhydra.services.pricing import cost_usd
 from evalhydra.services.ratelimit import RateLimiter, estimate_tokens
-from evalhydra.services.render import (
-    RenderError,
-    build_chat_request,
-    render_error_completion,
-    render_request,
-)
+from evalhydra.services.render import build_chat_request, render_error_completion, render_request
 from evalhydra.services.retry import (
     AttemptResult,
     RetryOutcome,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalhydra.schema import PricingConfig
+from evalhydra.config.schema import PricingConfig
 from evalhydra.types import Usage
 
 __all__ = ["cost_usd"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import trio
 
-from evalhydra.schema import RateLimitConfig
+from evalhydra.config.schema import RateLimitConfig
 
 __all__ = ["IMAGE_TOKEN_ESTIMATE", "RateLimiter", "TokenBucket", "estimate_tokens"]
 

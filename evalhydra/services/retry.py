@@ -56,8 +56,8 @@ from typing import Generic, TypeVar
 import httpx
 import trio
 
+from evalhydra.config.schema import RetryConfig
 from evalhydra.errors import EvalHydraError
-from evalhydra.schema import RetryConfig
 from evalhydra.types import AttemptRecord, ErrorKind
 
 __all__ = [
@@ -69,7 +69,6 @@ __all__ = [
     "classify_exception",
     "classify_status",
     "error_name",
-    "is_transport_error",
     "parse_retry_after",
     "run_with_retries",
 ]
@@ -121,11 +120,6 @@ def classify_exception(exc: BaseException) -> ErrorKind:
     if isinstance(exc, httpx.DecodingError):
         return ErrorKind.INVALID_RESPONSE
     return ErrorKind.CLIENT_ERROR
-
-
-def is_transport_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is a transport error (always retried while attempts remain)."""
-    return isinstance(exc, httpx.TransportError | trio.TooSlowError)
 
 
 def error_name(exc: BaseException) -> str:

@@ -1,6 +1,6 @@
 """Hydra plugins: the ``evalhydra-registry://`` config source and the search-path entry for it.
 
-See :mod:`evalhydra.registry_source`; this module only adapts it to Hydra's
+See :mod:`evalhydra.config.registry_options`; this module only adapts it to Hydra's
 ``ConfigSource`` and ``SearchPathPlugin`` interfaces.
 """
 
@@ -18,7 +18,7 @@ _ENABLED: list[bool] = [False]
 
 
 def enable() -> None:
-    """Let :class:`EvalHydraSearchPath` add the registry (called by ``evalhydra.schema.register``).
+    """Let :class:`EvalHydraSearchPath` add the registry (called by ``evalhydra.config.schema.register``).
 
     Until then the plugin does nothing, so other Hydra apps on the machine are unaffected.
     """
@@ -45,8 +45,8 @@ class EvalHydraRegistrySource(ConfigSource):
         return "evalhydra-registry"
 
     def _options(self) -> tuple[object, dict[str, list[str]]]:
+        from evalhydra.config.registry_options import registry_options
         from evalhydra.errors import EvalHydraError
-        from evalhydra.registry_source import registry_options
 
         try:
             return registry_options()
@@ -85,8 +85,8 @@ class EvalHydraRegistrySource(ConfigSource):
 
     def load_config(self, config_path: str) -> ConfigResult:
         """Build the node for one option."""
+        from evalhydra.config.registry_options import eval_option, service_option
         from evalhydra.errors import EvalHydraError
-        from evalhydra.registry_source import eval_option, service_option
 
         group, name = self._split(config_path)
         if not self.is_config(config_path):

@@ -1,0 +1,52 @@
+"""The Hydra entry point. Thin: choose the registry, compose, run :func:`evalhydra.cli.job.run_config`."""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from evalhydra.cli.job import run_config
+from evalhydra.config.compose import register
+from evalhydra.config.registry_options import activate
+from evalhydra.errors import EvalHydraError
+
+__all__ = ["exit_code", "hydra_main", "run_app"]
+
+register()
+_EXIT: list[int] = [0]
+
+
+def exit_code() -> int:
+    """The worst exit code of the jobs run in this process."""
+    return _EXIT[0]
+
+
+def run_app(args: list[str]) -> int:
+    """Run the Hydra app on ``args`` (overrides and Hydra flags); return the exit code."""
+    try:
+        activate(args)
+    except EvalHydraError as exc:  # an unusable registry= path: report it like any config error
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sys.argv = [sys.argv[0], *args]
+    hydra_main()
+    return exit_code()
+
+
+@hydra.main(config_path="pkg://evalhydra.conf", config_name="config", version_base="1.3")
+def hydra_main(cfg: DictConfig) -> None:
+    """Run one job (a single run, or one job of a multirun sweep)."""
+    hc = HydraConfig.get()
+    code = run_config(
+        cfg,
+        overrides=list(hc.overrides.task),
+        output_dir=hc.runtime.output_dir,
+        job_num=hc.job.num if hc.mode == RunMode.MULTIRUN else None,
+    )
+    _EXIT[0] = max(_EXIT[0], code)
+    if code == 130:
+        raise SystemExit(130)

@@ -1,0 +1,395 @@
+"""Subcommands over the store: ``runs``, ``report``, ``compare``, ``query``, ``results``,
+``merge``, ``list`` (names and help in :mod:`evalhydra.cli.commands`; ``rejudge`` is
+:mod:`evalhydra.cli.rejudge`).
+
+They are plain argparse commands (Hydra owns the run itself). Each takes
+``--store PATH`` (default: the configured ``store.path``) and exits 0 on
+success, 1 when a gate fails (``compare --fail-on-regression``), 2 on a
+usage or user error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import inspect
+import io
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate, tabulate_formats
+
+from evalhydra.cli.callbacks import sweep_run_ids
+from evalhydra.cli.commands import STORE_COMMANDS
+from evalhydra.config.defaults import DEFAULT_STORE_PATH
+from evalhydra.errors import EvalHydraError
+from evalhydra.registry.definitions import load_registry, resolve_registry_root
+from evalhydra.reports.comparecmd import Target, compare, parse_target, regressions, render
+from evalhydra.reports.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQL, select_runs
+from evalhydra.reports.writer import normalize_formats, write_run_reports
+from evalhydra.store.db import Store, open_store
+from evalhydra.store.merge import merge_stores
+from evalhydra.store.rows import infra_error_sql
+from evalhydra.store.schema import SCHEMA_VERSION
+
+__all__ = ["main"]
+
+
+def _add_store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store", default=DEFAULT_STORE_PATH, metavar="PATH",
+        help=f"SQLite store (default: {DEFAULT_STORE_PATH})"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evalhydra", description="Inspect and report on the evalhydra store."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in STORE_COMMANDS.items():
+        fn = HANDLERS[name]
+        command = sub.add_parser(name, help=help_text, description=inspect.cleandoc(fn.__doc__ or help_text),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+        _add_store(command)
+        CONFIGURE[name](command)
+        command.set_defaults(handler=fn)
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run one store subcommand; return the exit code."""
+    args = _parser().parse_args(list(argv))
+    try:
+        return int(args.handler(args) or 0)
+    except EvalHydraError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _open(args: argparse.Namespace) -> Store:
+    """Open the store read-only, first migrating an older (writable) store in place."""
+    path = Path(args.store).expanduser()
+    if _behind(path) and os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+        open_store(path).close()
+    return open_store(path, read_only=True)
+
+
+def _behind(path: Path) -> bool:
+    if not path.exists():
+        return False
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("pragma user_version").fetchone()[0]) < SCHEMA_VERSION
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+# -- runs ---------------------------------------------------------------------
+def cmd_runs(args: argparse.Namespace) -> int:
+    """List past runs, newest first: id, start time, evals, services, cells, pass rate
+    (infrastructure errors left out), errors, status.
+
+    Example: evalhydra runs --limit 10 --format github
+    """
+    store = _open(args)
+    err = infra_error_sql("r.")
+    sql = f"""
+        select ru.run_id, ru.started_at, group_concat(distinct r.eval_id) as evals,
+          group_concat(distinct r.service_name) as services, count(r.cell_key) as cells,
+          round(100.0 * sum(r.passed) / nullif(count(r.cell_key) - sum({err}), 0), 1) as pass_pct,
+          coalesce(sum({err}), 0) as errors, ru.status
+        from runs ru left join run_cells rc on rc.run_id = ru.run_id
+        left join results r on r.cell_key = rc.cell_key
+        group by ru.run_id order by ru.started_at desc, ru.run_id limit ?"""
+    rows = list(store.query(sql, [args.limit]))
+    print(_format(rows, args.format) if rows else "No runs yet.")
+    return 0
+
+
+def _cfg_runs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=int, default=20, help="most runs listed (default: 20)")
+    _add_format(p)
+
+
+# -- report -------------------------------------------------------------------
+def cmd_report(args: argparse.Namespace) -> int:
+    """Regenerate the reports of one or more runs (or a whole sweep) from the store.
+
+    Formats: json (runs.json, evals.json, baseline_comparisons.json, trials.json),
+    jsonl (aiwg results.jsonl and summary.json), md (report.md, summary.md), text
+    (report.txt), junit (junit.xml). Regenerating gives the same bytes.
+
+    Example: evalhydra report latest --format md,junit --out outputs/report
+    """
+    formats = normalize_formats(args.format)
+    store = _open(args)
+    ids = store.resolve_run_ids(args.run_ids) if args.run_ids else []
+    if args.sweep:
+        ids += sweep_run_ids(store, Path(args.sweep).resolve())
+    if not ids:
+        raise EvalHydraError("No runs selected.", "Name RUN_IDs (or 'latest'), or --sweep DIR.")
+    written = write_run_reports(store, ids, Path(args.out), formats=formats,
+                                baseline_service=args.baseline, cumulative=args.cumulative)
+    for path in written:
+        print(path)
+    return 0
+
+
+def _cfg_report(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="run ids, unique prefixes, or 'latest'")
+    p.add_argument("--sweep", metavar="DIR", help="every run of a Hydra multirun sweep directory")
+    p.add_argument("--format", default="json,md",
+                   help="comma list of md, json, jsonl, text, junit (default: json,md)")
+    p.add_argument("--out", default="outputs/report", metavar="DIR",
+                   help="output directory (default: outputs/report)")
+    p.add_argument("--baseline", metavar="SERVICE",
+                   help="baseline service of the comparisons (default: the first, alphabetically)")
+    p.add_argument("--cumulative", action="store_true",
+                   help="also append the runs' aiwg records to results.jsonl next to the store")
+
+
+# -- compare ------------------------------------------------------------------
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare a candidate with a baseline, paired case by case and trial by trial.
+
+    Targets are RUN[@SERVICE[:MODEL]] (RUN: id, prefix or 'latest'; without RUN,
+    the latest stored result of every cell of that service). Or name the runs
+    once (e.g. a sweep's jobs) and pick the sides with --baseline-service and
+    --candidate-service (and --baseline-model/--candidate-model).
+    Prints per-eval pass rates, zig_eval's delta interval, the paired difference
+    with Newcombe's 95% interval and McNemar's exact p, and the regressed and
+    improved cases. Infrastructure errors are left out (counted apart). With
+    --fail-on-regression, exits 1 only when a paired interval lies entirely
+    below zero (the candidate is significantly worse), 2 when nothing pairs.
+
+    Examples:
+      evalhydra compare eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b --fail-on-regression
+      evalhydra compare eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b \\
+          --baseline-service mock --candidate-service mock_slow
+      evalhydra compare @vllm:qwen3-8b @vllm:qwen3-32b --format md
+      evalhydra compare @openai:gpt-4.1 @openai:gpt-4.1-mini --eval smoke.reply_ok
+    """
+    store = _open(args)
+    base, cand = _compare_targets(store, args)
+    result = compare(store.conn, base, cand, args.eval or ())
+    print(render(result, args.format, args.limit))
+    if not args.fail_on_regression:
+        return 0
+    if not any(r["paired"] for r in [*result.rows, result.overall]):
+        raise EvalHydraError("--fail-on-regression needs shared (case, trial) pairs; there are none.",
+                             "Compare runs of the same evals and trials.")
+    return 1 if regressions(result) else 0
+
+
+def _compare_targets(store: Store, args: argparse.Namespace) -> tuple[Any, Any]:
+    picks = (args.baseline_service, args.candidate_service, args.baseline_model, args.candidate_model)
+    if any(p is not None for p in picks):
+        runs = tuple(store.resolve_run_ids(args.targets))
+        where = ",".join(args.targets) or "all runs"
+        return (Target(_label(where, args.baseline_service, args.baseline_model), runs,
+                       args.baseline_service, args.baseline_model),
+                Target(_label(where, args.candidate_service, args.candidate_model), runs,
+                       args.candidate_service, args.candidate_model))
+    if len(args.targets) != 2:
+        raise EvalHydraError("compare needs BASELINE and CANDIDATE (or --baseline-service/"
+                             "--candidate-service with runs).", "See: evalhydra compare --help")
+    out = []
+    for text in args.targets:
+        run, service, model = parse_target(text)
+        runs = tuple(store.resolve_run_ids([run])) if run else ()
+        out.append(Target(text, runs, service, model))
+    return out[0], out[1]
+
+
+def _label(where: str, service: str | None, model: str | None) -> str:
+    return where + (f"@{service or '*'}" if service or model else "") + (f":{model}" if model else "")
+
+
+def _cfg_compare(p: argparse.ArgumentParser) -> None:
+    p.add_argument("targets", nargs="*", metavar="TARGET",
+                   help="BASELINE CANDIDATE as RUN[@SERVICE[:MODEL]]; or the runs both sides come from")
+    p.add_argument("--baseline-service", metavar="NAME")
+    p.add_argument("--candidate-service", metavar="NAME")
+    p.add_argument("--baseline-model", metavar="NAME")
+    p.add_argument("--candidate-model", metavar="NAME")
+    p.add_argument("--eval", action="append", metavar="ID", help="only this eval (repeatable)")
+    p.add_argument("--format", default="text", choices=["text", "md", "json"])
+    p.add_argument("--limit", type=int, default=50, help="cases listed per eval (default: 50)")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 if a paired 95%% interval lies below zero")
+
+
+# -- query --------------------------------------------------------------------
+_READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
+                 sqlite3.SQLITE_RECURSIVE}
+_TABLE_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
+                  "foreign_key_list"}
+_VALUE_PRAGMAS = {"table_list", "database_list", "collation_list", "function_list", "pragma_list",
+                  "compile_options", "user_version", "schema_version", "page_count", "page_size"}
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+    """SQLite authorizer: reads only (SELECT, WITH, read-only PRAGMAs).
+
+    SQLite reports reading the schema for a table-valued pragma such as
+    ``pragma_table_info('runs')`` as an update of ``sqlite_master``; that is
+    allowed (the connection is read-only anyway).
+    """
+    if action in _READ_ACTIONS or (action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master"):
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 in _TABLE_PRAGMAS or (arg1 in _VALUE_PRAGMAS
+                                                                        and arg2 is None)):
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """Run read-only SQL against the store: the database is opened read-only and only
+    SELECT (WITH, EXPLAIN, read-only PRAGMAs) may run; anything else fails with exit 2.
+
+    Views: run_eval_stats, run_pass_rates, latest_results, failures, case_flakiness,
+    eval_stats, run_summary, run_results.
+
+    Example: evalhydra query "select * from run_pass_rates order by started_at desc" --format github
+    """
+    store = _open(args)
+    store.conn.set_authorizer(_authorize)
+    try:
+        cursor = store.conn.execute(args.sql)
+        names = [d[0] for d in cursor.description or ()]
+        rows = [dict(zip(names, row, strict=True)) for row in cursor]
+    except sqlite3.Error as exc:
+        what = f"SQL error: {str(exc).rstrip('.')}"
+        if any(word in what for word in ("not authorized", "readonly", "may not be modified")):
+            what = "Query refused: it would change the store or the connection"
+        raise EvalHydraError(f"{what}.", "evalhydra query is read-only: one SELECT (or WITH, "
+                             "EXPLAIN, a read-only PRAGMA) per call.") from None
+    print(_format(rows, args.format) if names else "(no result set)")
+    return 0
+
+
+def _cfg_query(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sql", help="one SELECT statement")
+    _add_format(p)
+
+
+# -- results ------------------------------------------------------------------
+def cmd_results(args: argparse.Namespace) -> int:
+    """List every trial of a run (zrb list): eval, service, model, case, trial,
+    status, score, duration, reason.
+
+    Example: evalhydra results latest --status FAIL,ERROR
+    """
+    store = _open(args)
+    sel = select_runs(store.conn, store.resolve_run_ids([args.run_id]))
+    cond, params = sel.where, list(sel.params)
+    if args.status:
+        statuses = [s.strip().upper() for s in args.status.split(",") if s.strip()]
+        cond = f"({cond}) and {STATUS_SQL} in ({', '.join('?' * len(statuses))})"
+        params += statuses
+    sql = (f"select eval_id as eval, service_name as service, model, case_id as 'case',"
+           f" run_index as trial, {STATUS_SQL} as status, score,"
+           f" round({DURATION_SQL}, 2) as duration_s, substr(coalesce(failure_reason, ''), 1, 60)"
+           f" as reason from {sel.table} where {cond} order by {TRIAL_ORDER_SQL}")
+    if args.limit:
+        sql += f" limit {int(args.limit)}"
+    rows = list(store.query(sql, params))
+    print(_format(rows, args.format) if rows else "No results for that run.")
+    return 0
+
+
+def _cfg_results(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", metavar="RUN_ID", help="run id, unique prefix, or 'latest'")
+    p.add_argument("--status", help="only these statuses (comma list, e.g. FAIL,ERROR)")
+    p.add_argument("--limit", type=int, default=0, help="most trials listed (default: all)")
+    _add_format(p)
+
+
+# -- merge --------------------------------------------------------------------
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Merge shard stores (one per launcher job or machine) into --store, exactly.
+
+    Example: evalhydra merge --store outputs/all.db shards/*.db
+    """
+    for shard in args.shards:
+        if not Path(shard).exists():
+            raise EvalHydraError(f"Shard not found: {shard}.")
+    total = merge_stores(Path(args.store), [Path(s) for s in args.shards])
+    print(f"merged {len(args.shards)} shard(s); {total} results in {args.store}")
+    return 0
+
+
+def _cfg_merge(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shards", nargs="+", metavar="SHARD")
+
+
+# -- list ---------------------------------------------------------------------
+def cmd_list(args: argparse.Namespace) -> int:
+    """List the services and evals of a registry (zig_eval ``list``).
+
+    Example: evalhydra list --registry ../shared/fixtures/zig_eval_registry
+    """
+    registry = load_registry(resolve_registry_root(args.registry))
+    print("services")
+    for name, spec in registry.services.items():
+        print(f"  {name} model={spec['default_model']}")
+    print("evals")
+    for eval_id, spec in registry.evals.items():
+        print(f"  {eval_id} group={spec['group']} split={spec.get('split') or '-'}")
+    return 0
+
+
+def _cfg_list(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--registry", default="registry")
+
+
+# -- formatting ---------------------------------------------------------------
+def _add_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", default="simple",
+                   help=f"csv, json, or a tabulate format ({', '.join(sorted(tabulate_formats)[:6])}, …;"
+                   " default: simple)")
+
+
+def _format(rows: list[dict[str, Any]], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(rows, indent=2, ensure_ascii=False, default=str)
+    if fmt == "csv":
+        buffer = io.StringIO()
+        if rows:
+            writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        return buffer.getvalue().rstrip("\n")
+    if fmt not in tabulate_formats:
+        raise EvalHydraError(
+            f"Unknown --format {fmt}.", "Use csv, json or one of: " + ", ".join(tabulate_formats)
+        )
+    return tabulate(rows, headers="keys", tablefmt=fmt)
+
+
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "runs": cmd_runs,
+    "report": cmd_report,
+    "compare": cmd_compare,
+    "query": cmd_query,
+    "results": cmd_results,
+    "merge": cmd_merge,
+    "list": cmd_list,
+}
+CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "runs": _cfg_runs,
+    "report": _cfg_report,
+    "compare": _cfg_compare,
+    "query": _cfg_query,
+    "results": _cfg_results,
+    "merge": _cfg_merge,
+    "list": _cfg_list,
+}

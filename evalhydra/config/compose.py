@@ -1,0 +1,93 @@
+"""Hydra composition: register the schema and the registry source, compose, type-check.
+
+The Hydra app (:mod:`evalhydra.cli.app`) composes through ``@hydra.main``;
+tests, ``rejudge`` and the Python API use :func:`compose_config`. Either way
+:func:`to_config` turns the result into the typed :class:`~evalhydra.config.schema.Config`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from hydra import compose, initialize_config_module
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.plugins import Plugins
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+from evalhydra.config.registry_options import activate
+from evalhydra.config.schema import Config
+from evalhydra.errors import EvalHydraError, did_you_mean
+from hydra_plugins.evalhydra_registry import EvalHydraRegistrySource, EvalHydraSearchPath, enable
+
+__all__ = ["compose_config", "keep_env_reference", "register", "to_config"]
+
+
+def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose the packaged config with Hydra's compose API (tests, subcommands).
+
+    Args:
+        overrides: Hydra overrides, e.g. ``["service=mock", "trials=3"]``.
+    """
+    register()
+    activate(list(overrides))
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="evalhydra.conf", version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def to_config(cfg: DictConfig) -> Config:
+    """Turn a composed config into the typed :class:`Config` (fails on ``???``)."""
+    _reject_unknown_keys(cfg, "")
+    try:
+        obj = OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as exc:
+        raise EvalHydraError(f"Missing value for '{exc.full_key}'.", "Set it on the command line.") from None
+    except (OmegaConfBaseException, TypeError) as exc:
+        raise EvalHydraError(f"Invalid configuration: {exc}".split("\n")[0]) from None
+    assert isinstance(obj, Config)
+    return obj
+
+
+def _reject_unknown_keys(node: Any, path: str) -> None:
+    """Fail on keys a ``+key=`` override added outside the schema (Hydra lets them through)."""
+    if not isinstance(node, DictConfig):
+        return
+    schema = OmegaConf.get_type(node)
+    if dataclasses.is_dataclass(schema):
+        allowed = {f.name for f in dataclasses.fields(schema)}
+        for key in map(str, node):
+            if key not in allowed:
+                name = f"{path}{key}"
+                raise EvalHydraError(f"Unknown config key '{name}'.", did_you_mean(str(key), allowed))
+    for key in map(str, node):
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing():
+            _reject_unknown_keys(child, f"{path}{key}.")
+
+
+def register() -> None:
+    """Register the schema and the registry config source with Hydra (idempotent).
+
+    The config source is registered explicitly because Hydra's plugin scan
+    cannot see namespace packages of editable installs.
+    """
+    ConfigStore.instance().store(name="evalhydra_schema", node=Config)
+    Plugins.instance().register(EvalHydraRegistrySource)
+    Plugins.instance().register(EvalHydraSearchPath)
+    enable()
+    if not OmegaConf.has_resolver("env"):
+        OmegaConf.register_new_resolver("env", keep_env_reference)
+
+
+def keep_env_reference(name: str) -> str:
+    """Resolve ``${env:NAME}`` to itself, so secrets are never resolved into a config.
+
+    Header values such as ``Bearer ${env:TOKEN}`` stay literal in the composed
+    config, Hydra's saved ``config.yaml`` and the store; only the HTTP client
+    substitutes the variable, at request time.
+    """
+    return "${env:" + name + "}"

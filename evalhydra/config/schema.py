@@ -1,0 +1,202 @@
+"""Structured configs: the typed shape of every Hydra config group.
+
+Typing the top-level fields (``service: ServiceConfig`` …) makes Hydra check
+every ``conf/<group>/*.yaml`` and every command-line override: a wrong type or
+an unknown key fails before any call, naming the key. Only the top-level schema
+is registered in the ConfigStore, so no schema shows up as a selectable option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING
+
+from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS, DEFAULT_STORE_PATH
+
+__all__ = [
+    "Config",
+    "EvalConfig",
+    "MatcherConfig",
+    "MockConfig",
+    "PricingConfig",
+    "RateLimitConfig",
+    "RetryConfig",
+    "RunConfig",
+    "ServiceConfig",
+    "StoreConfig",
+    "ToolConfig",
+]
+
+
+@dataclass
+class RetryConfig:
+    """zig_eval ``retry`` block plus evalhydra's strategy switches."""
+
+    max_attempts: int = 1  # 1..10
+    backoff_ms: int = 0  # 0..60000; linear: backoff_ms * attempt
+    retry_on_status: list[int] = field(default_factory=lambda: [429, 500, 502, 503, 504])
+    strategy: str = "linear"  # linear | exponential
+    max_backoff_ms: int = 60000  # cap for exponential backoff
+    retry_after_cap_ms: int = 60000  # cap for an honoured Retry-After header
+
+
+@dataclass
+class RateLimitConfig:
+    """Per-service budgets (token buckets); None means unlimited."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+
+
+@dataclass
+class PricingConfig:
+    """USD per million tokens."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+    cached_input_per_mtok: float | None = None
+
+
+@dataclass
+class MockConfig:
+    """Start the built-in mock server for this service (base_url is then ignored)."""
+
+    enabled: bool = False
+    latency_ms: float = 0.0
+    jitter_ms: float = 0.0
+    fail_rate: float = 0.0
+    fail_status: int = 500
+    retry_after_s: float | None = None
+    hang_rate: float = 0.0
+    malformed_rate: float = 0.0
+    seed: int = 0
+
+
+@dataclass
+class ServiceConfig:
+    """One service: an OpenAI-compatible endpoint, the mock, or an agent CLI."""
+
+    name: str = MISSING
+    kind: str = "openai"  # openai | command
+    base_url: str = ""
+    default_model: str = "mock-model"
+    model: str | None = None  # sweepable override of default_model
+    timeout_ms: int = 60000
+    deadline_ms: int | None = None  # bound on all attempts of one cell
+    api_key_env: str | None = None
+    provider: str | None = None
+    system_prompt: str | None = None
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    max_concurrency: int = 64
+    headers: dict[str, str] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)
+    pricing: PricingConfig = field(default_factory=PricingConfig)
+    mock: MockConfig = field(default_factory=MockConfig)
+    # kind: command (agent CLIs, issue 6)
+    cli_name: str | None = None
+    env_prefix: str = "ZRB"
+    timeout_s: float = 300.0
+    honor_verification_marker: bool = False
+    template: str | None = None  # zrb | claude-code | opencode
+    argv: list[str] | None = None
+
+
+@dataclass
+class ToolConfig:
+    """A tool offered to the model (zig_eval ``tools`` entry)."""
+
+    name: str = MISSING
+    description: str = ""
+    parameters_json: str = "{}"
+
+
+@dataclass
+class MatcherConfig:
+    """Every matcher's options in one typed node; ``kind`` picks the matcher.
+
+    Keys that do not belong to ``kind`` are rejected when the eval loads.
+    """
+
+    kind: str = "exact_match"
+    case_sensitive: bool | None = None
+    trim_whitespace: bool | None = None
+    required_fields: list[str] | None = None
+    pattern: str | None = None
+    flags: list[str] | None = None
+    ideal: str | None = None
+    schema: Any = None  # json_schema: inline object or registry-relative path
+    strip_fence: bool | None = None
+    judge_service: str | None = None
+    judge_model: str | None = None
+    rubric: str | None = None
+    pass_score: float | None = None
+    prompt: str | None = None  # rubric: registry-relative evaluator prompt
+    weights: dict[str, float] | None = None
+    pass_threshold: float | None = None
+    parts: list[Any] | None = None  # all_of | any_of | weighted
+    threshold: float | None = None  # weighted
+    _target_: str | None = None  # custom: dotted path of a callable or class
+    validator: str | None = None  # custom: path of a zrb validator.py
+    kwargs: dict[str, Any] | None = None
+
+
+@dataclass
+class EvalConfig:
+    """One eval (zig_eval eval definition), or a suite of registry evals.
+
+    A suite (``eval=GROUP`` for a group of several evals) lists member ids in
+    ``include``; a ``matcher`` set on a suite overrides every member's matcher.
+    """
+
+    id: str = MISSING
+    group: str = ""
+    description: str = ""
+    dataset_path: str | None = None
+    split: str = "test"
+    matcher: MatcherConfig | None = None
+    default_run_count: int = 1
+    service_allowlist: list[str] | None = None
+    tools: list[ToolConfig] = field(default_factory=list)
+    max_attempts: int = 1  # aiwg refinement loop
+    include: list[str] = field(default_factory=list)
+    cases: Any = None  # agent evals: a directory or a list of case directories
+
+
+@dataclass
+class RunConfig:
+    """How the run executes."""
+
+    concurrency: int = 64
+    retry_errors: bool = False
+    fail_under: float | None = None
+    fail_under_per_eval: dict[str, float] = field(default_factory=dict)  # eval id or group -> threshold
+    max_cost_usd: float | None = None
+    dry_run: bool = False
+    progress: bool = True
+    batch_size: int = 1000
+    output_dir: str | None = None  # agent trial dirs; default: the Hydra run dir
+
+
+@dataclass
+class StoreConfig:
+    """Where results go."""
+
+    path: str = DEFAULT_STORE_PATH
+
+
+@dataclass
+class Config:
+    """The primary config."""
+
+    service: ServiceConfig = MISSING
+    eval: EvalConfig = MISSING
+    matcher: MatcherConfig | None = None  # overrides every eval's matcher
+    trials: int | None = None  # overrides each eval's default_run_count
+    registry: str = "registry"
+    judge_service: str | None = None
+    run: RunConfig = field(default_factory=RunConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    report: list[str] = field(default_factory=lambda: list(DEFAULT_REPORT_FORMATS))

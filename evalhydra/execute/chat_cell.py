@@ -1,0 +1,188 @@
+"""What one chat cell does: ask the service, score the answer, build the store row.
+
+A cell is one (eval, case, service, model, trial). The functions here never
+raise for a per-call problem; they return a row whose ``error_kind`` says what
+went wrong, so one failure never cancels its siblings.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from evalhydra.config.schema import ServiceConfig
+from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
+from evalhydra.matchers.factory import judge_services_of
+from evalhydra.matchers.rubric import refinement_input
+from evalhydra.plan.cells import CellJob
+from evalhydra.plan.model import EvalPlan
+from evalhydra.registry.attachments import RenderError
+from evalhydra.services.base import Service
+from evalhydra.services.render import render_error_completion, render_request
+from evalhydra.store.rows import ResultRow, attempt_row, now_iso, verdict_fields
+from evalhydra.types import Case, Completion, MatchResult, Usage
+
+__all__ = ["ChatCellRunner"]
+
+
+def _input_text(case: Case) -> str:
+    return case.input if isinstance(case.input, str) else json.dumps(case.input, ensure_ascii=False)
+
+
+class ChatCellRunner:
+    """Executes chat cells against one service with per-eval matchers."""
+
+    def __init__(
+        self,
+        service: Service,
+        matchers: dict[str, Matcher],
+        registry_root: Path,
+        run_id: str,
+        judges: JudgeClient | None = None,
+    ) -> None:
+        self.service = service
+        self.matchers = matchers
+        self.root = registry_root
+        self.run_id = run_id
+        self.judges = judges
+        self.config: ServiceConfig = service.config
+        self.model = self.config.model or self.config.default_model
+        self._judge_cache: dict[str, str | None] = {}
+
+    async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
+        """Execute one cell; return its result row and its attempt rows."""
+        started = trio.current_time()
+        history: list[dict[str, Any]] = []
+        calls: list[tuple[str, Completion]] = []
+        labels: list[str] = []  # per call: "candidate<attempt>" / "judge<attempt>"
+        text = _input_text(job.case)
+        feedback = ""
+        for attempt in range(1, job.eval.refinement_attempts + 1):
+            prompt = text if attempt == 1 else refinement_input(feedback, text)
+            completion = await self._generate(job, prompt)
+            calls.append(("candidate", completion))
+            labels.append(f"candidate{attempt}")
+            match = await self._score(job, completion)
+            if match.judge is not None:
+                calls.append(("judge", match.judge))
+                labels.append(f"judge{attempt}")
+            history.append(
+                {
+                    "attempt": attempt,
+                    "output": completion.output,
+                    "score": match.score,
+                    "pass": match.passed,
+                    "feedback": match.feedback or match.reason or "",
+                }
+            )
+            feedback = match.feedback or match.reason or ""
+            if match.passed or match.error_kind is not None or completion.error_kind is not None:
+                break
+        latency = (trio.current_time() - started) * 1000
+        row = self._row(job, completion, match, calls, history, latency)
+        return row, self._attempt_rows(job, calls, labels, len(history))
+
+    async def _generate(self, job: CellJob, prompt: str) -> Completion:
+        case = job.case if prompt == _input_text(job.case) else _with_input(job.case, prompt)
+        try:
+            request = await render_request(case, job.eval.tools, self.root)
+        except RenderError as exc:
+            return render_error_completion(exc, self.model)
+        return await self.service.complete(request)
+
+    async def _score(self, job: CellJob, completion: Completion) -> MatchResult:
+        if not completion.ok:
+            return MatchResult(
+                passed=False, score=0.0, reason=completion.error_message, error_kind=completion.error_kind
+            )
+        ctx = MatchContext(case=job.case, output=completion.output, tool_calls=completion.tool_calls)
+        return await self.matchers[job.eval.id](ctx)
+
+    def _row(
+        self,
+        job: CellJob,
+        completion: Completion,
+        match: MatchResult,
+        calls: list[tuple[str, Completion]],
+        history: list[dict[str, Any]],
+        latency_ms: float,
+    ) -> ResultRow:
+        case: Case = job.case
+        error = match.error_kind or completion.error_kind
+        return ResultRow(
+            cell_key=job.key,
+            run_id=self.run_id,
+            group=job.eval.group,
+            eval_id=job.eval.id,
+            service_name=self.config.name,
+            model=completion.model if completion.ok else self.model,
+            requested_model=self.model,
+            run_index=job.trial,
+            case_id=case.id,
+            kind="chat",
+            input=case.input,
+            ideal=case.ideal,
+            output=completion.output,
+            tool_calls=[{"name": t.name, "arguments": t.arguments} for t in completion.tool_calls],
+            latency_ms=int(round(latency_ms)),
+            attempts=len(history),
+            attempt_history=history if job.eval.refinement_attempts > 1 else None,
+            case_hash=case.content_hash,
+            evaluated_at=now_iso(),
+            status_code=completion.status_code,
+            **verdict_fields(match, error, job.eval.matcher),
+            **self._accounting_fields(job, match, calls),
+        )
+
+    def _accounting_fields(
+        self, job: CellJob, match: MatchResult, calls: list[tuple[str, Completion]]
+    ) -> dict[str, Any]:
+        """Attempts, retries, tokens and cost, with the judge's kept apart."""
+        judge = match.judge
+        if len(calls) == 1:  # the common case: one generation, no judge
+            candidate, judges = [calls[0][1]], []
+        else:
+            candidate = [c for kind, c in calls if kind == "candidate"]
+            judges = [c for kind, c in calls if kind == "judge"]
+        usage = candidate[0].usage if len(candidate) == 1 else sum((c.usage for c in candidate), Usage())
+        judge_usage = sum((c.usage for c in judges), Usage())
+        return {
+            "attempt_count": sum(c.attempt_count for _, c in calls),
+            "retried": any(c.retried for _, c in calls),
+            "judge_attempt_count": judge.attempt_count if judge else None,
+            "judge_retried": judge.retried if judge else None,
+            "judge_status_code": judge.status_code if judge else None,
+            "judge_service": self._judge_names(job.eval),
+            "judge_model": judge.model if judge else None,
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "judge_prompt_tokens": judge_usage.prompt_tokens if judges else None,
+            "judge_completion_tokens": judge_usage.completion_tokens if judges else None,
+            "cost_usd": sum(c.cost_usd for c in candidate),
+            "judge_cost_usd": sum(c.cost_usd for c in judges) if judges else None,
+        }
+
+    def _judge_names(self, ev: EvalPlan) -> str | None:
+        if ev.id not in self._judge_cache:
+            self._judge_cache[ev.id] = ",".join(sorted(judge_services_of(ev.matcher))) or None
+        return self._judge_cache[ev.id]
+
+    def _attempt_rows(
+        self, job: CellJob, calls: list[tuple[str, Completion]], labels: list[str], generations: int
+    ) -> list[dict[str, Any]]:
+        """Audit rows of every HTTP attempt; calls are ``candidate``/``judge`` when one
+        attempt ran, else numbered by refinement attempt (``candidate2``, ``judge2``)."""
+        rows: list[dict[str, Any]] = []
+        for (kind, completion), label in zip(calls, labels, strict=True):
+            call = kind if generations == 1 else label
+            rows.extend(attempt_row(job.key, self.run_id, call, record) for record in completion.attempts)
+        return rows
+
+
+def _with_input(case: Case, text: str) -> Case:
+    return replace(case, input=text)

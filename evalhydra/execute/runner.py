@@ -1,0 +1,275 @@
+"""Execute cells with trio and record them in the store.
+
+Shape of a run::
+
+    cell source ──jobs──▶ N workers (global CapacityLimiter, per-service limiter)
+                                 │ rows
+                                 ▼
+                           one writer task ──batches──▶ SQLite (in a worker thread)
+
+The channels are bounded, so a slow store or service applies backpressure
+instead of growing a queue. SIGINT/SIGTERM cancel the work scope: in-flight
+calls are cancelled, finished results are flushed, and the run is marked
+``interrupted``.
+
+What a cell does is the :class:`CellRunner`'s business: :func:`execute` runs a
+plan's chat or agent cells; ``evalhydra rejudge`` runs the same loop over
+stored outputs with a runner that only calls judges
+(:mod:`evalhydra.execute.rejudge`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol
+
+import trio
+
+import evalhydra
+from evalhydra import fastpath
+from evalhydra.agents.cell import AgentCellRunner
+from evalhydra.config.redact import redact_overrides
+from evalhydra.execute.chat_cell import ChatCellRunner
+from evalhydra.execute.progress import Progress
+from evalhydra.execute.services import build_matchers, open_services
+from evalhydra.execute.writer import store_writer
+from evalhydra.plan.cells import CellJob, count_cells, planned_cells
+from evalhydra.plan.model import RunPlan
+from evalhydra.store.db import Batch, Store
+from evalhydra.store.rows import ResultRow, now_iso
+
+__all__ = [
+    "CellRunner",
+    "RunOutcome",
+    "execute",
+    "execute_cells",
+    "new_run_id",
+    "open_plan_runner",
+    "run_row",
+    "watch_signals",
+]
+
+
+@dataclass
+class RunOutcome:
+    """What happened, for the summary and the exit code."""
+
+    run_id: str
+    total: int = 0
+    skipped: int = 0
+    executed: int = 0
+    errors: int = 0
+    cost_usd: float = 0.0
+    interrupted: bool = False
+    budget_exhausted: bool = False
+
+
+class CellRunner(Protocol):
+    """Executes one cell: returns its result row and its HTTP attempt rows. Never raises
+    for a per-call problem (the row's ``error_kind`` says what went wrong)."""
+
+    async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
+        """Execute ``job``."""
+        ...
+
+
+#: Opens a cell runner (and the services it calls) inside the run's helper nursery.
+OpenRunner = Callable[[trio.Nursery], AbstractAsyncContextManager[CellRunner]]
+
+
+def new_run_id(plan: RunPlan, prefix: str = "eval") -> str:
+    """``<prefix>-<slug>-<8 hex>`` (the aiwg run_id pattern)."""
+    name = plan.evals[0].group if len({e.group for e in plan.evals}) == 1 else "suite"
+    slug = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "run"
+    return f"{prefix}-{slug}-{uuid.uuid4().hex[:8]}"
+
+
+def run_row(plan: RunPlan, run_id: str, total: int) -> dict[str, Any]:
+    """The ``runs`` row of a new invocation (config already redacted)."""
+    return {
+        "run_id": run_id,
+        "kind": "agent" if plan.service.kind == "command" else "chat",
+        "started_at": now_iso(),
+        "status": "running",
+        "overrides": redact_overrides(plan.overrides),
+        "config": plan.config,
+        "fingerprint": plan.fingerprint,
+        "version": evalhydra.__version__,
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "cells_total": total,
+        "sweep_dir": plan.sweep_dir,
+        "parent_run_id": None,
+    }
+
+
+async def execute(
+    plan: RunPlan,
+    store: Store,
+    *,
+    run_id: str | None = None,
+    total: int | None = None,
+    progress: Progress | None = None,
+) -> RunOutcome:
+    """Run every pending cell of ``plan`` and record results in ``store``.
+
+    Args:
+        plan: The validated plan.
+        store: An open, writable store (used from a worker thread; one writer).
+        run_id: Reuse an id (tests); a new one is made otherwise.
+        total: The cell count if already known (from :func:`~evalhydra.plan.cells.count_cells`).
+        progress: Where progress goes; a quiet one is made if None.
+    """
+    run_id = run_id or new_run_id(plan)
+    total = count_cells(plan) if total is None else total
+    done = store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.run.retry_errors)
+    return await execute_cells(plan, store, run_row(plan, run_id, total), planned_cells(plan),
+                               partial(open_plan_runner, plan, run_id), done=done, progress=progress)
+
+
+@asynccontextmanager
+async def open_plan_runner(plan: RunPlan, run_id: str, nursery: trio.Nursery) -> AsyncIterator[CellRunner]:
+    """The runner of a plan's own cells: chat cells on its HTTP service, or agent trials."""
+    async with open_services(plan, nursery) as (service, judges):
+        if service is None:
+            yield AgentCellRunner(plan, run_id)
+        else:
+            yield ChatCellRunner(service, build_matchers(plan, judges), plan.registry_root, run_id, judges)
+
+
+async def execute_cells(
+    plan: RunPlan,
+    store: Store,
+    row: dict[str, Any],
+    jobs: Iterable[CellJob],
+    open_runner: OpenRunner,
+    *,
+    done: Collection[str] = frozenset(),
+    progress: Progress | None = None,
+) -> RunOutcome:
+    """Record a run (``row``) and execute each of ``jobs`` whose key is not in ``done``.
+
+    Jobs whose key is in ``done`` are already stored: they join the run without
+    being executed. The run ends ``completed``, ``interrupted`` or ``failed``.
+    """
+    outcome = RunOutcome(run_id=row["run_id"], total=row["cells_total"])
+    store.start_run(row)
+    progress = progress or Progress(outcome.total, enabled=False)
+    status = "failed"
+    try:
+        await _run(plan, store, jobs, open_runner, done, outcome, progress)
+        status = "interrupted" if outcome.interrupted else "completed"
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(partial(
+                store.finish_run, outcome.run_id, status=status, finished_at=now_iso(),
+                cells_run=outcome.executed))
+        progress.close()
+    return outcome
+
+
+@dataclass
+class _Work:
+    """What every task of one run shares."""
+
+    plan: RunPlan
+    run_id: str
+    runner: CellRunner
+    rows_tx: trio.MemorySendChannel[Batch]
+    outcome: RunOutcome
+    progress: Progress
+
+
+async def _run(plan: RunPlan, store: Store, jobs: Iterable[CellJob], open_runner: OpenRunner,
+               done: Collection[str], outcome: RunOutcome, progress: Progress) -> None:
+    rows_tx, rows_rx = trio.open_memory_channel[Batch](plan.run.batch_size * 2)
+    async with trio.open_nursery() as outer:
+        outer.start_soon(store_writer, rows_rx, store, plan.run.batch_size)
+        async with rows_tx, trio.open_nursery() as helpers:
+            async with open_runner(helpers) as runner:
+                work = _Work(plan, outcome.run_id, runner, rows_tx, outcome, progress)
+                with trio.CancelScope() as work_scope:
+                    helpers.start_soon(watch_signals, work_scope)
+                    await _work(work, jobs, done)
+                outcome.interrupted = work_scope.cancelled_caught
+            helpers.cancel_scope.cancel()
+
+
+async def _work(work: _Work, jobs: Iterable[CellJob], done: Collection[str]) -> None:
+    concurrency = work.plan.run.concurrency
+    jobs_tx, jobs_rx = trio.open_memory_channel[CellJob](concurrency)
+    limiter = trio.CapacityLimiter(concurrency)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_produce, work, jobs, done, jobs_tx, work.rows_tx.clone())
+        async with jobs_rx:
+            for _ in range(concurrency):
+                nursery.start_soon(_worker, work, jobs_rx.clone(), work.rows_tx.clone(), limiter)
+
+
+async def _produce(work: _Work, jobs: Iterable[CellJob], done: Collection[str],
+                   jobs_tx: trio.MemorySendChannel[CellJob], rows_tx: trio.MemorySendChannel[Batch]) -> None:
+    """Send pending cells to the workers; record stored ones as members of this run."""
+    skipped: list[tuple[str, str]] = []
+
+    async def flush_skipped() -> None:
+        await rows_tx.send(Batch(members=skipped[:]))
+        work.progress.skip(len(skipped))
+        work.outcome.skipped += len(skipped)
+        skipped.clear()
+
+    async with jobs_tx, rows_tx:
+        for job in jobs:
+            if job.key in done:
+                skipped.append((work.run_id, job.key))
+                if len(skipped) >= 1000:
+                    await flush_skipped()
+            elif _over_budget(work):
+                work.outcome.budget_exhausted = True
+                break
+            else:
+                await jobs_tx.send(job)
+        if skipped:
+            await flush_skipped()
+
+
+def _over_budget(work: _Work) -> bool:
+    cap = work.plan.run.max_cost_usd
+    return cap is not None and work.outcome.cost_usd >= cap
+
+
+async def _worker(work: _Work, jobs_rx: trio.MemoryReceiveChannel[CellJob],
+                  rows_tx: trio.MemorySendChannel[Batch], limiter: trio.CapacityLimiter) -> None:
+    outcome, runner = work.outcome, work.runner
+    async with jobs_rx, rows_tx:
+        while True:
+            try:
+                job = await fastpath.receive(jobs_rx)
+            except trio.EndOfChannel:
+                break
+            if _over_budget(work):
+                outcome.budget_exhausted = True
+                continue  # the budget is spent: drain queued cells without starting them
+            async with fastpath.Holding(limiter):
+                row, attempts = await runner.run(job)
+            outcome.executed += 1
+            outcome.cost_usd += (row.cost_usd or 0.0) + (row.judge_cost_usd or 0.0)
+            is_error = row.is_error
+            outcome.errors += is_error
+            work.progress.advance(passed=bool(row.passed), error=is_error)
+            await fastpath.send(rows_tx, Batch(results=[row], members=[(work.run_id, job.key)],
+                                               attempts=attempts))
+
+
+async def watch_signals(scope: trio.CancelScope) -> None:
+    """Cancel ``scope`` on the first SIGINT or SIGTERM (graceful stop: flush, mark interrupted)."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return

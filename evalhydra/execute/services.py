@@ -1,0 +1,75 @@
+"""Opening a run's services: the candidate, its judges, and mock servers for them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+
+from evalhydra.config.schema import ServiceConfig
+from evalhydra.matchers.base import Matcher
+from evalhydra.matchers.factory import build_matcher
+from evalhydra.plan.model import RunPlan
+from evalhydra.services.base import Service
+from evalhydra.services.openai_compat import OpenAICompatService
+from evalhydra.testing.mock.server import serve
+from evalhydra.testing.mock.settings import MockSettings
+from evalhydra.types import ChatRequest, Completion
+
+__all__ = ["JudgeServices", "build_matchers", "open_service", "open_services"]
+
+
+class JudgeServices:
+    """The JudgeClient handed to judge matchers: services by name."""
+
+    def __init__(self, services: dict[str, Service]) -> None:
+        self.services = services
+
+    def service_names(self) -> list[str]:
+        """Names of the judge services that can be called."""
+        return sorted(self.services)
+
+    async def judge(self, service_name: str, request: ChatRequest) -> Completion:
+        """Send a judge request to the named service."""
+        return await self.services[service_name].complete(request)
+
+
+def build_matchers(plan: RunPlan, judges: JudgeServices) -> dict[str, Matcher]:
+    """One matcher per eval of the plan, keyed by eval id."""
+    return {
+        ev.id: build_matcher(ev.matcher, registry_root=plan.registry_root, judges=judges,
+                             where=f"eval '{ev.id}': matcher")
+        for ev in plan.evals
+    }
+
+
+@asynccontextmanager
+async def open_services(
+    plan: RunPlan, nursery: trio.Nursery, *, candidate: bool = True
+) -> AsyncIterator[tuple[Service | None, JudgeServices]]:
+    """Open the run's HTTP service (unless ``candidate`` is False or it is an agent CLI)
+    and its judges, starting mock servers in ``nursery`` as needed."""
+    opened: dict[str, Service] = {}
+    try:
+        main = None
+        if candidate and plan.service.kind != "command":
+            main = await open_service(plan, plan.service, nursery)
+            opened[plan.service.name] = main
+        for name, cfg in plan.judges.items():
+            if name not in opened:
+                opened[name] = await open_service(plan, cfg, nursery)
+        yield main, JudgeServices(opened)
+    finally:
+        with trio.CancelScope(shield=True):
+            for service in opened.values():
+                await service.aclose()
+
+
+async def open_service(plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery) -> Service:
+    """Open one HTTP service, starting its mock server in ``nursery`` when enabled."""
+    base_url = None
+    if cfg.mock.enabled:
+        handle = await nursery.start(serve, MockSettings.from_config(cfg.mock))
+        base_url = str(handle.url)
+    return OpenAICompatService(cfg, registry_root=plan.registry_root, base_url=base_url)

@@ -1,0 +1,1 @@
+"""HTTP transports under httpx's API: what the OpenAI-compatible service sends requests through."""

@@ -1,0 +1,237 @@
+"""From a composed Hydra config to a validated, frozen :class:`RunPlan`.
+
+The Hydra entry point composes; :func:`build_plan` validates everything a run
+needs before any call (services, evals, matchers, judges, datasets) and returns
+plain frozen objects that the runner and tests use directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+import evalhydra.conf as conf_pkg
+from evalhydra.agents.command import validate_command_service
+from evalhydra.config.compose import to_config
+from evalhydra.config.redact import redact
+from evalhydra.config.schema import Config, RunConfig, ServiceConfig
+from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.matchers.factory import judge_services_of, validate_matcher, with_judge_service
+from evalhydra.plan.cells import digest
+from evalhydra.plan.model import EvalPlan, RunPlan
+from evalhydra.registry.definitions import Registry, load_registry, resolve_registry_root, validate_retry
+from evalhydra.testing.mock.settings import MockSettings
+from evalhydra.types import ToolSpec
+
+__all__ = ["build_plan"]
+
+
+def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
+    """Validate a composed config and produce the frozen plan of the run.
+
+    Raises:
+        EvalHydraError: Anything a user must fix, naming the key and the options.
+    """
+    conf = to_config(cfg)
+    root = resolve_registry_root(conf.registry)
+    registry = load_registry(root)
+    service = _check_service(conf.service)
+    model = service.model or service.default_model
+    evals, skipped = _plan_evals(conf, registry, service.name)
+    if not evals:
+        raise EvalHydraError(
+            "No eval runs matched: every selected eval excludes service "
+            f"'{service.name}' in its service_allowlist ({', '.join(skipped)}).",
+            "Choose another service=, or another eval=.",
+        )
+    _check_kinds_match(service, model, evals)
+    judges = _judges(conf, registry, evals, service)
+    plain = redact(OmegaConf.to_container(cfg, resolve=True))
+    return RunPlan(
+        service=service,
+        model=model,
+        evals=tuple(evals),
+        judges=judges,
+        registry_root=root,
+        run=_check_run(conf.run),
+        store_path=Path(conf.store.path).expanduser().resolve(),
+        fingerprint=digest(plain),
+        config=plain,
+        overrides=tuple(overrides),
+        skipped=tuple(skipped),
+    )
+
+
+def _check_kinds_match(service: ServiceConfig, model: str, evals: list[EvalPlan]) -> None:
+    """Agent evals need a command service and chat evals an HTTP one."""
+    for ev in evals:
+        is_agent = ev.cases is not None
+        if is_agent and service.kind != "command":
+            raise EvalHydraError(
+                f"eval '{ev.id}' runs agent CLIs; service '{service.name}' is kind '{service.kind}'.",
+                "Choose a command service, e.g. service=fake_agent.",
+            )
+        if not is_agent and service.kind == "command":
+            raise EvalHydraError(
+                f"service '{service.name}' is an agent CLI; eval '{ev.id}' needs a chat service.",
+                "Choose an agent eval, e.g. eval=agent_cases.",
+            )
+    if service.kind == "command":
+        validate_command_service(service, model)
+
+
+def _check_run(run: RunConfig) -> RunConfig:
+    if run.concurrency < 1:
+        raise EvalHydraError(f"run.concurrency={run.concurrency}: must be at least 1.")
+    if run.batch_size < 1:
+        raise EvalHydraError(f"run.batch_size={run.batch_size}: must be at least 1.")
+    if run.fail_under is not None and not 0 <= run.fail_under <= 1:
+        raise EvalHydraError(f"run.fail_under={run.fail_under}: must be in 0..1.")
+    return run
+
+
+def _check_service(svc: ServiceConfig) -> ServiceConfig:
+    where = f"service '{svc.name}'"
+    if svc.kind not in ("openai", "command"):
+        raise EvalHydraError(f"{where}: service.kind={svc.kind} is unknown.", "Use openai or command.")
+    _check_ranges(where, {
+        "service.timeout_ms": (svc.timeout_ms, 1, None),
+        "service.deadline_ms": (svc.deadline_ms, 1, None),
+        "service.max_concurrency": (svc.max_concurrency, 1, 4096),
+        "service.rate_limit.rpm": (svc.rate_limit.rpm, 1, None),
+        "service.rate_limit.tpm": (svc.rate_limit.tpm, 1, None),
+        "service.pricing.input_per_mtok": (svc.pricing.input_per_mtok, 0, None),
+        "service.pricing.output_per_mtok": (svc.pricing.output_per_mtok, 0, None),
+        "service.pricing.cached_input_per_mtok": (svc.pricing.cached_input_per_mtok, 0, None),
+    })
+    validate_retry(OmegaConf.to_container(OmegaConf.structured(svc.retry)), "service.retry")  # type: ignore[arg-type]
+    if svc.kind == "openai" and not svc.base_url and not svc.mock.enabled:
+        raise EvalHydraError(
+            f"{where}: service.base_url is empty.", "Set service.base_url=http://host:port/v1."
+        )
+    if svc.mock.enabled:
+        _check_mock(svc, where)
+    return svc
+
+
+def _check_ranges(where: str, values: dict[str, tuple[float | None, float, float | None]]) -> None:
+    """Each (value, low, high): None values are unset and skipped; high None means unbounded."""
+    for key, (value, low, high) in values.items():
+        if value is None:
+            continue
+        if value < low or (high is not None and value > high):
+            bound = f"in {low}..{high}" if high is not None else f">= {low}"
+            raise EvalHydraError(f"{where}: {key}={value}: must be {bound}.")
+
+
+def _check_mock(svc: ServiceConfig, where: str) -> None:
+    try:
+        MockSettings.from_config(svc.mock)
+    except ValueError as exc:
+        raise EvalHydraError(f"{where}: service.mock: {exc}") from None
+
+
+def _plan_evals(conf: Config, registry: Registry, service: str) -> tuple[list[EvalPlan], list[str]]:
+    node = OmegaConf.to_container(OmegaConf.structured(conf.eval))
+    assert isinstance(node, dict)
+    suite_matcher = node.get("matcher") if node.get("include") else None
+    members = [registry.eval(i) for i in node["include"]] if node.get("include") else [node]
+    plans, skipped = [], []
+    for spec in members:
+        allow = spec.get("service_allowlist")
+        if allow and service not in allow:
+            skipped.append(spec["id"])
+            continue
+        plans.append(_eval_plan(dict(spec), conf, registry.root, suite_matcher))  # type: ignore[arg-type]
+    return plans, skipped
+
+
+def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: Any) -> EvalPlan:
+    where = spec.get("source") or f"eval '{spec['id']}'"
+    if spec.get("cases") is not None:
+        matcher: dict[str, Any] = {}  # agent evals: each case's validator.py scores it
+    else:
+        matcher = _matcher_spec(spec, conf, suite_matcher, where)
+        if conf.judge_service:
+            matcher = with_judge_service(matcher, conf.judge_service)
+        matcher = validate_matcher(matcher, f"{where}: matcher", registry_root=root)
+    attempts = spec.get("max_attempts", 1)
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 10:
+        raise EvalHydraError(f"{where}: max_attempts={attempts!r}: must be an integer in 1..10.")
+    trials = conf.trials if conf.trials is not None else int(spec.get("default_run_count") or 1)
+    if not 1 <= trials <= 10000:
+        raise EvalHydraError(f"trials={trials}: must be in 1..10000.")
+    if spec.get("dataset_path") is None and spec.get("cases") is None:
+        raise EvalHydraError(f"{where}: needs dataset_path (or cases for agent evals).")
+    plan = EvalPlan(
+        id=spec["id"],
+        group=spec.get("group") or spec["id"].split(".")[0],
+        description=spec.get("description") or "",
+        dataset_path=spec.get("dataset_path"),
+        split=spec.get("split") or "test",
+        matcher=matcher,
+        trials=trials,
+        tools=tuple(_tool(t, where) for t in spec.get("tools") or []),
+        refinement_attempts=attempts,
+        cases=spec.get("cases"),
+    )
+    tools = [(t.name, t.description, t.parameters) for t in plan.tools]
+    return replace(plan, result_hash=digest([matcher, tools, plan.refinement_attempts]))
+
+
+def _matcher_spec(spec: dict[str, Any], conf: Config, suite: Any, where: str) -> dict[str, Any]:
+    chosen: Any = spec.get("matcher")
+    if suite:
+        chosen = suite
+    if conf.matcher is not None:
+        chosen = OmegaConf.to_container(OmegaConf.structured(conf.matcher))
+    if not isinstance(chosen, dict) or not chosen.get("kind"):
+        raise EvalHydraError(f"{where}: no matcher.", "Set matcher=exact_match (or another kind).")
+    return {k: v for k, v in chosen.items() if v is not None}
+
+
+def _tool(tool: Any, where: str) -> ToolSpec:
+    try:
+        params = json.loads(tool["parameters_json"] or "{}")
+    except json.JSONDecodeError as exc:
+        raise EvalHydraError(f"{where}: tool '{tool['name']}' parameters_json: {exc}.") from None
+    if not isinstance(params, dict):
+        raise EvalHydraError(f"{where}: tool '{tool['name']}' parameters_json must be a JSON object.")
+    return ToolSpec(name=tool["name"], description=tool.get("description") or "", parameters=params)
+
+
+def _judges(
+    conf: Config, registry: Registry, evals: list[EvalPlan], service: ServiceConfig
+) -> dict[str, ServiceConfig]:
+    names = set().union(*(judge_services_of(e.matcher) for e in evals))
+    known = _known_services(registry)
+    known[service.name] = service
+    judges = {}
+    for name in sorted(names):
+        if name not in known:
+            raise EvalHydraError(
+                f"Judge service '{name}' not found (JudgeServiceNotFound).",
+                did_you_mean(name, known) + "\nSet judge_service=NAME to choose another.",
+            )
+        judges[name] = known[name]
+    return judges
+
+
+def _known_services(registry: Registry) -> dict[str, ServiceConfig]:
+    """Services a judge may name: conf/service/*.yaml and the registry's."""
+    found: dict[str, ServiceConfig] = {}
+    base = OmegaConf.structured(ServiceConfig)
+    for directory in conf_pkg.__path__:
+        for path in sorted(Path(directory, "service").glob("*.yaml")):
+            node = OmegaConf.merge(base, OmegaConf.load(path))
+            found[path.stem] = OmegaConf.to_object(node)  # type: ignore[assignment]
+    for name, spec in registry.services.items():
+        found[name] = OmegaConf.to_object(OmegaConf.merge(base, spec))  # type: ignore[assignment]
+    return found
+
+

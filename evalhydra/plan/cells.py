@@ -1,0 +1,108 @@
+"""The cells of a plan: their resume keys and their enumeration.
+
+A cell is one (eval, case, service, model, trial). Its key hashes everything
+that determines its result, so a rerun skips exactly the cells already stored.
+The key recipe is part of the store format: changing it would make every
+existing store re-run from scratch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from evalhydra.agents.loader import load_cases
+from evalhydra.config.schema import ServiceConfig
+from evalhydra.plan.model import EvalPlan, RunPlan
+from evalhydra.registry.datasets import iter_cases
+
+__all__ = [
+    "CellJob",
+    "cell_key",
+    "count_cells",
+    "digest",
+    "iter_plan_cases",
+    "planned_cells",
+    "service_result_hash",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CellJob:
+    """One cell to execute."""
+
+    key: str
+    eval: EvalPlan
+    case: Any  # Case for chat evals, AgentCase for agent evals
+    trial: int
+    parent: Any = None  # re-judging: the stored result scored again (evalhydra.execute.rejudge.StoredResult)
+
+
+def digest(value: Any) -> str:
+    """A short stable hash of a JSON-able value (keys sorted)."""
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def service_result_hash(service: ServiceConfig) -> str:
+    """Hash of the service settings that change results (not URLs, timeouts, limits)."""
+    return digest(
+        [
+            service.system_prompt,
+            dict(service.params),
+            service.provider,
+            service.kind,
+            service.template,
+            list(service.argv or []),
+        ]
+    )
+
+
+def cell_key(
+    eval_plan: EvalPlan, case_id: str, case_hash: str, service: str, model: str, trial: int, service_hash: str
+) -> str:
+    """The resume key of one cell: everything that determines its result."""
+    text = "\x1f".join(
+        [eval_plan.id, case_id, case_hash, service, model, str(trial), eval_plan.result_hash, service_hash]
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def iter_plan_cases(plan: RunPlan, ev: EvalPlan, *, check: bool = True) -> Iterator[Any]:
+    """Stream an eval's cases: dataset lines, or agent case directories."""
+    if ev.cases is not None:
+        yield from load_cases(ev.cases, plan.registry_root)
+        return
+    assert ev.dataset_path is not None
+    yield from iter_cases(plan.registry_root, ev.dataset_path, check_attachments=check)
+
+
+def count_cells(plan: RunPlan) -> int:
+    """Validate every dataset (streaming) and count the run's cells."""
+    return sum(sum(1 for _ in iter_plan_cases(plan, ev)) * ev.trials for ev in plan.evals)
+
+
+def planned_cells(plan: RunPlan) -> Iterator[CellJob]:
+    """Every cell of the plan with its resume key: each case's trials together.
+
+    Datasets are streamed once per eval (each line is parsed once, whatever the
+    trial count).
+    """
+    svc_hash = service_result_hash(plan.service)
+    for ev in plan.evals:
+        for case in iter_plan_cases(plan, ev, check=False):
+            case_id, case_hash = _case_id(case), _case_hash(case)
+            for trial in range(1, ev.trials + 1):
+                key = cell_key(ev, case_id, case_hash, plan.service.name, plan.model, trial, svc_hash)
+                yield CellJob(key=key, eval=ev, case=case, trial=trial)
+
+
+def _case_hash(case: Any) -> str:
+    return str(getattr(case, "content_hash", "") or getattr(case, "name", ""))
+
+
+def _case_id(case: Any) -> str:
+    return str(getattr(case, "id", None) or getattr(case, "name", ""))

@@ -1,0 +1,47 @@
+"""The frozen plan of a run: what runs, against what, stored where."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalhydra.config.schema import RunConfig, ServiceConfig
+from evalhydra.types import ToolSpec
+
+__all__ = ["EvalPlan", "RunPlan"]
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """One eval as it will run."""
+
+    id: str
+    group: str
+    description: str
+    dataset_path: str | None
+    split: str
+    matcher: dict[str, Any]
+    trials: int
+    tools: tuple[ToolSpec, ...]
+    refinement_attempts: int  # the aiwg refinement loop (eval ``max_attempts``), not HTTP retries
+    cases: Any = None
+    result_hash: str = ""  # hash of result-relevant settings (part of every cell key)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run needs, validated and frozen."""
+
+    service: ServiceConfig
+    model: str
+    evals: tuple[EvalPlan, ...]
+    judges: dict[str, ServiceConfig]
+    registry_root: Path
+    run: RunConfig
+    store_path: Path
+    fingerprint: str
+    config: dict[str, Any]
+    overrides: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # evals left out by their service_allowlist
+    sweep_dir: str | None = None  # the multirun sweep directory this job belongs to

@@ -1,0 +1,9 @@
+"""What is on disk: registry definitions, datasets (streamed) and attachments (path safety).
+
+* :mod:`~evalhydra.registry.definitions`: ``services.json`` and ``evals/**``.
+* :mod:`~evalhydra.registry.datasets`: JSONL datasets, one validated case per line.
+* :mod:`~evalhydra.registry.attachments`: attachment paths, sizes and types.
+
+The packaged example registry is the repository's top-level ``registry/``,
+installed as ``evalhydra.registry_data``.
+"""

@@ -1,0 +1,154 @@
+"""zrb-llm-evaluator's artifacts from the store: results.json, experiment.json, report.md pieces.
+
+Agent rows are turned back into zrb's :class:`~evalhydra.agents.models.TrialResult`
+(:func:`trial_from_row`), so ``results.json`` and ``experiment.json`` are pure
+functions of the store; :func:`status_label`, :func:`summary_row` and
+:func:`trial_details` render zrb's report.md rows for :mod:`evalhydra.reports.markdown`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evalhydra.agents.models import TrialResult
+from evalhydra.atomic import write_json_atomic
+
+__all__ = [
+    "PASSING",
+    "STATUS_ICONS",
+    "experiment_from_store",
+    "inline_text",
+    "status_label",
+    "summary_row",
+    "table_cell",
+    "trial_details",
+    "trial_from_row",
+    "validation_score",
+    "write_agent_artifacts",
+]
+
+STATUS_ICONS = {"EXCELLENT": "👍", "PASS": "✅", "FAIL": "❌", "TIMEOUT": "⏱️", "ERROR": "⚠️"}
+#: zrb statuses that count as passed.
+PASSING = frozenset({"EXCELLENT", "PASS"})
+
+Row = dict[str, Any]
+
+
+def table_cell(text: Any) -> str:
+    """Table-cell text: pipes escaped, line breaks flattened."""
+    return inline_text(text).replace("|", "\\|")
+
+
+def inline_text(text: Any) -> str:
+    """Single-line text: line breaks become spaces."""
+    return " ".join(str(text).splitlines())
+
+
+def status_label(status: str) -> str:
+    icon = STATUS_ICONS.get(status)
+    return f"{icon} {status}" if icon else table_cell(status)
+
+
+def validation_score(r: Row) -> float | None:
+    verdict = r.get("verification_result")
+    return float(verdict["score"]) if verdict else None
+
+
+def _bold_if(text: str, condition: bool) -> str:
+    return f"**{text}**" if condition else text
+
+
+def summary_row(r: Row, best: dict[str, Any] | None) -> str:
+    score = validation_score(r)
+    b = best if best is not None and r["status"] in PASSING else {}
+    duration = _bold_if(f"{float(r['duration']):.2f}", float(r["duration"]) == b.get("duration"))
+    score_text = "" if score is None else _bold_if(f"{score:.2f}", score == b.get("score"))
+    total = _bold_if(str(r["total_tokens"]), r["total_tokens"] == b.get("total_tokens"))
+    tools = _bold_if(str(r["tool_call_count"]), r["tool_call_count"] == b.get("tool_call_count"))
+    return (
+        f"| {table_cell(r['model'])} | {table_cell(r['test_case'])} | {r['trial_index']} | "
+        f"{status_label(r['status'])} | {duration} | {score_text} | {total} | {r['input_tokens']} | "
+        f"{r['output_tokens']} | {r['cache_read_tokens']} | {tools} |\n"
+    )
+
+
+def trial_details(r: Row) -> list[str]:
+    lines = [
+        f"### {inline_text(r['model'])} / {inline_text(r['test_case'])} / Trial {r['trial_index']}\n\n",
+        f"- **Status**: {status_label(r['status'])}\n",
+        f"- **Duration**: {float(r['duration']):.2f}s\n",
+        f"- **Exit code**: {r['exit_code']}\n",
+        f"- **History path**: {inline_text(r['log_path'])}\n",
+    ]
+    if r.get("stdout_log_path"):
+        lines.append(f"- **Stdout log path**: {inline_text(r['stdout_log_path'])}\n")
+    lines.append(
+        f"- **Tokens**: total={r['total_tokens']}, input={r['input_tokens']}, "
+        f"output={r['output_tokens']}, cache={r['cache_read_tokens']}\n"
+    )
+    if r["tool_call_count"] > 0:
+        names = ", ".join(inline_text(n) for n in r["tool_calls"])
+        lines.append(f"- **Tool calls** ({r['tool_call_count']}): {names}\n")
+    verdict = r.get("verification_result")
+    if verdict is not None:
+        lines.append(f"- **Validation score**: {float(verdict['score'])}\n")
+        for check in verdict.get("details") or []:
+            mark = "✓" if check["passed"] else "✗"
+            message = inline_text(check.get("message", ""))
+            lines.append(f"  - {inline_text(check['name'])}: {mark} {message}\n")
+    lines.append("\n")
+    return lines
+
+
+def trial_from_row(row: dict[str, Any]) -> TrialResult:
+    """Rebuild the zrb TrialResult of a stored agent row (for results.json and report.md)."""
+    details = row.get("details")
+    details = json.loads(details) if isinstance(details, str) else (details or {})
+    return TrialResult(
+        id=details.get("trial_id") or row["cell_key"],
+        model=row["model"],
+        test_case=row["case_id"],
+        trial_index=row["run_index"],
+        status=row["status"],
+        duration=float(row.get("duration_s") or 0.0),
+        exit_code=int(row.get("exit_code") or 0),
+        log_path=row.get("log_path") or "",
+        stdout_log_path=row.get("stdout_log_path") or "",
+        verification_result=details.get("verification_result"),
+        total_tokens=int(details.get("total_tokens") or 0),
+        input_tokens=int(row.get("prompt_tokens") or 0),
+        output_tokens=int(row.get("completion_tokens") or 0),
+        cache_read_tokens=int(row.get("cached_tokens") or 0),
+        tool_calls=list(details.get("tool_call_names") or []),
+        tool_call_count=int(details.get("tool_call_count") or 0),
+        cost_usd=float(row.get("cost_usd") or 0.0),
+        trial_dir=row.get("trial_dir") or "",
+    )
+
+
+def experiment_from_store(runs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """zrb's ``experiment.json`` for the agent rows of some runs (a pure function of the store)."""
+    first = runs[0] if runs else {}
+    config = first.get("config")
+    trials = [trial_from_row(r).to_dict() for r in rows if r.get("kind") == "agent"]
+    return {
+        "id": first.get("run_id"),
+        "config": json.loads(config) if isinstance(config, str) else config,
+        "results": trials,
+        "started_at": first.get("started_at"),
+        "completed_at": runs[-1].get("finished_at") if runs else None,
+    }
+
+
+def write_agent_artifacts(
+    runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path
+) -> list[Path]:
+    """Write zrb's ``results.json`` and ``experiment.json`` (atomically) when there are agent rows."""
+    experiment = experiment_from_store(runs, rows)
+    if not experiment["results"]:
+        return []
+    write_json_atomic(out_dir / "results.json", experiment["results"])
+    write_json_atomic(out_dir / "experiment.json", experiment)
+    return [out_dir / "results.json", out_dir / "experiment.json"]

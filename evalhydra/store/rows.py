@@ -1,0 +1,205 @@
+"""The typed rows the store writes, and the rules that classify them.
+
+:class:`ResultRow` is the one shape of a ``results`` row: every cell kind (chat,
+agent, re-judged) builds one, and the store writes exactly its declared
+columns. A misspelt field is a ``TypeError`` where the row is built, never a
+silent NULL.
+
+The infrastructure-error rule lives here in both of its forms, side by side:
+:func:`is_infra_error` for Python and :func:`infra_error_sql` for SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import Any
+
+from evalhydra.types import ErrorKind, MatchResult
+
+__all__ = [
+    "ERROR_STATUSES",
+    "INFRA_ERROR_SQL",
+    "ResultRow",
+    "attempt_row",
+    "infra_error_sql",
+    "is_infra_error",
+    "now_iso",
+    "verdict_fields",
+]
+
+#: Agent statuses that are infrastructure errors (zrb's ERROR and TIMEOUT).
+ERROR_STATUSES = ("ERROR", "TIMEOUT")
+
+
+def is_infra_error(error_kind: str | None, status: str | None) -> bool:
+    """True when a result says nothing about the answer: an HTTP failure, a timeout,
+    an agent ERROR/TIMEOUT. Such results are neither passes nor failures, are left
+    out of pass rates, and are re-run by ``run.retry_errors``.
+
+    The SQL twin is :func:`infra_error_sql`.
+    """
+    return error_kind is not None or status in ERROR_STATUSES
+
+
+def infra_error_sql(alias: str = "") -> str:
+    """The SQL twin of :func:`is_infra_error` over ``results`` (``alias`` like ``"r."``)."""
+    statuses = ", ".join(f"'{s}'" for s in ERROR_STATUSES)
+    return f"({alias}error_kind is not null or coalesce({alias}status, '') in ({statuses}))"
+
+
+#: :func:`infra_error_sql` without a table alias.
+INFRA_ERROR_SQL = infra_error_sql()
+
+
+@dataclass(slots=True, kw_only=True)
+class ResultRow:
+    """One ``results`` row: one cell's outcome. Column names are the store format."""
+
+    cell_key: str
+    run_id: str
+    group: str
+    eval_id: str
+    service_name: str
+    model: str | None
+    requested_model: str | None = None
+    run_index: int
+    case_id: str
+    kind: str
+    status: str
+    input: Any = None
+    ideal: str | None = None
+    output: str | None = None
+    tool_calls: Any = None  # [{"name", "arguments"}]
+    passed: bool
+    score: float | None = None
+    failure_reason: str | None = None
+    error_kind: str | None = None
+    status_code: int | None = None
+    attempt_count: int | None = None
+    retried: bool | None = None
+    judge_attempt_count: int | None = None
+    judge_retried: bool | None = None
+    judge_status_code: int | None = None
+    judge_service: str | None = None
+    judge_model: str | None = None
+    latency_ms: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    judge_prompt_tokens: int | None = None
+    judge_completion_tokens: int | None = None
+    cost_usd: float | None = None
+    judge_cost_usd: float | None = None
+    details: Any = None
+    feedback: str | None = None
+    rubric_scores: Any = None
+    failure_category: str | None = None
+    suggested_fix: str | None = None
+    pass_threshold: float | None = None
+    attempts: int | None = None
+    attempt_history: Any = None
+    duration_s: float | None = None
+    exit_code: int | None = None
+    log_path: str | None = None
+    stdout_log_path: str | None = None
+    trial_dir: str | None = None
+    case_hash: str | None = None
+    evaluated_at: str | None = None
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[str, Any]) -> ResultRow:
+        """Build a row from a mapping of column names (a stored row, a test's dict).
+
+        Raises:
+            ValueError: A key that is not a ``results`` column, or a missing required one.
+        """
+        unknown = set(row) - set(RESULT_FIELDS)
+        if unknown:
+            raise ValueError(f"not results columns: {', '.join(sorted(unknown))}")
+        try:
+            return cls(**row)
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
+
+    @property
+    def is_error(self) -> bool:
+        """True for an infrastructure error (see :func:`is_infra_error`)."""
+        return is_infra_error(self.error_kind, self.status)
+
+
+#: The ``results`` columns, in table order.
+RESULT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
+_VALUES = attrgetter(*RESULT_FIELDS)
+#: Only these columns hold containers (stored as JSON text); the rest bind as is.
+_JSON_POSITIONS = [
+    i for i, name in enumerate(RESULT_FIELDS)
+    if name in ("input", "tool_calls", "details", "rubric_scores", "attempt_history")
+]
+
+
+def row_values(row: ResultRow) -> list[Any]:
+    """The row's values in column order, containers as sorted-key JSON."""
+    values = list(_VALUES(row))
+    for i in _JSON_POSITIONS:
+        if isinstance(values[i], dict | list | tuple):
+            values[i] = json.dumps(values[i], ensure_ascii=False, sort_keys=True)
+    return values
+
+
+def verdict_status(error: ErrorKind | str | None, passed: bool) -> str:
+    """A chat result's status: any error kind is ERROR (never FAIL), else PASS or FAIL."""
+    if error is not None:
+        return "ERROR"
+    return "PASS" if passed else "FAIL"
+
+
+def verdict_fields(match: MatchResult, error: ErrorKind | None, matcher: Mapping[str, Any]) -> dict[str, Any]:
+    """Status, pass, score and the judge's feedback of a scored chat cell (or a re-judge)."""
+    return {
+        "status": verdict_status(error, match.passed),
+        "passed": bool(match.passed) and error is None,
+        "score": float(match.score),
+        "failure_reason": None if match.passed else match.reason,
+        "error_kind": str(error) if error else None,
+        "details": match.details,
+        "feedback": match.feedback,
+        "rubric_scores": match.rubric_scores,
+        "failure_category": match.failure_category,
+        "suggested_fix": match.suggested_fix,
+        "pass_threshold": matcher.get("pass_threshold", matcher.get("pass_score")),
+    }
+
+
+#: ``attempts`` table columns, in order.
+ATTEMPT_FIELDS = ("cell_key", "run_id", "call", "attempt", "status_code", "error_kind", "latency_ms",
+                  "error_message")
+
+
+def attempt_row(cell_key: str, run_id: str, call: str, record: Any) -> dict[str, Any]:
+    """One ``attempts`` row for an :class:`~evalhydra.types.AttemptRecord`."""
+    return {
+        "cell_key": cell_key,
+        "run_id": run_id,
+        "call": call,
+        "attempt": record.attempt,
+        "status_code": record.status_code,
+        "error_kind": str(record.error_kind) if record.error_kind else None,
+        "latency_ms": round(record.latency_ms, 3),
+        "error_message": record.error_message,
+    }
+
+
+_SECOND: list[Any] = [-1, ""]  # the last whole second and its formatted text
+
+
+def now_iso() -> str:
+    """UTC timestamp in ISO 8601 with milliseconds and a Z suffix (cheap: one format per second)."""
+    now = time.time()
+    second = int(now)
+    if second != _SECOND[0]:
+        _SECOND[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
+    return f"{_SECOND[1]}.{int((now - second) * 1000):03d}Z"

@@ -1,0 +1,277 @@
+"""The store's tables, views and numbered migrations (``PRAGMA user_version``).
+
+Tables:
+
+* ``runs``: one row per invocation (config with secrets removed, fingerprint,
+  status ``running|completed|interrupted|failed``).
+* ``results``: one row per cell (:class:`~evalhydra.store.rows.ResultRow`), keyed
+  by ``cell_key``. Resume is "skip the keys that are already here".
+* ``run_cells``: which cells belong to which run (a resumed run reuses cells
+  stored by earlier runs, so reports of a run cover its whole plan).
+* ``attempts``: every HTTP attempt (status, error kind, latency) for auditing.
+
+A migration never changes once released; a new schema is a new migration.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import sqlite_utils
+
+from evalhydra.store.rows import infra_error_sql
+
+__all__ = ["MIGRATIONS", "REPORT_VIEWS", "RESULT_COLUMNS", "SCHEMA_VERSION"]
+
+RESULT_COLUMNS: dict[str, type] = {
+    "cell_key": str,
+    "run_id": str,
+    "group": str,
+    "eval_id": str,
+    "service_name": str,
+    "model": str,
+    "requested_model": str,
+    "run_index": int,
+    "case_id": str,
+    "kind": str,
+    "status": str,
+    "input": str,
+    "ideal": str,
+    "output": str,
+    "tool_calls": str,
+    "passed": int,
+    "score": float,
+    "failure_reason": str,
+    "error_kind": str,
+    "status_code": int,
+    "attempt_count": int,
+    "retried": int,
+    "judge_attempt_count": int,
+    "judge_retried": int,
+    "judge_status_code": int,
+    "judge_service": str,
+    "judge_model": str,
+    "latency_ms": int,
+    "prompt_tokens": int,
+    "completion_tokens": int,
+    "cached_tokens": int,
+    "judge_prompt_tokens": int,
+    "judge_completion_tokens": int,
+    "cost_usd": float,
+    "judge_cost_usd": float,
+    "details": str,
+    "feedback": str,
+    "rubric_scores": str,
+    "failure_category": str,
+    "suggested_fix": str,
+    "pass_threshold": float,
+    "attempts": int,
+    "attempt_history": str,
+    "duration_s": float,
+    "exit_code": int,
+    "log_path": str,
+    "stdout_log_path": str,
+    "trial_dir": str,
+    "case_hash": str,
+    "evaluated_at": str,
+}
+
+
+def _migration_1(db: sqlite_utils.Database) -> None:
+    db.table("runs").create(
+        {
+            "run_id": str,
+            "parent_run_id": str,
+            "kind": str,
+            "started_at": str,
+            "finished_at": str,
+            "status": str,
+            "overrides": str,
+            "config": str,
+            "fingerprint": str,
+            "version": str,
+            "sweep_dir": str,
+            "job_num": int,
+            "hostname": str,
+            "pid": int,
+            "cells_total": int,
+            "cells_run": int,
+        },
+        pk="run_id",
+        if_not_exists=True,
+    )
+    db.table("results").create(RESULT_COLUMNS, pk="cell_key", if_not_exists=True)
+    db.table("run_cells").create(
+        {"run_id": str, "cell_key": str}, pk=("run_id", "cell_key"), if_not_exists=True
+    )
+    db.table("attempts").create(
+        {
+            "cell_key": str,
+            "run_id": str,
+            "call": str,
+            "attempt": int,
+            "status_code": int,
+            "error_kind": str,
+            "latency_ms": float,
+            "error_message": str,
+        },
+        pk=("cell_key", "run_id", "call", "attempt"),
+        if_not_exists=True,
+    )
+    for cols in (["run_id"], ["eval_id", "service_name", "model"], ["evaluated_at"]):
+        db.table("results").create_index(cols, if_not_exists=True)
+    db.table("run_cells").create_index(["cell_key"], if_not_exists=True)
+    _create_views(db)
+
+
+def _create_views(db: sqlite_utils.Database) -> None:
+    views = {
+        "run_results": """
+            select rc.run_id as member_run_id, r.* from run_cells rc
+            join results r on r.cell_key = rc.cell_key""",
+        "eval_stats": """
+            select eval_id, service_name, model, count(*) as total,
+              sum(passed) as passed, sum(error_kind is not null) as errors,
+              round(avg(passed), 4) as pass_rate, round(avg(latency_ms), 1) as mean_latency_ms,
+              sum(retried) as retried_runs, sum(coalesce(cost_usd, 0)) as cost_usd
+            from results group by eval_id, service_name, model""",
+        "run_summary": """
+            select ru.run_id, ru.started_at, ru.status, count(r.cell_key) as cells,
+              sum(r.passed) as passed, round(avg(r.passed), 4) as pass_rate,
+              sum(r.error_kind is not null) as errors
+            from runs ru left join run_cells rc on rc.run_id = ru.run_id
+            left join results r on r.cell_key = rc.cell_key group by ru.run_id""",
+    }
+    for name, sql in views.items():
+        db.create_view(name, sql, replace=True)
+
+
+def _migration_2(db: sqlite_utils.Database) -> None:
+    """Report views: per-run stats, latest result per cell, failures, flakiness."""
+    _create_report_views(db)
+
+
+def _migration_3(db: sqlite_utils.Database) -> None:
+    """Pass rates leave infrastructure errors out (``eval_stats`` and ``run_summary`` too)."""
+    _create_report_views(db)
+
+
+def _create_report_views(db: sqlite_utils.Database) -> None:
+    for name, sql in REPORT_VIEWS.items():
+        db.create_view(name, sql, replace=True)
+
+
+_RUN_MEMBERS = """
+    from run_cells rc join results r on r.cell_key = rc.cell_key
+    join runs ru on ru.run_id = rc.run_id"""
+# An infrastructure error (HTTP failure, timeout, agent ERROR/TIMEOUT): not a failure, and
+# left out of pass rates (pass_rate = passed / (total - errors)).
+_ERR = infra_error_sql("r.")
+_COUNTS = f"""count(r.cell_key) as total, coalesce(sum(r.passed), 0) as passed,
+          count(r.cell_key) - coalesce(sum(r.passed), 0) - coalesce(sum({_ERR}), 0) as failed,
+          coalesce(sum({_ERR}), 0) as errors,
+          round(1.0 * sum(r.passed) / nullif(count(r.cell_key) - sum({_ERR}), 0), 4) as pass_rate"""
+_COST = "round(sum(coalesce(r.cost_usd, 0) + coalesce(r.judge_cost_usd, 0)), 6) as cost_usd"
+
+#: Views of migrations 2 and 3 (documented in the README with example queries).
+REPORT_VIEWS: dict[str, str] = {
+    # One row per eval × service × model over every stored result (replaces migration 1's).
+    "eval_stats": f"""
+        select r.eval_id, r.service_name, r.model, count(*) as total, sum(r.passed) as passed,
+          sum({_ERR}) as errors,
+          round(1.0 * sum(r.passed) / nullif(count(*) - sum({_ERR}), 0), 4) as pass_rate,
+          round(avg(r.latency_ms), 1) as mean_latency_ms, sum(r.retried) as retried_runs,
+          {_COST}
+        from results r group by r.eval_id, r.service_name, r.model""",
+    # One row per run (replaces migration 1's).
+    "run_summary": f"""
+        select ru.run_id, ru.started_at, ru.status, count(r.cell_key) as cells,
+          sum(r.passed) as passed,
+          round(1.0 * sum(r.passed) / nullif(count(r.cell_key) - sum({_ERR}), 0), 4) as pass_rate,
+          sum({_ERR}) as errors
+        from runs ru left join run_cells rc on rc.run_id = ru.run_id
+        left join results r on r.cell_key = rc.cell_key group by ru.run_id""",
+    # One row per run × eval × service × model.
+    "run_eval_stats": f"""
+        select rc.run_id, ru.started_at, r."group", r.eval_id, r.service_name, r.model,
+          {_COUNTS},
+          round(avg(r.latency_ms), 1) as mean_latency_ms, sum(r.retried) as retried_runs,
+          sum(coalesce(r.attempt_count, 0)) as total_attempts,
+          sum(coalesce(r.prompt_tokens, 0) + coalesce(r.judge_prompt_tokens, 0)) as input_tokens,
+          sum(coalesce(r.completion_tokens, 0) + coalesce(r.judge_completion_tokens, 0))
+            as output_tokens,
+          {_COST}
+        {_RUN_MEMBERS}
+        group by rc.run_id, r."group", r.eval_id, r.service_name, r.model""",
+    # One row per run: results, passes, failures, errors, pass rate, cost.
+    "run_pass_rates": f"""
+        select ru.run_id, ru.started_at, ru.finished_at, ru.status, ru.kind,
+          {_COUNTS},
+          coalesce({_COST.replace(" as cost_usd", "")}, 0) as cost_usd
+        from runs ru left join run_cells rc on rc.run_id = ru.run_id
+        left join results r on r.cell_key = rc.cell_key
+        group by ru.run_id""",
+    # The most recent result of every (eval, service, model, case, trial), any run.
+    "latest_results": """
+        select * from (
+          select r.*, row_number() over (
+            partition by r.eval_id, r.service_name, r.model, r.case_id, r.run_index
+            order by r.evaluated_at desc, r.cell_key desc) as recency
+          from results r)
+        where recency = 1""",
+    # Every failing or erroring result, with the run it belongs to.
+    "failures": f"""
+        select rc.run_id, r.eval_id, r.service_name, r.model, r.case_id, r.run_index,
+          coalesce(r.status, case when r.error_kind is not null then 'ERROR' else 'FAIL' end)
+            as status,
+          {_ERR} as is_error, r.error_kind, r.failure_reason, r.failure_category,
+          r.suggested_fix, r.score, r.output, r.evaluated_at
+        {_RUN_MEMBERS}
+        where not coalesce(r.passed, 0)""",
+    # Per run × eval × service × model × case, over trials without an infrastructure error.
+    "case_flakiness": f"""
+        select run_id, eval_id, service_name, model, case_id, trials, errors, passed,
+          case when trials = errors then 'NO RESULT' when passed = trials - errors then 'STABLE'
+               when passed = 0 then 'BROKEN' else 'FLAKY' end as verdict,
+          round(2.0 * min(passed, trials - errors - passed) / nullif(trials - errors, 0), 4)
+            as flakiness
+        from (
+          select rc.run_id, r.eval_id, r.service_name, r.model, r.case_id, count(*) as trials,
+            sum({_ERR}) as errors, sum(r.passed) as passed
+          {_RUN_MEMBERS}
+          group by rc.run_id, r.eval_id, r.service_name, r.model, r.case_id)""",
+}
+
+
+def _migration_4(db: sqlite_utils.Database) -> None:
+    """Results of a run in zig_eval's sort order straight from an index.
+
+    ``runs.json`` lists a run's results sorted by (group, eval, service, trial,
+    case, model); without this index SQLite sorts them in a temp B-tree (3.5 of
+    9.3 s at a million rows). It replaces the ``(run_id)`` index, its prefix, so
+    writes maintain no more indexes than before.
+    """
+    db.conn.execute("drop index if exists idx_results_run_id")
+    db.conn.execute(
+        "create index if not exists idx_results_run_seed_order on results "
+        '(run_id, "group", eval_id, service_name, run_index, case_id, model)'
+    )
+
+
+def _migration_5(db: sqlite_utils.Database) -> None:
+    """Agent rows spell tool-call arguments ``arguments``, as chat rows do (was ``args``)."""
+    rows = db.conn.execute(
+        "select cell_key, tool_calls from results where kind = 'agent' and tool_calls like '%\"args\"%'"
+    ).fetchall()
+    for key, text in rows:
+        calls = json.loads(text)
+        renamed = [{"arguments": c.pop("args", None), **c} if isinstance(c, dict) else c for c in calls]
+        db.conn.execute("update results set tool_calls = ? where cell_key = ?",
+                        [json.dumps(renamed, ensure_ascii=False, sort_keys=True), key])
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5,
+]
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,62 @@
+"""The built-in OpenAI-compatible mock chat-completions server.
+
+Used in-process by the runner for ``service=mock`` and as its own process by
+tests and benchmarks (``python -m evalhydra.testing.mock --port 9000``). It speaks
+HTTP/1.1 with keep-alive (trio + h11) and answers deterministically.
+
+Endpoints:
+    ``POST /v1/chat/completions`` (or ``/chat/completions``): an OpenAI
+    ``chat.completion`` whose message follows :mod:`evalhydra.testing.mock.replies`;
+    ``"stream": true`` gets the same answer as server-sent events.
+    ``GET /v1/models``: the mock model.
+    ``GET /_mock/stats``: counters (``requests``, ``chat_requests``, ``ok``,
+    ``faults``, ``bad_requests``, ``connections``, ``in_flight``,
+    ``max_in_flight``). ``POST /_mock/reset`` zeroes them and reseeds.
+    ``GET|POST /_mock/config``: read, or change with a JSON object of settings.
+    ``GET /_mock/last``: the last chat request body; ``GET /_mock/last_headers``:
+    its headers (names lower-cased). ``GET /_mock/health``.
+    Every ``/_mock/...`` path also answers under ``/v1/_mock/...``.
+
+Switches (:class:`MockSettings`, same names as ``MockConfig`` plus extras):
+    ``latency_ms``, ``jitter_ms``: delay of each chat answer, +/- uniform jitter.
+    ``fail_rate``, ``fail_status``: answer ``fail_status`` with
+    ``{"error": {"message": "mock failure", "type": "server_error"}}``.
+    ``retry_after_s``: add ``Retry-After`` to failures;
+    ``retry_after_http_date`` sends it as an HTTP-date.
+    ``fail_first_n``: the first N chat requests fail, the rest succeed.
+    ``hang_rate``: never answer (until the client disconnects).
+    ``malformed_rate``: 200 with a truncated, invalid JSON body.
+    ``reset_rate``: promise a body, send half of it, close the socket.
+    ``oversized_rate``: a valid completion larger than 8 MiB.
+    ``fault``: force one of :data:`FAULTS` on every chat request (``fail``,
+    ``hang``, ``malformed``, ``reset``, ``stall``, ``oversized``,
+    ``missing_choices``, ``empty_choices``, ``content_null``, ``no_usage``,
+    ``html``).
+    ``seed``: seed of the per-server ``random.Random`` that draws faults and
+    jitter, so a run is reproducible.
+    ``model``: model reported when a request names none; ``fixed_reply``:
+    always answer this text.
+
+Order per chat request: ``fail_first_n``, then ``fault``, then one random
+draw shared by the rates (fail, hang, malformed, reset, oversized).
+
+Example:
+    >>> async with trio.open_nursery() as nursery:  # doctest: +SKIP
+    ...     server = await nursery.start(serve, MockSettings(latency_ms=5))
+    ...     client = openai.AsyncOpenAI(base_url=server.url, api_key="x")
+"""
+
+from evalhydra.testing.mock.replies import reply_for, usage_for
+from evalhydra.testing.mock.server import MockServer, MockStats, open_mock_server, serve
+from evalhydra.testing.mock.settings import FAULTS, MockSettings
+
+__all__ = [
+    "FAULTS",
+    "MockServer",
+    "MockSettings",
+    "MockStats",
+    "open_mock_server",
+    "reply_for",
+    "serve",
+    "usage_for",
+]

@@ -1,0 +1,112 @@
+"""``python -m evalhydra.testing.mock``: run the mock server as its own process.
+
+Prints ``evalhydra mock listening on http://HOST:PORT/v1`` once bound (so a
+parent started with ``--port 0`` can read the port), then serves until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+from evalhydra.testing.mock.server import MockServer
+from evalhydra.testing.mock.settings import FAULTS, MockSettings
+
+__all__ = ["build_parser", "main"]
+
+#: (flag, settings field, type, help) for every switch.
+_SWITCHES: list[tuple[str, str, Any, str]] = [
+    ("--latency-ms", "latency_ms", float, "delay of every chat answer, in ms (default 0)"),
+    ("--jitter-ms", "jitter_ms", float, "uniform +/- spread around --latency-ms (default 0)"),
+    ("--fail-rate", "fail_rate", float, "share of chat requests answered --fail-status"),
+    ("--fail-status", "fail_status", int, "status of failures (default 500; 429, 503 ...)"),
+    ("--retry-after-s", "retry_after_s", float, "send Retry-After: N with failures"),
+    ("--fail-first-n", "fail_first_n", int, "fail the first N chat requests, then succeed"),
+    ("--hang-rate", "hang_rate", float, "share never answered (until the client leaves)"),
+    ("--malformed-rate", "malformed_rate", float, "share answered 200 with truncated JSON"),
+    ("--reset-rate", "reset_rate", float, "share whose socket closes mid-body"),
+    ("--oversized-rate", "oversized_rate", float, "share answered with a body > 8 MiB"),
+    ("--seed", "seed", int, "seed of the fault and jitter generator (default 0)"),
+    ("--model", "model", str, "model named when a request has none (default mock-model)"),
+    ("--fixed-reply", "fixed_reply", str, "answer every chat request with this text"),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser; every flag mirrors a ``MockSettings`` field."""
+    parser = argparse.ArgumentParser(
+        prog="python -m evalhydra.testing.mock",
+        description="OpenAI-compatible mock chat-completions server (deterministic replies, "
+        "switchable faults). Rates are probabilities in [0, 1] drawn from one seeded "
+        "generator; settings can also be changed at run time with POST /_mock/config.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=9000, metavar="N", help="port (default 9000); 0 picks a free one"
+    )
+    for flag, dest, kind, text in _SWITCHES:
+        metavar = {int: "N", float: "X", str: "TEXT"}[kind]
+        parser.add_argument(flag, dest=dest, type=kind, default=None, metavar=metavar, help=text)
+    parser.add_argument(
+        "--retry-after-http-date",
+        dest="retry_after_http_date",
+        action="store_true",
+        default=None,
+        help="send Retry-After as an HTTP-date instead of seconds",
+    )
+    parser.add_argument(
+        "--fault",
+        choices=FAULTS,
+        default=None,
+        metavar="KIND",
+        help="force this fault on every chat request: " + ", ".join(FAULTS),
+    )
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> MockSettings:
+    """Build settings from parsed flags (unset flags keep the defaults)."""
+    names = [dest for _, dest, _, _ in _SWITCHES] + ["retry_after_http_date", "fault"]
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    return MockSettings(**given)
+
+
+async def _run(server: MockServer, port: int) -> int:
+    """Serve until SIGINT or SIGTERM, then stop cleanly; 1 when the port is taken."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        try:
+            listeners = await trio.open_tcp_listeners(port, host=server.host)
+        except OSError as exc:
+            print(f"evalhydra mock: cannot listen on {server.host}:{port}: {exc}", file=sys.stderr)
+            return 1
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.serve_listeners, listeners)
+            print(f"evalhydra mock listening on {server.url}", flush=True)
+            async for _ in signals:
+                nursery.cancel_scope.cancel()
+                break
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status.
+
+    Args:
+        argv: Arguments without the program name (default ``sys.argv[1:]``).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    return trio.run(_run, MockServer(settings, args.host), args.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""The mock server's switches, as one mutable value object.
+
+Every field can be changed while the server runs (``MockServer.settings`` or
+``POST /_mock/config``); the server reads them afresh for each request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FAULTS", "MockSettings"]
+
+#: Values of :attr:`MockSettings.fault`, each forcing one misbehaviour on every
+#: chat request (after ``fail_first_n``):
+#:
+#: - ``fail``: ``fail_status`` with the error body (and ``Retry-After`` when set).
+#: - ``hang``: never answer; the connection is closed when the client goes away.
+#: - ``malformed``: 200 with a truncated, invalid JSON body.
+#: - ``reset``: headers promise a longer body; half of it is sent, then the socket closes.
+#: - ``stall``: like ``reset`` but the socket stays open and silent (a read timeout).
+#: - ``oversized``: a valid 200 completion whose body is larger than 8 MiB.
+#: - ``missing_choices``: 200 JSON without ``choices``.
+#: - ``empty_choices``: 200 JSON with ``choices: []``.
+#: - ``content_null``: 200 with ``content: null`` and no tool calls.
+#: - ``no_usage``: a normal completion without the ``usage`` block.
+#: - ``html``: 200 ``text/html`` body that is not JSON.
+FAULTS = (
+    "fail",
+    "hang",
+    "malformed",
+    "reset",
+    "stall",
+    "oversized",
+    "missing_choices",
+    "empty_choices",
+    "content_null",
+    "no_usage",
+    "html",
+)
+
+_RATES = ("fail_rate", "hang_rate", "malformed_rate", "reset_rate", "oversized_rate")
+
+
+@dataclass
+class MockSettings:
+    """How the mock answers; field names match :class:`evalhydra.config.schema.MockConfig`.
+
+    Rates are probabilities in [0, 1], drawn per chat request from one
+    ``random.Random(seed)`` so a run is reproducible. One draw decides among
+    fail, hang, malformed, reset and oversized, in that order, so their sum
+    should stay <= 1.
+
+    Attributes:
+        latency_ms: Delay before every chat answer.
+        jitter_ms: Uniform +/- spread added to ``latency_ms`` (never below 0).
+        fail_rate: Share of chat requests answered with ``fail_status``.
+        fail_status: Status of failures (500, 429, 503 ...).
+        retry_after_s: When set, failures carry ``Retry-After`` (seconds).
+        retry_after_http_date: Send ``Retry-After`` as an HTTP-date instead.
+        fail_first_n: The first N chat requests fail, then all succeed.
+        hang_rate: Share of chat requests never answered.
+        malformed_rate: Share answered 200 with a truncated JSON body.
+        reset_rate: Share whose connection closes mid-body.
+        oversized_rate: Share answered with a valid body larger than 8 MiB.
+        fault: One of :data:`FAULTS`, forced on every chat request, or None.
+        seed: Seed of the fault and jitter random generator.
+        model: Model reported when a request names none, and by ``/v1/models``.
+        fixed_reply: When set, every completion's content is this text.
+    """
+
+    latency_ms: float = 0.0
+    jitter_ms: float = 0.0
+    fail_rate: float = 0.0
+    fail_status: int = 500
+    retry_after_s: float | None = None
+    hang_rate: float = 0.0
+    malformed_rate: float = 0.0
+    seed: int = 0
+    retry_after_http_date: bool = False
+    fail_first_n: int = 0
+    reset_rate: float = 0.0
+    oversized_rate: float = 0.0
+    fault: str | None = None
+    model: str = "mock-model"
+    fixed_reply: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in _RATES:
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
+        if not 100 <= self.fail_status <= 599:
+            raise ValueError(f"fail_status must be an HTTP status, got {self.fail_status!r}")
+        if self.latency_ms < 0 or self.jitter_ms < 0:
+            raise ValueError("latency_ms and jitter_ms must be >= 0")
+        if self.fail_first_n < 0:
+            raise ValueError("fail_first_n must be >= 0")
+        if self.retry_after_s is not None and self.retry_after_s < 0:
+            raise ValueError("retry_after_s must be >= 0 or None")
+        if self.fault is not None and self.fault not in FAULTS:
+            raise ValueError(f"fault must be one of {', '.join(FAULTS)} or null, got {self.fault!r}")
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> MockSettings:
+        """Build settings from a ``MockConfig``, a DictConfig or a plain mapping.
+
+        Args:
+            cfg: The config; its ``enabled`` key is ignored.
+
+        Returns:
+            New settings.
+
+        Raises:
+            ValueError: On an unknown key or an out-of-range value.
+        """
+        if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+            values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+        else:
+            values = {str(k): v for k, v in dict(cfg).items()}
+        values.pop("enabled", None)
+        return cls(**_checked(values))
+
+    def update(self, changes: Mapping[str, Any]) -> None:
+        """Change some fields in place, all or none.
+
+        Args:
+            changes: Field names and new values.
+
+        Raises:
+            ValueError: On an unknown field or an invalid value (nothing changes).
+        """
+        new = dataclasses.replace(self, **_checked(dict(changes)))
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(new, f.name))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+
+def _checked(values: dict[str, Any]) -> dict[str, Any]:
+    """Reject unknown field names and coerce JSON numbers to the field types."""
+    types = {f.name: f.type for f in dataclasses.fields(MockSettings)}
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in types:
+            raise ValueError(f"unknown mock setting {key!r}; known: {', '.join(types)}")
+        out[key] = _coerce(key, str(types[key]), value)
+    return out
+
+
+def _coerce(key: str, type_name: str, value: Any) -> Any:
+    """Coerce one value to the declared field type, or raise ValueError."""
+    if value is None and "None" in type_name:
+        return None
+    kind = type_name.split(" ")[0]
+    ok = {
+        "float": isinstance(value, int | float) and not isinstance(value, bool),
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "str": isinstance(value, str),
+    }[kind]
+    if not ok:
+        raise ValueError(f"mock setting {key!r} must be {type_name}, got {value!r}")
+    return float(value) if kind == "float" else value
