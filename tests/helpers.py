@@ -37,6 +37,8 @@ def mock_process(*args: str) -> Iterator[str]:
             proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]
 
 
 def mock_call(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -38,13 +38,14 @@ def _rows(db: Path, sql: str) -> list[tuple[object, ...]]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_agent_run_resume_and_retry_errors(compose: Compose, agent_registry: Path, tmp_path: Path) -> None:
     overrides = [
         f"registry={agent_registry}",
         "service=fake_agent",
         "eval=agent_cases",
         "trials=2",
-        f"run.output_dir={tmp_path / 'trials'}",
+        f"run.agent_trials_dir={tmp_path / 'trials'}",
     ]
     db = tmp_path / "store.db"
     assert run_plan(build_plan(compose(*overrides)), output_dir=tmp_path / "out1") == 0

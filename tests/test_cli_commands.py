@@ -156,6 +156,7 @@ def test_results_lists_trials_like_zrb_list(mock_store: MockStore,
     assert code == 0 and len(out.strip().splitlines()) == 4
 
 
+@pytest.mark.slow
 def test_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     """`evalhydra results latest | head -1` must not print a traceback."""
     import subprocess

@@ -167,6 +167,7 @@ def test_dry_run_prints_the_plan_and_makes_no_call(
     assert not (tmp_path / "store.db").exists() and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_dry_run_sweep_prints_each_model_and_makes_no_call(url: str, tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 4)
     res = run_cli("-m", f"registry={registry}", "service=mock", "service.mock.enabled=false",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 
@@ -19,6 +21,7 @@ def test_ruff_is_clean() -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_mypy_is_clean() -> None:
     res = _run("mypy", "--no-incremental")
     assert res.returncode == 0, res.stdout + res.stderr

@@ -540,7 +540,7 @@ def mock_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
     finally:
         if proc.poll() is None:
             proc.kill()
-        proc.wait(5)
+        proc.communicate(timeout=5)
 
 
 async def test_cli_process_and_sync_openai_client(

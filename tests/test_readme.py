@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from evalhydra.cli.commands import SUBCOMMANDS
 from tests.conftest import REPO
 from tests.helpers import run_cli
 
@@ -39,11 +40,12 @@ def test_default_eval_runs_from_any_directory(tmp_path: Path) -> None:
     assert (tmp_path / "outputs" / "evalhydra.db").exists()
 
 
+@pytest.mark.slow
 def test_help_lists_options_and_every_subcommand_has_help(tmp_path: Path) -> None:
     res = run_cli("--help", cwd=tmp_path)
     assert res.returncode == 0 and "service: " in res.stdout and "mock_slow" in res.stdout
     assert "smoke.reply_ok" in res.stdout and "local" in res.stdout  # registry options are listed too
-    from evalhydra.cli.commands import SUBCOMMANDS
+
 
     for name in sorted(SUBCOMMANDS):
         assert f"`{name}`" in README or f" {name} " in README, f"{name} is not documented"
@@ -110,6 +112,7 @@ def wheel_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
+@pytest.mark.slow
 def test_wheel_ships_configs_registry_and_runs_anywhere(wheel_site: Path, tmp_path: Path) -> None:
     for rel in (
         "evalhydra/conf/config.yaml",

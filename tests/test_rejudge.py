@@ -56,6 +56,7 @@ ORIGINAL = {("g.graded", "err"): "ERROR", ("g.graded", "paris"): "PASS", ("g.gra
             ("g.text", "exact"): "PASS", ("g.text", "inside"): "FAIL", ("g.text", "wrong"): "FAIL"}
 
 
+@pytest.mark.slow
 def test_rejudge_scores_stored_outputs_again_as_a_linked_run(compose: Compose, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "store.db"

@@ -44,6 +44,7 @@ def _one(db: Path, sql: str) -> object:
         conn.close()
 
 
+@pytest.mark.slow
 def test_sigkill_then_rerun_stores_each_cell_once_and_skips_stored_cells(tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 300)
     db = tmp_path / "store.db"
@@ -51,7 +52,7 @@ def test_sigkill_then_rerun_stores_each_cell_once_and_skips_stored_cells(tmp_pat
         proc = start_cli(*_args(registry, url, db, "run.concurrency=8", "run.batch_size=5"), cwd=tmp_path)
         wait_for(lambda: stored_results(db) >= 40, timeout=60)
         proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        proc.communicate(timeout=10)
         before = stored_results(db)
         assert 40 <= before < 300
         mock_call(url, "reset", {})
@@ -64,6 +65,7 @@ def test_sigkill_then_rerun_stores_each_cell_once_and_skips_stored_cells(tmp_pat
     assert _one(db, "select count(*) from runs where status = 'running'") == 1  # the killed one
 
 
+@pytest.mark.slow
 def test_ctrl_c_flushes_marks_interrupted_and_exits_130(tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 400)
     db = tmp_path / "store.db"
@@ -84,6 +86,7 @@ def test_ctrl_c_flushes_marks_interrupted_and_exits_130(tmp_path: Path) -> None:
     assert _one(db, "select count(*) from results") == 400
 
 
+@pytest.mark.slow
 def test_rerun_is_a_no_op_and_retry_errors_reruns_only_errors(tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 6)
     db = tmp_path / "store.db"
@@ -118,6 +121,7 @@ def test_rate_limit_storm_is_reported_as_errors_not_failures(tmp_path: Path) -> 
     assert "| g.e" in report and "|        5 |" in report  # five errors column
 
 
+@pytest.mark.slow
 def test_fail_under_gates_the_exit_code(tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 4)
     with mock_process("--fixed-reply", "nope") as url:
@@ -126,6 +130,7 @@ def test_fail_under_gates_the_exit_code(tmp_path: Path) -> None:
     assert "pass rate 0.0% < 90.0%" in res.stderr
 
 
+@pytest.mark.slow
 def test_user_errors_print_one_line_without_traceback(tmp_path: Path) -> None:
     res = run_cli("registry=/nonexistent/dir", cwd=tmp_path)
     assert res.returncode == 2 and "Traceback" not in res.stderr
@@ -147,6 +152,7 @@ def test_default_run_writes_seed_artifacts(tmp_path: Path) -> None:
     assert (tmp_path / "outputs" / "evalhydra.db").exists()
 
 
+@pytest.mark.slow
 def test_per_eval_threshold_gates_only_its_eval(tmp_path: Path) -> None:
     ok = run_cli(
         "eval=smoke", "++run.fail_under_per_eval={smoke.reply_ok:0.95}", "run.progress=false", cwd=tmp_path

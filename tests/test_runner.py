@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 from omegaconf import DictConfig
@@ -76,6 +77,7 @@ async def test_concurrency_limits_hold_at_the_server(compose: Compose, tmp_path:
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.slow
 def test_multirun_sweep_writes_one_store_and_a_sweep_report(tmp_path: Path) -> None:
     res = subprocess.run(
         [

@@ -12,6 +12,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "throughput.py"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("floor", ["client", "transport"])
 def test_throughput_bench_runs_both_sides_against_the_mock(floor: str) -> None:
     res = subprocess.run([sys.executable, str(BENCH), "--n", "300", "--c", "20", "--latency-ms", "1",

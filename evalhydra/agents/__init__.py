@@ -1,12 +1,12 @@
-"""Agent-CLI evals (zrb-llm-evaluator style): cases, trials, traces, reports.
+"""Agent-CLI evals (zrb-llm-evaluator style): cases, commands, trials, traces, usage.
 
 A case is a directory (``instruction.txt``, ``validator.py``, optional
 ``workdir/``). Each trial runs an agent CLI (``kind: command`` service) as a
 subprocess in its own directory, then the case's validator judges the result.
 
 Building blocks: :func:`load_cases`, :func:`validate_command_service`,
-:func:`build_argv`, :func:`run_trial`, :func:`trace_from_history`; the agent
-cell (:mod:`evalhydra.agents.cell`) turns a trial into a store row. zrb's
+:func:`build_argv`, :func:`run_trial`, :func:`trace_from_history`. The agent
+cell (:mod:`evalhydra.execute.agent_cell`) turns a trial into a store row; zrb's
 artifacts are rebuilt from the store by :mod:`evalhydra.reports.zrb`.
 """
 

@@ -177,7 +177,7 @@ class RunConfig:
     dry_run: bool = False
     progress: bool = True
     batch_size: int = 1000
-    output_dir: str | None = None  # agent trial dirs; default: the Hydra run dir
+    agent_trials_dir: str | None = None  # where agent trials run; default: <store dir>/agent_trials
 
 
 @dataclass

@@ -34,8 +34,8 @@ import trio
 
 import evalhydra
 from evalhydra import fastpath
-from evalhydra.agents.cell import AgentCellRunner
 from evalhydra.config.redact import redact_overrides
+from evalhydra.execute.agent_cell import AgentCellRunner
 from evalhydra.execute.chat_cell import ChatCellRunner
 from evalhydra.execute.progress import Progress
 from evalhydra.execute.services import build_matchers, open_services

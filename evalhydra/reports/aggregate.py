@@ -18,13 +18,13 @@ from typing import Any
 
 from evalhydra.reports.selection import (
     DURATION_SQL,
-    ERROR_SQL,
     PASSED_SQL,
     STATUS_SQL,
     TRIAL_ORDER_SQL,
     Selection,
 )
 from evalhydra.stats import pass_at_k, pass_hat_k
+from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = [
     "CAP_CASES",
@@ -132,14 +132,14 @@ class CaseData:
 
 CATEGORY_KEY_SQL = (
     f"(case when {PASSED_SQL} then null when failure_category in ({_ENUM}) then failure_category"
-    f" when failure_category is not null then 'other' when {ERROR_SQL} then 'error'"
+    f" when failure_category is not null then 'other' when {INFRA_ERROR_SQL} then 'error'"
     " else 'uncategorized' end)"
 )
 
 _CASES_SQL = f"""
 with cases as materialized (
   select max("group") as g, eval_id as e, service_name as s, coalesce(model, '') as m,
-    case_id as c, count(*) as n, sum({PASSED_SQL}) as ok, count(*) - sum({ERROR_SQL}) as scored
+    case_id as c, count(*) as n, sum({PASSED_SQL}) as ok, count(*) - sum({INFRA_ERROR_SQL}) as scored
   from {{table}} where {{where}}
   group by eval_id, case_id, service_name, model),
 flaky as materialized (

@@ -18,9 +18,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalhydra.reports.selection import ERROR_SQL, PASSED_SQL, Selection
+from evalhydra.reports.selection import PASSED_SQL, Selection
 from evalhydra.reports.zig import CONFIDENCE_LEVEL, SCHEMA_VERSION
 from evalhydra.stats import delta_interval, mcnemar_exact_p, newcombe_paired_interval, wilson_interval
+from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = [
     "PAIRED_METHOD",
@@ -78,7 +79,7 @@ class EvalPairing:
 
 
 def _keyed(side: Side, skip_errors: bool) -> str:
-    where = f"({side.where}) and not {ERROR_SQL}" if skip_errors else side.where
+    where = f"({side.where}) and not {INFRA_ERROR_SQL}" if skip_errors else side.where
     return (
         f'select "group" as g, eval_id as e, case_id as c, run_index as i, count(*) as k,'
         f" max({PASSED_SQL}) as p, sum({PASSED_SQL}) as ps from results where {where}"

@@ -29,7 +29,7 @@ from typing import Any
 from evalhydra.errors import EvalHydraError
 from evalhydra.reports.compare import EvalPairing, Side, comparison_row, paired_by_eval, pooled
 from evalhydra.reports.markdown import comparison_table
-from evalhydra.reports.selection import ERROR_SQL
+from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["Comparison", "Target", "compare", "parse_target", "render", "regressions"]
 
@@ -103,7 +103,7 @@ def _kind(base: Target, cand: Target) -> str:
 
 
 def _errors(conn: sqlite3.Connection, side: Side) -> int:
-    sql = f"select count(*) from results where ({side.where}) and {ERROR_SQL}"
+    sql = f"select count(*) from results where ({side.where}) and {INFRA_ERROR_SQL}"
     return int(conn.execute(sql, side.params).fetchone()[0])
 
 

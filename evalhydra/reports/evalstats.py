@@ -20,8 +20,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from evalhydra.reports.aggregate import CATEGORY_KEY_SQL, Target, TargetAgg
-from evalhydra.reports.selection import DURATION_SQL, ERROR_SQL, PASSED_SQL, STATUS_SQL, Selection
+from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, STATUS_SQL, Selection
 from evalhydra.reports.zig import SCHEMA_VERSION, LevelStats, percentile_buckets_sql
+from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["evals_and_targets"]
 
@@ -33,7 +34,7 @@ _HIST = f"""select "group" as g, eval_id as e, service_name as s, model as m, {_
   {STATUS_SQL} as st, {CATEGORY_KEY_SQL} as cat, count(*) as c, sum({PASSED_SQL}) as passed,
   sum(case when retried then 1 else 0 end) as retried_runs,
   sum(coalesce(attempt_count, 0)) as total_attempts,
-  sum({ERROR_SQL}) as errors,
+  sum({INFRA_ERROR_SQL}) as errors,
   sum({DURATION_SQL}) as duration,
   sum(coalesce(prompt_tokens, 0) + coalesce(judge_prompt_tokens, 0)) as tin,
   sum(coalesce(completion_tokens, 0) + coalesce(judge_completion_tokens, 0)) as tout,

@@ -17,14 +17,15 @@ from xml.sax.saxutils import escape, quoteattr
 
 from evalhydra.reports.aggregate import TargetAgg
 from evalhydra.reports.data import ReportData
-from evalhydra.reports.selection import DURATION_SQL, ERROR_SQL, PASSED_SQL, STATUS_SQL, Selection
+from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, STATUS_SQL, Selection
+from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["write_junit"]
 
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _BODY_LIMIT = 2000
 _COLUMNS = f""""group", eval_id, service_name, coalesce(model, ''), case_id, run_index,
-  {STATUS_SQL}, {PASSED_SQL}, {ERROR_SQL},
+  {STATUS_SQL}, {PASSED_SQL}, {INFRA_ERROR_SQL},
   {DURATION_SQL}, failure_reason, error_kind, output"""
 _ORDER = '"group", eval_id, service_name, model, case_id, run_index'
 

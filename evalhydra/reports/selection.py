@@ -26,7 +26,6 @@ from typing import Any
 
 __all__ = [
     "DURATION_SQL",
-    "ERROR_SQL",
     "PASSED_SQL",
     "SEED_ORDER_SQL",
     "STATUS_SQL",
@@ -41,8 +40,6 @@ STATUS_SQL = (
     "coalesce(status, case when error_kind is not null then 'ERROR' "
     "when passed then 'PASS' else 'FAIL' end)"
 )
-#: 1 for an infrastructure error (HTTP failure, timeout, agent ERROR/TIMEOUT), else 0.
-ERROR_SQL = "(error_kind is not null or coalesce(status, '') in ('ERROR', 'TIMEOUT'))"
 #: 1 when the result passed, else 0.
 PASSED_SQL = "(case when passed then 1 else 0 end)"
 #: Seconds: agent trials store ``duration_s``, chat cells ``latency_ms``.

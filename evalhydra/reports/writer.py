@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.atomic import stream_atomic, write_json_atomic, write_text_atomic
+from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
 from evalhydra.errors import EvalHydraError
 from evalhydra.reports.aiwg import append_run_lines, result_lines, summary_json
 from evalhydra.reports.data import collect
@@ -43,15 +44,11 @@ from evalhydra.store.db import Store
 
 __all__ = [
     "ALL_FORMATS",
-    "DEFAULT_FORMATS",
     "normalize_formats",
-    "write_json_atomic",
     "write_run_reports",
-    "write_text_atomic",
 ]
 
 ALL_FORMATS = ("json", "jsonl", "md", "text", "junit")
-DEFAULT_FORMATS = ("json", "md")
 
 
 def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
@@ -137,7 +134,7 @@ def _text_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
 
 
 def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
-                      formats: str | Iterable[str] = DEFAULT_FORMATS,
+                      formats: str | Iterable[str] = DEFAULT_REPORT_FORMATS,
                       baseline_service: str | None = None, *, cumulative: bool = True,
                       baseline_models: dict[str, str] | None = None) -> list[Path]:
     """Regenerate the reports of ``run_ids`` into ``out_dir``; return the files written.

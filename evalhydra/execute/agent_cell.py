@@ -1,6 +1,6 @@
 """Agent-CLI cells: run one trial in an isolated directory and turn it into a store row.
 
-Agent trials live under ``<run.output_dir or store dir/agent_trials>/<service>/``
+Agent trials live under ``<run.agent_trials_dir or store dir/agent_trials>/<service>/``
 as ``<safe_model>/<case>/trial-<N>/`` (zrb's layout); the directory is wiped
 before a cell runs again.
 """
@@ -25,7 +25,8 @@ ERROR_KINDS = {"TIMEOUT": "timeout", "ERROR": "agent_error"}
 
 def agent_output_root(plan: RunPlan) -> Path:
     """Where this service's trial directories go."""
-    base = Path(plan.run.output_dir) if plan.run.output_dir else plan.store_path.parent / "agent_trials"
+    configured = plan.run.agent_trials_dir
+    base = Path(configured) if configured else plan.store_path.parent / "agent_trials"
     return base.expanduser().resolve() / plan.service.name
 
 
