@@ -33,6 +33,7 @@ def test_quick_start_is_two_commands_and_ci_runs_the_second() -> None:
     assert blocks[1] in ci.splitlines()
 
 
+@pytest.mark.slow
 def test_default_eval_runs_from_any_directory(tmp_path: Path) -> None:
     res = run_cli(cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -64,6 +65,7 @@ def _readme_queries() -> list[str]:
     return re.findall(r'evalhydra query "([^"]+)"', README)
 
 
+@pytest.mark.slow
 def test_readme_sql_examples_run_against_a_real_store(tmp_path: Path) -> None:
     assert run_cli("trials=2", cwd=tmp_path).returncode == 0
     conn = sqlite3.connect(tmp_path / "outputs" / "evalhydra.db")

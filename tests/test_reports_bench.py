@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "report_scale.py"
 
 
+@pytest.mark.slow
 def test_report_scale_bench_runs_on_a_small_store(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, str(BENCH), "--rows", "2000", "--keep", str(tmp_path), "--junit"],
                          capture_output=True, text=True, timeout=120)

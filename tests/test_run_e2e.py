@@ -107,6 +107,7 @@ def test_rerun_is_a_no_op_and_retry_errors_reruns_only_errors(tmp_path: Path) ->
     assert _one(db, "select count(*) from attempts where error_kind = 'server_error'") == 3
 
 
+@pytest.mark.slow
 def test_rate_limit_storm_is_reported_as_errors_not_failures(tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 5)
     db = tmp_path / "store.db"
@@ -140,6 +141,7 @@ def test_user_errors_print_one_line_without_traceback(tmp_path: Path) -> None:
     assert "Judge service 'nope' not found" in res.stderr and "mock_judge" in res.stderr
 
 
+@pytest.mark.slow
 def test_default_run_writes_seed_artifacts(tmp_path: Path) -> None:
     res = run_cli("hydra.run.dir=out", "run.progress=false", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

@@ -621,6 +621,7 @@ def _two_evals(root: Path) -> Path:
                           data={"data/g/a/test.jsonl": lines, "data/g/b/test.jsonl": lines})
 
 
+@pytest.mark.slow
 def test_cli_key_and_header_secrets_are_sent_but_never_stored(url: str, tmp_path: Path) -> None:
     registry = _two_evals(tmp_path / "reg")
     res = run_cli(f"registry={registry}", *service_args(url), "service.api_key_env=EH_E2E_KEY",
@@ -644,6 +645,7 @@ def test_cli_key_and_header_secrets_are_sent_but_never_stored(url: str, tmp_path
     assert SECRET_KEY not in res.stdout + res.stderr and SECRET_TOKEN not in res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_cli_warns_once_when_the_named_key_is_missing(url: str, tmp_path: Path) -> None:
     registry = _two_evals(tmp_path / "reg")
     res = run_cli(f"registry={registry}", *service_args(url), "service.api_key_env=EH_E2E_MISSING",

@@ -95,6 +95,7 @@ def _writer_process(path: str, worker: int, n: int) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_concurrent_processes_write_one_store(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     open_store(path).close()
