@@ -12,9 +12,9 @@ import pytest
 from omegaconf import DictConfig
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-ZIG_FIXTURE = SHARED / "fixtures" / "zig_eval_registry"
-AIWG_FIXTURE = SHARED / "fixtures" / "aiwg_nlp_prod"
+FIXTURES = REPO / "tests" / "fixtures"  # copies of the seed systems' real data (../shared/fixtures)
+ZIG_FIXTURE = FIXTURES / "zig_eval_registry"
+AIWG_FIXTURE = FIXTURES / "aiwg_nlp_prod"
 
 
 @pytest.fixture(autouse=True)

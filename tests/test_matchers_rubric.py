@@ -14,8 +14,9 @@ from evalhydra.matchers.prompts import contamination_markers, parse_prompt, rend
 from evalhydra.matchers.rubric import evaluate_reply, parse_evaluator_reply, rubric_score
 from evalhydra.testing.judges import ScriptedJudge, judge_error, judge_reply
 from evalhydra.types import Case, ErrorKind
+from tests.conftest import AIWG_FIXTURE
 
-FIXTURES = Path("/work/shared/fixtures/aiwg_nlp_prod")
+FIXTURES = AIWG_FIXTURE
 SIMPLE = "prompts/simple-chain.evaluator.prompt.md"
 LOOP = "prompts/eval-loop.evaluator.prompt.md"
 WEIGHTS = {"format": 0.25, "completeness": 0.35, "accuracy": 0.30, "no_hallucination": 0.10}

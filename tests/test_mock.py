@@ -16,7 +16,6 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from email.utils import parsedate_to_datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,8 +28,9 @@ from evalhydra.testing.mock import FAULTS, MockServer, MockSettings, open_mock_s
 from evalhydra.testing.mock.__main__ import build_parser
 from evalhydra.testing.mock.replies import usage_for
 from evalhydra.testing.mock.wire import parse_head
+from tests.conftest import AIWG_FIXTURE
 
-AIWG = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "aiwg_nlp_prod"
+AIWG = AIWG_FIXTURE
 SEARCH_WEB = {
     "type": "function",
     "function": {

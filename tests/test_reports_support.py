@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from evalhydra.store.db import Batch, Store, open_store
+from tests.conftest import AIWG_FIXTURE
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-RESULT_SCHEMA = SHARED / "fixtures" / "aiwg_nlp_prod" / "schemas_eval-result.yaml"
+RESULT_SCHEMA = AIWG_FIXTURE / "schemas_eval-result.yaml"
 
 
 @dataclass

@@ -335,7 +335,7 @@ def _cfg_merge(p: argparse.ArgumentParser) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     """List the services and evals of a registry (zig_eval ``list``).
 
-    Example: evalhydra list --registry ../shared/fixtures/zig_eval_registry
+    Example: evalhydra list --registry tests/fixtures/zig_eval_registry
     """
     registry = load_registry(resolve_registry_root(args.registry))
     print("services")
