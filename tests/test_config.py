@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,8 +21,13 @@ CONF = Path(next(iter(evalhydra.conf.__path__)))
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "service").glob("*.yaml")))
-def test_every_service_yaml_builds_a_plan(compose: Compose, name: str) -> None:
+def test_every_service_yaml_builds_a_plan(compose: Compose, name: str, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
     is_agent = "kind: command" in (CONF / "service" / f"{name}.yaml").read_text()
+    for cli in ("zrb", "claude", "opencode"):  # stand-ins: the real agent CLIs are not installed here
+        (tmp_path / cli).write_text("#!/bin/sh\n")
+        (tmp_path / cli).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     plan = build_plan(compose(f"service={name}", *(["eval=agent_cases"] if is_agent else [])))
     assert plan.service.name == name
     assert plan.evals[0].id == ("agent_cases" if is_agent else "smoke.reply_ok")
@@ -107,3 +113,10 @@ def test_cell_key_tracks_result_relevant_config(compose: Compose) -> None:
     same = build_plan(compose("service.timeout_ms=5", "run.concurrency=3"))
     assert cell_key(same.evals[0], "c", "h", "mock", "m", 1, "s") in keys
     assert len(keys) == 3
+
+
+def test_a_missing_agent_cli_fails_before_any_trial(compose: Compose, monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(EvalHydraError, match="the agent CLI 'zrb' is not installed or not on PATH"):
+        build_plan(compose("service=zrb", "eval=agent_cases"))

@@ -161,10 +161,25 @@ def test_dry_run_prints_the_plan_and_makes_no_call(
     assert table["g.a"][1:6] == ["mock", "gpt-dry", "1", "3", "3"]
     assert table["g.b"][1:6] == ["mock", "gpt-dry", "2", "1", "2"]
     assert all(int(row[6]) > 0 and re.fullmatch(r"\$\d+\.\d{4}", row[7]) for row in table.values())
-    summary = re.search(r"dry run: 5 cells planned, estimated cost \$(\d+\.\d+); no call was made\.", out)
+    summary = re.search(r"dry run: 5 cells would be sent \(0 already stored\), estimated cost "
+                        r"\$(\d+\.\d+); no call was made\.", out)
     assert summary and float(summary.group(1)) > 0
     assert chat_requests(url) == 0
     assert not (tmp_path / "store.db").exists() and not (tmp_path / "out").exists()
+
+
+def test_dry_run_counts_only_the_cells_it_would_send(
+    url: str, tmp_path: Path, compose: Callable[..., DictConfig], capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = numbered_registry(tmp_path / "reg", 3)
+    args = [f"registry={registry}", "service=mock", "service.mock.enabled=false", f"service.base_url={url}",
+            "eval=g", f"store.path={tmp_path / 'store.db'}", "run.progress=false"]
+    assert run_plan(build_plan(compose(*args, "trials=2")), output_dir=tmp_path / "out") == 0
+    capsys.readouterr()
+    assert run_plan(build_plan(compose(*args, "trials=3", "run.dry_run=true"))) == 0
+    out = capsys.readouterr().out
+    assert "dry run: 3 cells would be sent (6 already stored)" in out
+    assert chat_requests(url) == 6  # the first run's, none from the dry run
 
 
 @pytest.mark.slow

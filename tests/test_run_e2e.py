@@ -87,7 +87,7 @@ def test_ctrl_c_flushes_marks_interrupted_and_exits_130(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_rerun_is_a_no_op_and_retry_errors_reruns_only_errors(tmp_path: Path) -> None:
+def test_a_rerun_heals_stored_errors_unless_told_to_keep_them(tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 6)
     db = tmp_path / "store.db"
     with mock_process("--fail-first-n", "3", "--fail-status", "503") as url:
@@ -98,11 +98,15 @@ def test_rerun_is_a_no_op_and_retry_errors_reruns_only_errors(tmp_path: Path) ->
         assert "errors" in first.stdout
         mock_call(url, "config", {"fail_first_n": 0})
         mock_call(url, "reset", {})
-        run_cli(*_args(registry, url, db), cwd=tmp_path)
+        kept = run_cli(*_args(registry, url, db, "run.retry_errors=false"), cwd=tmp_path)
         assert chat_requests(url) == 0
-        retry = run_cli(*_args(registry, url, db, "run.retry_errors=true"), cwd=tmp_path)
-        assert retry.returncode == 0, retry.stderr
+        assert "3 stored errors reused from earlier runs; re-send them with run.retry_errors=true" in kept.stdout
+        healed = run_cli(*_args(registry, url, db), cwd=tmp_path)  # the default re-sends chat errors
+        assert healed.returncode == 0, healed.stderr
         assert chat_requests(url) == 3
+        assert "6 cells, 6 passed, 0 failed, 0 errors" in healed.stdout
+        run_cli(*_args(registry, url, db), cwd=tmp_path)
+        assert chat_requests(url) == 3  # nothing left to send
     assert _one(db, "select count(*) from results where passed = 1") == 6
     assert _one(db, "select count(*) from attempts where error_kind = 'server_error'") == 3
 
@@ -113,7 +117,9 @@ def test_rate_limit_storm_is_reported_as_errors_not_failures(tmp_path: Path) -> 
     db = tmp_path / "store.db"
     with mock_process("--fail-rate", "1", "--fail-status", "429") as url:
         res = run_cli(*_args(registry, url, db, "service.retry.max_attempts=2"), cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 3, res.stderr  # every cell errored: the run measured nothing
+    assert "error: could not measure: g.e on mock/mock-model: no scored cell (5 of 5 errored)" in res.stderr
+    assert "5 cells were rate limited (429)" in res.stdout
     assert (
         _one(db, "select count(*) from results where error_kind = 'rate_limited' and status = 'ERROR'") == 5
     )

@@ -485,7 +485,7 @@ def test_full_run_stores_the_fault_and_every_attempt(
     registry = numbered_registry(tmp_path / "reg", 1)
     plan = plan_for(compose, f"registry={registry}", *service_args(base), "eval=g",
                     "service.retry.max_attempts=2", "service.retry.backoff_ms=10", *extra)
-    assert run_plan(plan, output_dir=tmp_path / "out") == 0
+    assert run_plan(plan, output_dir=tmp_path / "out") == 3  # every cell errored: nothing measured
     db = tmp_path / "store.db"
     (row,) = rows(db, "select * from results")
     assert (row["status"], row["error_kind"], row["status_code"]) == ("ERROR", want.kind, want.status)
@@ -504,7 +504,7 @@ def test_full_run_stores_the_fault_and_every_attempt(
     if name != "refused":
         assert chat_requests(url) == want.attempts
     summary = capsys.readouterr().out
-    assert "0 passed, 1 errors" in summary
+    assert "0 passed, 0 failed, 1 errors" in summary
 
 
 def test_rate_limit_storm_keeps_the_pass_rate_and_retry_errors_reruns_it(
@@ -520,7 +520,7 @@ def test_rate_limit_storm_keeps_the_pass_rate_and_retry_errors_reruns_it(
     assert rows(db, "select status, error_kind, count(*) as n from results group by 1, 2 order by 1") == [
         {"status": "ERROR", "error_kind": "rate_limited", "n": 3},
         {"status": "PASS", "error_kind": None, "n": 3}]
-    assert "100.0%" in out and "6 cells, 3 passed, 3 errors" in out
+    assert "100.0%" in out and "6 cells, 3 passed, 0 failed, 3 errors" in out
     (table,) = markdown_table(tmp_path / "one" / "report.md", "Pass rate")
     assert (table["Pass rate"], int(table["Errors"]), int(table["Passed"])) == ("100.0%", 3, 3)
     assert int(table.get("Failed", 0)) == 0  # errors are not failures
@@ -531,7 +531,7 @@ def test_rate_limit_storm_keeps_the_pass_rate_and_retry_errors_reruns_it(
     again = run_plan(plan_for(compose, *args, "run.retry_errors=true"), output_dir=tmp_path / "two")
     assert again == 0 and chat_requests(url) == 3  # only the errored cells
     assert rows(db, "select count(*) as n from results where passed = 1") == [{"n": 6}]
-    assert "6 cells, 6 passed, 0 errors" in capsys.readouterr().out
+    assert "6 cells, 6 passed, 0 failed, 0 errors" in capsys.readouterr().out
 
 
 def test_store_views_keep_errors_out_of_the_pass_rate(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +29,7 @@ from evalhydra.config.schema import ServiceConfig
 from evalhydra.errors import EvalHydraError, did_you_mean
 
 __all__ = [
+    "check_executable",
     "DEFAULT_CLI",
     "MIN_TIMEOUT_S",
     "PLACEHOLDERS",
@@ -94,6 +96,24 @@ def validate_command_service(cfg: ServiceConfig, model: str) -> None:
         )
     _check_invocation(cfg)
     _check_model(template_name(cfg), model)
+
+
+def check_executable(cfg: ServiceConfig, model: str) -> None:
+    """The agent CLI must exist before any trial runs (else every trial would be an ERROR).
+
+    Raises:
+        EvalHydraError: Naming the missing program and the setting that points at it.
+    """
+    program = build_argv(cfg, model, "", "", ".")[0]
+    if os.sep in program or (os.altsep and os.altsep in program):
+        found = os.access(program, os.X_OK) and Path(program).is_file()
+    else:
+        found = shutil.which(program) is not None
+    if not found:
+        raise EvalHydraError(
+            f"service '{cfg.name}': the agent CLI '{program}' is not installed or not on PATH.",
+            "Install it, or point service.cli_name (or service.argv) at the executable.",
+        )
 
 
 def _check_invocation(cfg: ServiceConfig) -> None:

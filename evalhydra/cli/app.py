@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import hydra
@@ -9,6 +10,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from evalhydra.cli.hydra_errors import explain
 from evalhydra.cli.job import run_config
 from evalhydra.config.compose import register
 from evalhydra.config.registry_options import activate
@@ -33,7 +35,19 @@ def run_app(args: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     sys.argv = [sys.argv[0], *args]
-    hydra_main()
+    full_error = bool(os.environ.get("HYDRA_FULL_ERROR"))
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # let Hydra raise: its errors become one line here
+    try:
+        hydra_main()
+    except Exception as exc:
+        error = None if full_error else explain(exc)
+        if error is None:
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        if not full_error:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
     return exit_code()
 
 

@@ -11,26 +11,40 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import trio
 from omegaconf import DictConfig
-from tabulate import tabulate
 
+from evalhydra.cli.diagnose import fix_hints, unmeasured
+from evalhydra.cli.dry_run import print_dry_run
 from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
 from evalhydra.errors import EvalHydraError
 from evalhydra.execute.progress import Progress
 from evalhydra.execute.runner import RunOutcome, execute
 from evalhydra.plan.build import build_plan
-from evalhydra.plan.cells import count_cells, iter_plan_cases
+from evalhydra.plan.cells import count_cells
 from evalhydra.plan.model import RunPlan
+from evalhydra.registry.definitions import registry_origin
 from evalhydra.reports.summary import print_run_summary, run_gate
-from evalhydra.reports.writer import write_run_reports
+from evalhydra.reports.writer import normalize_formats, write_run_reports
 from evalhydra.services.openai_compat import missing_api_key_warning
 from evalhydra.store.db import Store, open_store
 
-__all__ = ["EXIT_GATE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "publish_run", "run_config", "run_plan"]
+__all__ = [
+    "EXIT_GATE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_UNMEASURED",
+    "EXIT_USAGE",
+    "publish_run",
+    "report_formats",
+    "run_config",
+    "run_plan",
+]
 
-EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: The exit codes, a contract CI can gate on (README "Exit codes").
+EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_UNMEASURED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def run_config(
@@ -57,10 +71,11 @@ def run_config(
 
 def run_plan(plan: RunPlan, *, output_dir: Path | None = None) -> int:
     """Execute a plan and write its reports; return the exit code."""
+    report_formats(plan)  # an unknown format fails now, not after every cell has run
     _warn_missing_keys(plan)
     total = count_cells(plan)
     if plan.run.dry_run:
-        print_dry_run(plan, total)
+        print_dry_run(plan)
         return EXIT_OK
     store = open_store(plan.store_path)
     try:
@@ -74,54 +89,58 @@ def run_plan(plan: RunPlan, *, output_dir: Path | None = None) -> int:
 def _finish(plan: RunPlan, store: Store, outcome: RunOutcome, output_dir: Path | None) -> int:
     """Write the run's reports, print the summary, and turn gates into an exit code."""
     out = output_dir or plan.store_path.parent / "runs" / outcome.run_id
-    formats = plan.config.get("report") or DEFAULT_REPORT_FORMATS
-    gate_failed = publish_run(store, outcome, out, formats=formats, fail_under=plan.run.fail_under,
-                              per_eval=plan.run.fail_under_per_eval)
+    gate_failed, stats = publish_run(
+        store, outcome, out, formats=report_formats(plan), fail_under=plan.run.fail_under,
+        per_eval=plan.run.fail_under_per_eval, header=run_header(plan),
+        hints=fix_hints(plan, store, outcome.run_id))
     if outcome.interrupted:
         print(f"interrupted: {outcome.executed} results stored; rerun the same command to resume.",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     if outcome.budget_exhausted:
         print(f"stopped scheduling: run.max_cost_usd={plan.run.max_cost_usd} reached.", file=sys.stderr)
+    reasons = unmeasured(stats, plan.run.max_error_rate)
+    sys.stdout.flush()
+    for reason in reasons:
+        print(f"error: could not measure: {reason}", file=sys.stderr)
+    if reasons:
+        return EXIT_UNMEASURED
     return EXIT_GATE if gate_failed else EXIT_OK
 
 
+def run_header(plan: RunPlan) -> str:
+    """The summary's first line: which registry and store this run used."""
+    origin = registry_origin(plan.registry_root)
+    return f"registry: {plan.registry_root} ({origin}) · store: {plan.store_path}"
+
+
+def report_formats(plan: RunPlan) -> tuple[str, ...]:
+    """The plan's ``report`` formats, checked.
+
+    Raises:
+        EvalHydraError: An unknown format, naming the valid ones.
+    """
+    try:
+        return normalize_formats(plan.config.get("report") or DEFAULT_REPORT_FORMATS)
+    except EvalHydraError as exc:
+        raise EvalHydraError(f"report: {exc.message}", exc.hint) from None
+
+
 def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequence[str],
-                fail_under: float | None, per_eval: Mapping[str, float] | None) -> bool:
+                fail_under: float | None, per_eval: Mapping[str, float] | None, header: str | None = None,
+                hints: Sequence[str] = ()) -> tuple[bool, list[dict[str, Any]]]:
     """Write a finished run's reports, print its summary and apply the gates (all in SQL).
 
     Returns:
-        True when a pass rate is below ``fail_under`` or its per-eval threshold.
+        Whether a pass rate is below ``fail_under`` or its per-eval threshold, and the
+        per-target stats of the summary.
     """
     write_run_reports(store, [outcome.run_id], out, formats=formats)
-    stats = print_run_summary(store, outcome, out)
+    stats = print_run_summary(store, outcome, out, header=header, hints=hints)
     thresholds = dict(per_eval or {})
     if fail_under is None and not thresholds:
-        return False
-    return bool(run_gate(store, [outcome.run_id], fail_under, thresholds, stats=stats))
-
-
-def print_dry_run(plan: RunPlan, total: int) -> None:
-    """Print the planned cells per eval × service × model, with a rough token/cost estimate.
-
-    Datasets are streamed; input tokens are estimated at four characters each.
-    """
-    rows = []
-    cost = 0.0
-    pricing = plan.service.pricing
-    for ev in plan.evals:
-        n_cases = chars = 0
-        for case in iter_plan_cases(plan, ev):
-            n_cases += 1
-            chars += len(str(getattr(case, "input", "") or ""))
-        tokens = (chars // 4 + 16 * n_cases) * ev.trials
-        est = (tokens * pricing.input_per_mtok + 64 * n_cases * ev.trials * pricing.output_per_mtok) / 1e6
-        cost += est
-        rows.append([ev.id, plan.service.name, plan.model, n_cases, ev.trials, n_cases * ev.trials,
-                     tokens, f"${est:.4f}"])
-    print(tabulate(rows, headers=["eval", "service", "model", "cases", "trials", "cells",
-                                  "est. input tokens", "est. cost"]))
-    print(f"\ndry run: {total} cells planned, estimated cost ${cost:.4f}; no call was made.")
+        return False, stats
+    return bool(run_gate(store, [outcome.run_id], fail_under, thresholds, stats=stats)), stats
 
 
 def _warn_missing_keys(plan: RunPlan) -> None:

@@ -34,9 +34,9 @@ from typing import Any
 
 import trio
 
-from evalhydra.cli.job import publish_run
+from evalhydra.cli.job import publish_run, report_formats
 from evalhydra.config.compose import compose_config
-from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS, DEFAULT_STORE_PATH
+from evalhydra.config.defaults import DEFAULT_STORE_PATH
 from evalhydra.errors import EvalHydraError
 from evalhydra.execute.rejudge import RejudgeTally, open_rejudge_runner, rejudge_jobs
 from evalhydra.execute.runner import RunOutcome, execute_cells, new_run_id, run_row
@@ -141,8 +141,9 @@ def _run_row(plan: RunPlan, run_id: str, total: int, parent: dict[str, Any],
 
 def _publish(store: Store, plan: RunPlan, outcome: RunOutcome, out: Path) -> bool:
     """The re-judge run's reports, summary and gates, configured like the parent's run."""
-    return publish_run(store, outcome, out, formats=plan.config.get("report") or DEFAULT_REPORT_FORMATS,
-                       fail_under=plan.run.fail_under, per_eval=plan.run.fail_under_per_eval)
+    gate_failed, _ = publish_run(store, outcome, out, formats=report_formats(plan),
+                                 fail_under=plan.run.fail_under, per_eval=plan.run.fail_under_per_eval)
+    return gate_failed
 
 
 # -- CLI ----------------------------------------------------------------------------------

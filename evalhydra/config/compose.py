@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from hydra import compose, initialize_config_module
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+import evalhydra.conf as conf_pkg
 from evalhydra.config.registry_options import activate
 from evalhydra.config.schema import Config
 from evalhydra.errors import EvalHydraError, did_you_mean
 from hydra_plugins.evalhydra_registry import EvalHydraRegistrySource, EvalHydraSearchPath, enable
 
-__all__ = ["compose_config", "keep_env_reference", "register", "to_config"]
+__all__ = ["compose_config", "config_dirs", "keep_env_reference", "register", "to_config"]
 
 
 def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
@@ -91,3 +94,14 @@ def keep_env_reference(name: str) -> str:
     substitutes the variable, at request time.
     """
     return "${env:" + name + "}"
+
+
+def config_dirs() -> list[Path]:
+    """Every directory configs are read from: the packaged ``conf/``, then each
+    ``--config-dir`` (or other file source) of the running Hydra app."""
+    dirs = [Path(d) for d in conf_pkg.__path__]
+    if HydraConfig.initialized():
+        for source in HydraConfig.get().runtime.config_sources:
+            if source.schema == "file" and Path(source.path) not in dirs:
+                dirs.append(Path(source.path))
+    return dirs

@@ -170,7 +170,8 @@ class RunConfig:
     """How the run executes."""
 
     concurrency: int = 64
-    retry_errors: bool = False
+    retry_errors: bool | None = None  # None: chat errors are re-sent, agent ERROR/TIMEOUT kept (zrb)
+    max_error_rate: float = 0.5  # exit 3 when a larger share of the run's cells are infrastructure errors
     fail_under: float | None = None
     fail_under_per_eval: dict[str, float] = field(default_factory=dict)  # eval id or group -> threshold
     max_cost_usd: float | None = None

@@ -129,7 +129,7 @@ async def execute(
     """
     run_id = run_id or new_run_id(plan)
     total = count_cells(plan) if total is None else total
-    done = store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.run.retry_errors)
+    done = store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors)
     return await execute_cells(plan, store, run_row(plan, run_id, total), planned_cells(plan),
                                partial(open_plan_runner, plan, run_id), done=done, progress=progress)
 

@@ -15,9 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-import evalhydra.conf as conf_pkg
-from evalhydra.agents.command import validate_command_service
-from evalhydra.config.compose import to_config
+from evalhydra.agents.command import check_executable, validate_command_service
+from evalhydra.config.compose import config_dirs, to_config
 from evalhydra.config.redact import redact
 from evalhydra.config.schema import Config, RunConfig, ServiceConfig
 from evalhydra.errors import EvalHydraError, did_you_mean
@@ -83,6 +82,7 @@ def _check_kinds_match(service: ServiceConfig, model: str, evals: list[EvalPlan]
             )
     if service.kind == "command":
         validate_command_service(service, model)
+        check_executable(service, model)
 
 
 def _check_run(run: RunConfig) -> RunConfig:
@@ -92,6 +92,8 @@ def _check_run(run: RunConfig) -> RunConfig:
         raise EvalHydraError(f"run.batch_size={run.batch_size}: must be at least 1.")
     if run.fail_under is not None and not 0 <= run.fail_under <= 1:
         raise EvalHydraError(f"run.fail_under={run.fail_under}: must be in 0..1.")
+    if not 0 <= run.max_error_rate <= 1:
+        raise EvalHydraError(f"run.max_error_rate={run.max_error_rate}: must be in 0..1.")
     return run
 
 
@@ -223,10 +225,10 @@ def _judges(
 
 
 def _known_services(registry: Registry) -> dict[str, ServiceConfig]:
-    """Services a judge may name: conf/service/*.yaml and the registry's."""
+    """Services a judge may name: ``service/*.yaml`` of every config directory and the registry's."""
     found: dict[str, ServiceConfig] = {}
     base = OmegaConf.structured(ServiceConfig)
-    for directory in conf_pkg.__path__:
+    for directory in config_dirs():
         for path in sorted(Path(directory, "service").glob("*.yaml")):
             node = OmegaConf.merge(base, OmegaConf.load(path))
             found[path.stem] = OmegaConf.to_object(node)  # type: ignore[assignment]

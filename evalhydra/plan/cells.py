@@ -24,6 +24,7 @@ __all__ = [
     "cell_key",
     "count_cells",
     "digest",
+    "endpoint_of",
     "iter_plan_cases",
     "planned_cells",
     "service_result_hash",
@@ -48,17 +49,32 @@ def digest(value: Any) -> str:
 
 
 def service_result_hash(service: ServiceConfig) -> str:
-    """Hash of the service settings that change results (not URLs, timeouts, limits)."""
-    return digest(
-        [
-            service.system_prompt,
-            dict(service.params),
-            service.provider,
-            service.kind,
-            service.template,
-            list(service.argv or []),
-        ]
-    )
+    """Hash of the service settings that change results: what is asked and where it is sent
+    (not timeouts, limits or keys).
+
+    The endpoint joins the hash only for a real endpoint, so cells of the built-in mock
+    keep the keys they had before the endpoint was part of a cell's identity.
+    """
+    parts: list[Any] = [
+        service.system_prompt,
+        dict(service.params),
+        service.provider,
+        service.kind,
+        service.template,
+        list(service.argv or []),
+    ]
+    endpoint = endpoint_of(service)
+    if endpoint:
+        parts.append(endpoint)
+    return digest(parts)
+
+
+def endpoint_of(service: ServiceConfig) -> str:
+    """Where a chat service's requests go: its ``base_url`` (without trailing slashes), or
+    "" for the built-in mock and agent CLIs."""
+    if service.kind != "openai" or service.mock.enabled:
+        return ""
+    return service.base_url.strip().rstrip("/")
 
 
 def cell_key(

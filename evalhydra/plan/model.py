@@ -45,3 +45,11 @@ class RunPlan:
     overrides: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()  # evals left out by their service_allowlist
     sweep_dir: str | None = None  # the multirun sweep directory this job belongs to
+
+    @property
+    def resend_errors(self) -> bool:
+        """Whether stored infrastructure errors are sent again: ``run.retry_errors`` when set,
+        else yes for chat services and no for agent CLIs (zrb keeps ERROR/TIMEOUT trials)."""
+        if self.run.retry_errors is not None:
+            return self.run.retry_errors
+        return self.service.kind != "command"

@@ -26,6 +26,8 @@ __all__ = [
     "SERVICE_KEYS",
     "Registry",
     "default_registry_root",
+    "is_registry",
+    "registry_origin",
     "load_registry",
     "resolve_registry_root",
 ]
@@ -54,22 +56,38 @@ def default_registry_root() -> Path:
 def resolve_registry_root(value: str | os.PathLike[str] | None) -> Path:
     """Turn the ``registry`` config value into an absolute directory.
 
-    ``registry`` (the default) means ``./registry`` when it exists, else the
-    packaged example registry, so ``python -m evalhydra`` works from anywhere.
+    ``registry`` (the default) means ``./registry`` when that folder is a registry
+    (it has ``services.json`` or ``evals/``), else the packaged example registry, so
+    ``python -m evalhydra`` works from anywhere and an unrelated ``./registry``
+    folder changes nothing.
 
     Raises:
         EvalHydraError: The directory does not exist.
     """
     text = str(value or "registry")
     path = Path(text).expanduser()
+    if text.rstrip("/") == "registry":  # the default: ./registry only when it is a registry
+        return path.resolve() if is_registry(path) else default_registry_root().resolve()
     if path.is_dir():
         return path.resolve()
-    if text.rstrip("/") == "registry":
-        return default_registry_root().resolve()
     raise EvalHydraError(
         f"registry={text}: no such directory.",
         "Point registry= at a folder with services.json, evals/ and data/.",
     )
+
+
+def is_registry(path: Path) -> bool:
+    """True for a folder with ``services.json`` or ``evals/`` (a zig_eval registry)."""
+    return (path / "services.json").is_file() or (path / "evals").is_dir()
+
+
+def registry_origin(root: Path) -> str:
+    """How a resolved registry root was chosen, for the run summary."""
+    if root == default_registry_root().resolve():
+        return "the packaged example registry"
+    if root == (Path.cwd() / "registry").resolve():
+        return "./registry"
+    return "registry="
 
 
 @dataclass(frozen=True)

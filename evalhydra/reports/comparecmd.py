@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalhydra.errors import EvalHydraError
@@ -86,12 +86,13 @@ class Comparison:
     rows: list[dict[str, Any]]
     overall: dict[str, Any]
     errors: tuple[int, int] = (0, 0)  # infrastructure errors left out: baseline, candidate
+    one_sided: dict[str, str] = field(default_factory=dict)  # eval id -> the side it did not run on
 
     def to_json(self) -> dict[str, Any]:
         """The ``--format json`` document."""
         return {"baseline": self.baseline, "candidate": self.candidate, "target_kind": self.kind,
                 "errors_left_out": {"baseline": self.errors[0], "candidate": self.errors[1]},
-                "comparisons": self.rows, "overall": self.overall}
+                "not_run_on": self.one_sided, "comparisons": self.rows, "overall": self.overall}
 
 
 def _kind(base: Target, cand: Target) -> str:
@@ -111,9 +112,17 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target,
             evals: Sequence[str] = ()) -> Comparison:
     """Compare two targets; results with an infrastructure error are left out.
 
+    Evals with results on one side only are listed in ``one_sided`` and left out
+    of the rows and of the pooled statistics.
+
     Raises:
-        EvalHydraError: If a side selects no results.
+        EvalHydraError: If a side is empty or selects no results.
     """
+    for name, target in (("baseline", base), ("candidate", cand)):
+        if not (target.runs or target.service or target.model):
+            raise EvalHydraError(f"The {name} {target.label!r} names no run, service or model.",
+                                 "Give RUN (an id, a prefix or 'latest') and/or @SERVICE[:MODEL]; "
+                                 "is a shell variable unset?")
     sides = (_side(base, evals), _side(cand, evals))
     errors = (_errors(conn, sides[0]), _errors(conn, sides[1]))
     pairings = paired_by_eval(conn, *sides, skip_errors=True)
@@ -123,14 +132,17 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target,
             raise EvalHydraError(f"The {name} {target.label} selects no results.",
                                  "Check the run id, @service and :model (evalhydra runs lists runs).")
     kind = _kind(base, cand)
+    one_sided = {p.eval_id: ("candidate" if p.base_total else "baseline")
+                 for p in pairings if not (p.base_total and p.cand_total)}
+    both = [p for p in pairings if p.eval_id not in one_sided]
 
     def row(p: EvalPairing) -> dict[str, Any]:
         service = base.service if kind == "model" else None
         return comparison_row(p, kind=kind, service_name=service, baseline=base.label,
                               candidate=cand.label)
 
-    return Comparison(base.label, cand.label, kind, [row(p) for p in pairings], row(pooled(pairings)),
-                      errors)
+    return Comparison(base.label, cand.label, kind, [row(p) for p in both], row(pooled(both)),
+                      errors, one_sided)
 
 
 def regressions(result: Comparison) -> list[dict[str, Any]]:
@@ -182,6 +194,8 @@ def render(result: Comparison, fmt: str = "text", limit: int = 50) -> str:
     if any(result.errors):
         head.append(f"infrastructure errors left out: {result.errors[0]} baseline,"
                     f" {result.errors[1]} candidate")
+    for eval_id, side in sorted(result.one_sided.items()):
+        head.append(f"{eval_id}: not run on the {side}; left out")
     head.append("")
     body = table([*result.rows, result.overall])
     return "\n".join([*head, body, *_lists(result, limit), "", _verdict_line(result)])

@@ -154,7 +154,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], tablefmt: str = "github") -
             f"{p['difference']:+.3f} [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]" if p else DASH,
             f"{p['mcnemar_p']:.3g}" if p else DASH,
             f"{len(p['regressed'])}/{len(p['improved'])}" if p else DASH, verdict(p)])
-    headers = ["Eval", "Kind", "Baseline", "Candidate", "Base", "Cand", "Δ", "Δ CI (seed)",
+    headers = ["Eval", "Kind", "Baseline", "Candidate", "Base", "Cand", "Δ", "Δ CI (unpaired)",
                "Pairs", "Paired Δ [95% CI]", "McNemar p", "Regr./impr. cases", "Verdict"]
     return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
@@ -183,7 +183,7 @@ def _comparisons(data: ReportData) -> str:
     if not data.comparisons:
         return ""
     note = ("Paired Δ: candidate − baseline over shared (case, trial) pairs, Newcombe's paired"
-            " 95% interval (method 10) and McNemar's exact test; Δ CI (seed) is zig_eval's"
+            " 95% interval (method 10) and McNemar's exact test; Δ CI (unpaired) is zig_eval's"
             " `[cand.low − base.high, cand.high − base.low]`.")
     changed = _changed_cases(data.comparisons)
     return ("## Baseline comparisons\n\n" + note + "\n\n" + comparison_table(data.comparisons)
@@ -237,6 +237,8 @@ def _counts(statuses: Any) -> list[str]:
 
 
 _ICON_HEADERS = [STATUS_ICONS[s] for s in agg.STATUSES]
+#: What the status icons of the By Model, By Test Case and Grid tables mean.
+STATUS_LEGEND = "Legend: " + " · ".join(f"{STATUS_ICONS[s]} {s}" for s in agg.STATUSES)
 
 
 def _overall(data: ReportData) -> str:
@@ -271,7 +273,8 @@ def _grid(data: ReportData) -> str:
         rows.append([escape_cell(_target(s, m)), *cells])
     headers = ["Model", *(escape_cell(_case(e, c), 60) for e, c in data.grid_cases)]
     return ("## Grid\n\n" + _table(rows, headers)
-            + _more(len(data.grid_cases), data.cases.cases_total, "test cases (columns)"))
+            + _more(len(data.grid_cases), data.cases.cases_total, "test cases (columns)")
+            + "\n" + STATUS_LEGEND + "\n")
 
 
 def _stability(data: ReportData) -> str:

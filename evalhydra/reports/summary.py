@@ -22,9 +22,12 @@ from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
 from evalhydra.stats import wilson_interval
 from evalhydra.store.db import Store
+from evalhydra.store.rows import INFRA_ERROR_SQL, infra_error_sql
 
 __all__ = [
     "append_step_summary",
+    "error_reasons",
+    "failing_cases",
     "failing_stats",
     "print_gate_failures",
     "print_run_summary",
@@ -34,19 +37,21 @@ __all__ = [
 ]
 
 
+DASH = "—"
+
+
 def _table(stats: Sequence[dict[str, Any]], tablefmt: str) -> str:
-    table = [[s["eval"], s["service"], s["model"], s["n"], f"{s['pass_rate']:.1%}",
-              f"[{s['ci_low']:.1%}, {s['ci_high']:.1%}]", s["p50_ms"], s["p95_ms"], s["retried"],
-              s["errors"]] for s in stats]
+    table = [[s["eval"], s["service"], s["model"], s["n"], *_rate_cells(s), s["p50_ms"], s["p95_ms"],
+              s["retried"], s["errors"]] for s in stats]
     headers = ["eval", "service", "model", "n", "pass", "95% CI", "p50 ms", "p95 ms", "retried", "errors"]
     return tabulate(table, headers=headers, tablefmt=tablefmt)
 
 
-def _print_totals(outcome: Any, total: int, passed: int, errors: int, out_dir: Path) -> None:
-    print(f"\nrun {outcome.run_id}: {total} cells, {passed} passed, {errors} errors "
-          f"({outcome.executed} run now, {outcome.skipped} resumed from the store)")
-    print(f"reports: {out_dir}")
-    append_step_summary(out_dir)
+def _rate_cells(stat: Mapping[str, Any]) -> list[str]:
+    """Pass rate and interval; a target with no scored cell has neither (not 0 %)."""
+    if not stat["scored"]:
+        return [DASH, DASH]
+    return [f"{stat['pass_rate']:.1%}", f"[{stat['ci_low']:.1%}, {stat['ci_high']:.1%}]"]
 
 
 def store_stats(store: Store, run_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -63,19 +68,117 @@ def store_stats(store: Store, run_ids: Sequence[str]) -> list[dict[str, Any]]:
                 out.append({
                     "group": ev["group"], "eval": ev["eval_id"], "service": svc["service_name"],
                     "model": model["model"], "n": t.n, "passed": t.passed, "errors": t.errors,
+                    "scored": scored, "input_tokens": t.input_tokens, "output_tokens": t.output_tokens,
                     "pass_rate": t.passed / scored if scored else 0.0, "ci_low": low, "ci_high": high,
                     "p50_ms": latency["p50_ms"], "p95_ms": latency["p95_ms"],
                     "retried": model["stats"]["retries"]["retried_runs"], "cost_usd": t.cost_usd})
     return out
 
 
-def print_run_summary(store: Store, outcome: Any, out_dir: Path) -> list[dict[str, Any]]:
-    """Print a run's one-screen summary (computed in SQL); return the stats for :func:`run_gate`."""
+def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str | None = None,
+                      hints: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Print a run's one-screen summary (computed in SQL); return the stats for :func:`run_gate`.
+
+    In order: ``header`` (the registry and store used), the per-target table, the
+    top error reasons per target, up to five failing cases with the command that
+    lists the rest, the totals (duration, tokens, cost, stored errors reused),
+    ``hints`` (a fix per problem), and where the reports are.
+    """
     stats = store_stats(store, [outcome.run_id])
+    if header:
+        print(header)
     print(_table(stats, "simple"))
-    passed = sum(s["passed"] for s in stats)
-    _print_totals(outcome, sum(s["n"] for s in stats), passed, sum(s["errors"] for s in stats), out_dir)
+    _print_errors(error_reasons(store, [outcome.run_id]))
+    _print_failing(failing_cases(store, [outcome.run_id]), outcome.run_id)
+    _print_totals(store, outcome, stats)
+    for hint in hints:
+        print(f"fix: {hint}")
+    print(f"reports: {out_dir}")
+    append_step_summary(out_dir)
     return stats
+
+
+Reasons = dict[tuple[str, str, str], list[tuple[str, int]]]
+
+
+def error_reasons(store: Store, run_ids: Sequence[str], limit: int = 3) -> Reasons:
+    """Per eval × service × model, the most frequent infrastructure-error reasons with their cell counts.
+
+    A reason is the last HTTP attempt's message when there is one (``ConnectError: all
+    attempts to connect to 127.0.0.1:9 failed``), else the stored failure reason.
+    """
+    sel = select_runs(store.conn, run_ids)
+    sql = f"""select eval_id, service_name, coalesce(model, ''), coalesce(
+          (select a.error_message from attempts a where a.cell_key = results.cell_key
+             and a.error_message is not null order by a.rowid desc limit 1),
+          failure_reason, error_kind, status) as reason, count(*) as n
+        from {sel.table} where ({sel.where}) and {INFRA_ERROR_SQL}
+        group by 1, 2, 3, 4 order by 1, 2, 3, n desc, reason"""
+    out: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
+    for eval_id, service, model, reason, n in store.conn.execute(sql, sel.params):
+        reasons = out.setdefault((eval_id, service, model), [])
+        if len(reasons) < limit:
+            reasons.append((str(reason), int(n)))
+    return out
+
+
+def failing_cases(store: Store, run_ids: Sequence[str], limit: int = 5) -> list[dict[str, Any]]:
+    """Scored failures (not infrastructure errors), the first ``limit`` in eval and case order."""
+    sel = select_runs(store.conn, run_ids)
+    sql = f"""select eval_id, service_name, model, case_id, run_index, failure_reason
+        from {sel.table} where ({sel.where}) and not passed and not {INFRA_ERROR_SQL}
+        order by eval_id, service_name, model, case_id, run_index limit ?"""
+    return list(store.query(sql, [*sel.params, limit + 1]))
+
+
+def _print_errors(reasons: Reasons) -> None:
+    if not reasons:
+        return
+    print("\nerrors (infrastructure: neither passed nor failed):")
+    for (eval_id, service, model), items in reasons.items():
+        for reason, n in items:
+            print(f"  {eval_id} on {service}/{model}: {reason} — {n} cell{'s' if n != 1 else ''}")
+
+
+def _print_failing(rows: Sequence[Mapping[str, Any]], run_id: str, limit: int = 5) -> None:
+    if not rows:
+        return
+    print("\nfailing cases:")
+    for r in rows[:limit]:
+        reason = (r["failure_reason"] or "").splitlines()[0][:100] if r["failure_reason"] else ""
+        print(f"  {r['eval_id']} {r['case_id']} trial {r['run_index']} on {r['service_name']}/{r['model']}: "
+              f"{reason}".rstrip(": "))
+    if len(rows) > limit:
+        print(f"  … more: evalhydra results {run_id} --status FAIL")
+
+
+def _print_totals(store: Store, outcome: Any, stats: Sequence[Mapping[str, Any]]) -> None:
+    total, passed = sum(s["n"] for s in stats), sum(s["passed"] for s in stats)
+    errors = sum(s["errors"] for s in stats)
+    tokens = sum(s["input_tokens"] + s["output_tokens"] for s in stats)
+    cost = sum(s["cost_usd"] for s in stats)
+    duration = _duration_s(store, outcome.run_id)
+    print(f"\nrun {outcome.run_id}: {total} cells, {passed} passed, {total - passed - errors} failed, "
+          f"{errors} errors ({outcome.executed} run now, {outcome.skipped} resumed from the store)")
+    print(f"duration {duration:.1f} s, {tokens} tokens, ${cost:.4f}")
+    reused = _reused_errors(store, outcome.run_id)
+    if reused:
+        print(f"{reused} stored error{'s' if reused != 1 else ''} reused from earlier runs; "
+              "re-send them with run.retry_errors=true")
+
+
+def _duration_s(store: Store, run_id: str) -> float:
+    row = store.conn.execute(
+        "select (julianday(coalesce(finished_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))"
+        " - julianday(started_at)) * 86400 from runs where run_id = ?", [run_id]).fetchone()
+    return float(row[0] or 0.0) if row else 0.0
+
+
+def _reused_errors(store: Store, run_id: str) -> int:
+    """Infrastructure errors stored by an earlier run that this run kept instead of re-sending."""
+    sql = f"""select count(*) from run_cells rc join results r on r.cell_key = rc.cell_key
+        where rc.run_id = ? and r.run_id != ? and {infra_error_sql("r.")}"""
+    return int(store.conn.execute(sql, [run_id, run_id]).fetchone()[0])
 
 
 def append_step_summary(out_dir: Path) -> bool:
@@ -111,9 +214,13 @@ def print_gate_failures(failing: Sequence[dict[str, Any]], top_fix: str | None) 
 
 
 def failing_stats(stats: Iterable[dict[str, Any]], threshold: float | None,
-             per_eval: Mapping[str, float] | None) -> list[dict[str, Any]]:
+                  per_eval: Mapping[str, float] | None) -> list[dict[str, Any]]:
+    """Targets whose pass rate is below their threshold, worst first. A target with no
+    scored cell has no pass rate: it is the "could not measure" exit, not a failed gate."""
     failing = []
     for s in stats:
+        if not s.get("scored", 1):
+            continue
         limit = threshold_for(s, threshold, per_eval)
         if limit is not None and s["pass_rate"] < limit:
             failing.append({**s, "threshold": limit})

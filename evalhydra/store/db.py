@@ -17,7 +17,7 @@ import sqlite_utils
 
 from evalhydra.errors import EvalHydraError, did_you_mean
 from evalhydra.store.rows import ATTEMPT_FIELDS, ERROR_STATUSES, RESULT_FIELDS, ResultRow, row_values
-from evalhydra.store.schema import MIGRATIONS
+from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["Batch", "Store", "immediate", "migrate", "open_store"]
 
@@ -48,6 +48,13 @@ class Store:
         self.read_only = read_only
         self.conn = _connect(path, read_only)
         self.db = sqlite_utils.Database(self.conn)
+        version = int(self.conn.execute("pragma user_version").fetchone()[0])
+        if version > SCHEMA_VERSION and not read_only:
+            self.conn.close()
+            raise EvalHydraError(
+                f"store.path={path}: the store has schema version {version}, newer than this "
+                f"evalhydra's {SCHEMA_VERSION}; it is not opened for writing.",
+                "Upgrade evalhydra (pip install -U evalhydra), or choose another store.path.")
         if not read_only:
             migrate(self.db)
 
@@ -220,4 +227,17 @@ def open_store(path: str | Path, *, read_only: bool = False) -> Store:
     target = Path(path).expanduser()
     if read_only and not target.exists():
         raise EvalHydraError(f"No store at {target}.", "Run an eval first, or pass --store PATH.")
-    return Store(target, read_only=read_only)
+    try:
+        return Store(target, read_only=read_only)
+    except (sqlite3.DatabaseError, OSError) as exc:
+        raise EvalHydraError(
+            f"store.path={target}: cannot open the store ({exc}).",
+            _store_hint(exc, read_only)) from None
+
+
+def _store_hint(exc: BaseException, read_only: bool) -> str:
+    if "not a database" in str(exc) or "malformed" in str(exc):
+        return "The file is not an intact SQLite store; choose another store.path (or --store PATH)."
+    if read_only:
+        return "Check the path and its permissions (--store PATH)."
+    return "Choose a path where a SQLite file can be written (store.path=..., or --store PATH)."

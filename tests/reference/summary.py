@@ -30,7 +30,9 @@ def group_stats(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({
             "group": items[0].get("group"),
             "eval": eval_id, "service": service, "model": model, "n": len(items),
-            "passed": passed, "errors": len(items) - len(scored),
+            "passed": passed, "errors": len(items) - len(scored), "scored": len(scored),
+            "input_tokens": _tokens(items, "prompt_tokens", "judge_prompt_tokens"),
+            "output_tokens": _tokens(items, "completion_tokens", "judge_completion_tokens"),
             # infrastructure errors are reported apart: they never lower the pass rate
             "pass_rate": passed / len(scored) if scored else 0.0, "ci_low": low, "ci_high": high,
             "p50_ms": nearest_rank(lat, 50), "p95_ms": nearest_rank(lat, 95),
@@ -56,3 +58,7 @@ def gate_failures(rows: list[dict[str, Any]], threshold: float | None,
     fixes = [r["suggested_fix"] for r in rows if r.get("suggested_fix") and not r.get("passed")]
     print_gate_failures(failing, max(sorted(set(fixes)), key=fixes.count) if fixes else None)
     return failing
+
+
+def _tokens(rows: list[dict[str, Any]], *columns: str) -> int:
+    return sum(r.get(c) or 0 for r in rows for c in columns)

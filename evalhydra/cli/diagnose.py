@@ -1,0 +1,79 @@
+"""After a run: the one-line fixes for what went wrong, and whether the run measured anything.
+
+A run *could not measure* (exit 3) when an eval × target has no scored cell
+(every cell an infrastructure error) or when more than ``run.max_error_rate``
+of its cells errored: a pass rate computed from what is left would mislead a
+CI gate.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalhydra.plan.cells import endpoint_of
+from evalhydra.plan.model import RunPlan
+from evalhydra.reports.selection import select_runs
+from evalhydra.store.db import Store
+from evalhydra.store.rows import INFRA_ERROR_SQL
+
+__all__ = ["fix_hints", "unmeasured"]
+
+
+def fix_hints(plan: RunPlan, store: Store, run_id: str) -> list[str]:
+    """One line per kind of infrastructure error this run stored, naming the fix."""
+    counts = _error_counts(store, run_id)
+    hints = []
+    svc = plan.service
+    if counts.get("connect_error"):
+        where = endpoint_of(svc) or "the built-in mock"
+        hints.append(f"service '{svc.name}': nothing answered at {where} ({counts['connect_error']} "
+                     "cells); start the server or fix service.base_url, then run again.")
+    if counts.get("401"):
+        hints.append(_unauthorized(plan, counts["401"]))
+    if counts.get("rate_limited"):
+        hints.append(f"{counts['rate_limited']} cells were rate limited (429); set service.rate_limit.rpm "
+                     "or lower run.concurrency, then run again.")
+    if counts.get("timeout"):
+        hints.append(f"{counts['timeout']} cells timed out (service.timeout_ms={svc.timeout_ms}); "
+                     "raise it or lower run.concurrency.")
+    return hints
+
+
+def unmeasured(stats: Sequence[Mapping[str, Any]], max_error_rate: float) -> list[str]:
+    """Why the run could not measure (empty when it could): each target with no scored
+    cell, and the run's error share when it is above ``max_error_rate``."""
+    reasons = [f"{s['eval']} on {s['service']}/{s['model']}: no scored cell "
+               f"({s['errors']} of {s['n']} errored)" for s in stats if s["n"] and not s["scored"]]
+    total = sum(s["n"] for s in stats)
+    errors = sum(s["errors"] for s in stats)
+    if total and not reasons and errors / total > max_error_rate:
+        reasons.append(f"{errors} of {total} cells are infrastructure errors "
+                       f"({errors / total:.0%} > run.max_error_rate={max_error_rate:g})")
+    return reasons
+
+
+def _unauthorized(plan: RunPlan, n: int) -> str:
+    svc = plan.service
+    env = svc.api_key_env
+    if env and not os.environ.get(env):
+        return (f"service '{svc.name}': {n} cells got 401 Unauthorized and ${env} is not set; "
+                f"export {env}=<key>.")
+    if env:
+        return (f"service '{svc.name}': {n} cells got 401 Unauthorized; the endpoint rejected "
+                f"the key in ${env}.")
+    return (f"service '{svc.name}': {n} cells got 401 Unauthorized; set service.api_key_env to the variable "
+            "holding the key.")
+
+
+def _error_counts(store: Store, run_id: str) -> dict[str, int]:
+    """Infrastructure errors of the cells this run sent, by error kind (and ``"401"``)."""
+    sel = select_runs(store.conn, [run_id])
+    sql = (f"select error_kind, status_code, count(*) from {sel.table} where ({sel.where}) "
+           f"and {INFRA_ERROR_SQL} and run_id = ? group by 1, 2")
+    counts: dict[str, int] = {}
+    for kind, status, n in store.conn.execute(sql, [*sel.params, run_id]):
+        key = "401" if status == 401 else str(kind)
+        counts[key] = counts.get(key, 0) + int(n)
+    return counts
