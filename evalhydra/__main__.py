@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
+from evalhydra import __version__
 from evalhydra.cli.commands import SUBCOMMANDS, usage
 
 __all__ = ["main"]
@@ -18,6 +19,9 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> None:
     """Dispatch to a subcommand or to the Hydra app; exits with the run's code."""
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] in (["--version"], ["-V"]):
+        print(f"evalhydra {__version__}")
+        raise SystemExit(0)
     if args and args[0] in SUBCOMMANDS:
         raise SystemExit(_subcommand(args))
     from evalhydra.cli.app import run_app  # Hydra and the runner: only for a run

@@ -13,7 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["stream_atomic", "write_json_atomic", "write_text_atomic"]
+__all__ = ["FILE_MODE", "stream_atomic", "write_json_atomic", "write_text_atomic"]
+
+
+def _file_mode() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+#: The mode of a new file under the process umask (0644 under umask 022), read once at import.
+FILE_MODE = _file_mode()
 
 
 def stream_atomic(path: Path, fill: Callable[[TextIO], Any]) -> None:
@@ -22,6 +32,7 @@ def stream_atomic(path: Path, fill: Callable[[TextIO], Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; a report is as readable as any new file
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             fill(handle)
         os.replace(tmp, path)

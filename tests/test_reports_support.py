@@ -116,17 +116,9 @@ def random_rows(seed: int, count: int, run_id: str = "eval-rand-cccccccc") -> li
 
 
 def result_schema() -> dict[str, Any]:
-    """aiwg's eval-result schema as JSON Schema.
-
-    The YAML also holds ``summary_schema`` and ``examples`` (dropped), and marks
-    nullable fields with OpenAPI's ``nullable: true``, which JSON Schema does not
-    know; those fields get ``null`` added to their type.
-    """
-    doc = yaml.safe_load(RESULT_SCHEMA.read_text())
-    schema = {k: v for k, v in doc.items() if k not in ("summary_schema", "examples")}
-    for prop in schema["properties"].values():
-        if prop.pop("nullable", False) and "type" in prop:
-            prop["type"] = [prop["type"], "null"]
+    """aiwg's eval-result schema exactly as published (its OpenAPI-style ``nullable: true``
+    is no JSON Schema keyword, so a null where it types a string is invalid)."""
+    schema: dict[str, Any] = yaml.safe_load(RESULT_SCHEMA.read_text())
     return schema
 
 

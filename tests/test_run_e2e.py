@@ -100,7 +100,8 @@ def test_a_rerun_heals_stored_errors_unless_told_to_keep_them(tmp_path: Path) ->
         mock_call(url, "reset", {})
         kept = run_cli(*_args(registry, url, db, "run.retry_errors=false"), cwd=tmp_path)
         assert chat_requests(url) == 0
-        assert "3 stored errors reused from earlier runs; re-send them with run.retry_errors=true" in kept.stdout
+        assert "3 stored errors reused from earlier runs; re-send them with run.retry_errors=true" in (
+            kept.stdout)
         healed = run_cli(*_args(registry, url, db), cwd=tmp_path)  # the default re-sends chat errors
         assert healed.returncode == 0, healed.stderr
         assert chat_requests(url) == 3

@@ -28,5 +28,6 @@ def usage() -> str:
     return (
         "usage: evalhydra [HYDRA_OVERRIDES...]        run evals (python -m evalhydra --help for options)\n"
         "       evalhydra -m service=a,b eval=smoke   sweep (Hydra multirun)\n"
+        "       evalhydra --version\n"
         f"       evalhydra {{{names}}} [-h] ...\n"
     )

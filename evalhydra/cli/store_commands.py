@@ -25,10 +25,11 @@ from typing import Any
 from tabulate import tabulate, tabulate_formats
 
 from evalhydra.cli.callbacks import sweep_run_ids
+from evalhydra.cli.catalog import eval_rows, service_rows
 from evalhydra.cli.commands import STORE_COMMANDS
 from evalhydra.config.defaults import DEFAULT_STORE_PATH
 from evalhydra.errors import EvalHydraError
-from evalhydra.registry.definitions import load_registry, resolve_registry_root
+from evalhydra.registry.definitions import load_registry, registry_origin, resolve_registry_root
 from evalhydra.reports.comparecmd import Target, compare, parse_target, regressions, render
 from evalhydra.reports.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQL, select_runs
 from evalhydra.reports.writer import normalize_formats, write_run_reports
@@ -333,22 +334,24 @@ def _cfg_merge(p: argparse.ArgumentParser) -> None:
 
 # -- list ---------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
-    """List the services and evals of a registry (zig_eval ``list``).
+    """List every service and eval you can select: those of conf/ (and --config-dir) and of
+    the registry, with kind, model or case count, and description.
 
     Example: evalhydra list --registry tests/fixtures/zig_eval_registry
     """
     registry = load_registry(resolve_registry_root(args.registry))
-    print("services")
-    for name, spec in registry.services.items():
-        print(f"  {name} model={spec['default_model']}")
-    print("evals")
-    for eval_id, spec in registry.evals.items():
-        print(f"  {eval_id} group={spec['group']} split={spec.get('split') or '-'}")
+    print(f"registry: {registry.root} ({registry_origin(registry.root)})\n")
+    print("services (service=NAME)")
+    print(_format(service_rows(registry), args.format))
+    print("\nevals (eval=ID, or eval=GROUP for every eval of a group)")
+    print(_format(eval_rows(registry), args.format))
     return 0
 
 
 def _cfg_list(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--registry", default="registry")
+    p.add_argument("--registry", default="registry",
+                   help="registry folder (default: ./registry if it is one, else the packaged example)")
+    _add_format(p)
 
 
 # -- formatting ---------------------------------------------------------------

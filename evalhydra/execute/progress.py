@@ -1,7 +1,9 @@
-"""Progress on long runs: done/total, rate, errors, on stderr.
+"""Progress on long runs: a bar with ETA on a terminal, plain periodic lines in CI logs.
 
-On a terminal the line is redrawn in place a few times a second; elsewhere (CI
-logs) a line is printed every ``interval`` seconds, so logs stay short.
+On a terminal, ``rich`` draws a bar with done/total, elapsed time, ETA, rate and
+the passed/failed/error counts, a few times a second. Elsewhere (CI logs, a
+pipe) a plain line is printed every ``interval`` seconds, so logs stay short.
+Cells found already stored count as done from the start.
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ import sys
 import time
 from typing import TextIO
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
+
 __all__ = ["Progress"]
 
 
 class Progress:
-    """Counts finished cells and prints a throttled status line."""
+    """Counts finished cells and shows them, throttled."""
 
     def __init__(
         self, total: int, *, enabled: bool = True, stream: TextIO | None = None, label: str = ""
@@ -26,8 +32,14 @@ class Progress:
         self.done = self.passed = self.errors = self.skipped = 0
         self.started = time.monotonic()
         self.tty = self.stream.isatty()
-        self.interval = 0.25 if self.tty else 10.0
+        self.interval = 0.1 if self.tty else 10.0
         self.last = 0.0
+        self._bar = _Bar(total, self.stream, label) if enabled and self.tty else None
+
+    @property
+    def failed(self) -> int:
+        """Cells run now that were scored and did not pass."""
+        return self.done - self.passed - self.errors
 
     def skip(self, n: int) -> None:
         """Count cells that resume found already stored."""
@@ -42,13 +54,15 @@ class Progress:
         self._maybe_print()
 
     def line(self) -> str:
-        """The current status line."""
+        """The current status as one plain line."""
         elapsed = max(time.monotonic() - self.started, 1e-9)
         finished = self.done + self.skipped
         pct = 100.0 * finished / self.total if self.total else 100.0
+        rate = self.done / elapsed
+        eta = f"{(self.total - finished) / rate:.0f}s" if rate > 0 and finished < self.total else "-"
         return (
-            f"{self.label}{finished}/{self.total} ({pct:.0f}%) "
-            f"{self.done / elapsed:.1f} cells/s  passed={self.passed} "
+            f"{self.label}{finished}/{self.total} ({pct:.0f}%) elapsed {elapsed:.0f}s eta {eta} "
+            f"{rate:.1f} cells/s  passed={self.passed} failed={self.failed} "
             f"errors={self.errors} resumed={self.skipped}"
         )
 
@@ -59,12 +73,47 @@ class Progress:
         if now - self.last < self.interval:
             return
         self.last = now
-        end = "\r" if self.tty else "\n"
-        self.stream.write(self.line() + end)
-        self.stream.flush()
-
-    def close(self) -> None:
-        """Print the final line."""
-        if self.enabled:
+        if self._bar is not None:
+            self._bar.show(self)
+        else:
             self.stream.write(self.line() + "\n")
             self.stream.flush()
+
+    def close(self) -> None:
+        """Show the final state (and stop the bar)."""
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.show(self)
+            self._bar.stop()
+        else:
+            self.stream.write(self.line() + "\n")
+            self.stream.flush()
+
+
+class _Bar:
+    """The terminal bar: ``rich`` redraws it; :class:`Progress` feeds it the counts."""
+
+    def __init__(self, total: int, stream: TextIO, label: str) -> None:
+        self.progress = RichProgress(
+            TextColumn(label.strip() or "eval"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[counts]}"),
+            console=Console(file=stream),
+            transient=False,
+        )
+        self.task = self.progress.add_task("cells", total=total, counts="")
+        self.progress.start()
+
+    def show(self, state: Progress) -> None:
+        elapsed = max(time.monotonic() - state.started, 1e-9)
+        counts = (f"{state.done / elapsed:.1f} cells/s  passed {state.passed}  failed {state.failed}  "
+                  f"errors {state.errors}  resumed {state.skipped}")
+        self.progress.update(self.task, completed=state.done + state.skipped, counts=counts)
+
+    def stop(self) -> None:
+        self.progress.stop()

@@ -5,8 +5,8 @@ aiwg's eval-result schema, produced by SQLite's ``json_object`` (compact, one
 line, keys in schema order). Mapping from the store:
 
 * ``run_id`` is the reported run (the cell's run, or the run that resumed it);
-  ``pipeline`` is the eval id; ``step`` is null (an eval scores the whole
-  pipeline; the schema marks ``step`` ``nullable``).
+  ``pipeline`` is the eval id; ``step`` is left out (an eval scores the whole
+  pipeline), as are ``failure_category`` and ``suggested_fix`` when they have no value.
 * ``generator_model`` is the model; ``evaluator_model`` the judge model, or
   ``""`` when a deterministic matcher or a validator scored the result.
 * ``feedback`` is the evaluator's feedback, else (on a failure) the failure
@@ -72,7 +72,7 @@ _RUBRIC = _json_or("rubric_scores", "object", "{}")
 
 # Numbers: a missing cost, threshold or token count is written as an integer (0 or 1)
 # rather than a float; SQLite formats integers much faster, and both are JSON numbers.
-LINE_SQL = f"""json_object(
+_RECORD = f"""json_object(
   'version', '{RESULT_VERSION}', 'run_id', ?, 'case_id', case_id, 'pipeline', eval_id,
   'step', null, 'generator_model', coalesce(model, ''),
   'evaluator_model', coalesce(judge_model, ''), 'input', coalesce(input, ''),
@@ -88,6 +88,11 @@ LINE_SQL = f"""json_object(
     'input_tokens', coalesce(prompt_tokens, 0) + coalesce(judge_prompt_tokens, 0),
     'output_tokens', coalesce(completion_tokens, 0) + coalesce(judge_completion_tokens, 0)),
   'evaluated_at', coalesce(evaluated_at, ?), 'contamination_warning', json('false'))"""
+# Optional fields without a value are left out (the schema types them as strings, so a null
+# would be invalid): a JSON merge patch removes a key whose patch value is null and replaces
+# the others in place, keeping the schema's key order.
+LINE_SQL = (f"json_patch({_RECORD}, json_object('step', null, 'failure_category', {_CATEGORY},"
+            " 'suggested_fix', suggested_fix))")
 
 
 def _run_times(conn: sqlite3.Connection, run_id: str) -> str:
