@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -82,7 +83,6 @@ def test_readme_sql_examples_run_against_a_real_store(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def wheel_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build a wheel from a copy of the tree (no egg-info, no git) and unpack it."""
-    import shutil
     import zipfile
 
     src = tmp_path_factory.mktemp("src")
@@ -148,3 +148,31 @@ def test_wheel_ships_configs_registry_and_runs_anywhere(wheel_site: Path, tmp_pa
     assert res.returncode == 0, res.stderr
     assert "2 passed" in res.stdout
     assert f"FROM {wheel_site}" in res.stderr, "the unpacked wheel, not the checkout, was imported"
+
+
+@pytest.mark.slow
+def test_an_installed_wheel_runs_from_inside_a_checkout(wheel_site: Path, tmp_path: Path) -> None:
+    """``pip install .`` then ``python -m evalhydra`` in the checkout: the checkout's package is
+    imported (the working directory comes first) and must find conf/ and registry/ beside it."""
+    checkout = tmp_path / "checkout"
+    for name in ("evalhydra", "conf", "registry", "hydra_plugins"):
+        shutil.copytree(REPO / name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("import sys, sysconfig; sys.path[:0] = ['', sys.argv[1], sysconfig.get_paths()['purelib']]; "
+            "import runpy, evalhydra; print('FROM', evalhydra.__file__, file=sys.stderr); "
+            "sys.argv = ['evalhydra', 'run.progress=false']; "
+            "runpy.run_module('evalhydra', run_name='__main__')")
+    res = subprocess.run([sys.executable, "-S", "-c", code, str(wheel_site)], cwd=checkout,
+                         capture_output=True, text=True, timeout=120, env={"PYTHONNOUSERSITE": "1"})
+    assert res.returncode == 0, res.stderr
+    assert f"FROM {checkout / 'evalhydra' / '__init__.py'}" in res.stderr
+    assert "2 cells, 2 passed" in res.stdout
+
+
+@pytest.mark.slow
+def test_the_readme_pytest_example_passes(tmp_path: Path) -> None:
+    (block,) = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    (tmp_path / "test_example.py").write_text(block)
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error",
+                          "test_example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "1 passed" in res.stdout

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -37,9 +37,11 @@ __all__ = [
     "EXIT_OK",
     "EXIT_UNMEASURED",
     "EXIT_USAGE",
+    "JobResult",
     "publish_run",
     "report_formats",
     "run_config",
+    "run_job",
     "run_plan",
 ]
 
@@ -71,12 +73,30 @@ def run_config(
 
 def run_plan(plan: RunPlan, *, output_dir: Path | None = None) -> int:
     """Execute a plan and write its reports; return the exit code."""
+    return run_job(plan, output_dir=output_dir).exit_code
+
+
+@dataclass
+class JobResult:
+    """What one job did: its exit code, its run (None for a dry run) and the per-target stats."""
+
+    exit_code: int
+    run_id: str | None = None
+    stats: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
+    """Execute a plan, write its reports and print its summary.
+
+    Raises:
+        EvalHydraError: A problem found before the first call (nothing is sent or stored).
+    """
     report_formats(plan)  # an unknown format fails now, not after every cell has run
     _warn_missing_keys(plan)
     total = count_cells(plan)
     if plan.run.dry_run:
         print_dry_run(plan)
-        return EXIT_OK
+        return JobResult(EXIT_OK)
     store = open_store(plan.store_path)
     try:
         progress = Progress(total, enabled=plan.run.progress, label=f"[{plan.service.name}] ")
@@ -86,13 +106,17 @@ def run_plan(plan: RunPlan, *, output_dir: Path | None = None) -> int:
         store.close()
 
 
-def _finish(plan: RunPlan, store: Store, outcome: RunOutcome, output_dir: Path | None) -> int:
+def _finish(plan: RunPlan, store: Store, outcome: RunOutcome, output_dir: Path | None) -> JobResult:
     """Write the run's reports, print the summary, and turn gates into an exit code."""
     out = output_dir or plan.store_path.parent / "runs" / outcome.run_id
     gate_failed, stats = publish_run(
         store, outcome, out, formats=report_formats(plan), fail_under=plan.run.fail_under,
         per_eval=plan.run.fail_under_per_eval, header=run_header(plan),
         hints=fix_hints(plan, store, outcome.run_id))
+    return JobResult(_exit_code(plan, outcome, stats, gate_failed), outcome.run_id, stats)
+
+
+def _exit_code(plan: RunPlan, outcome: RunOutcome, stats: list[dict[str, Any]], gate_failed: bool) -> int:
     if outcome.interrupted:
         print(f"interrupted: {outcome.executed} results stored; rerun the same command to resume.",
               file=sys.stderr)

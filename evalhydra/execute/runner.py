@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -268,7 +269,13 @@ async def _worker(work: _Work, jobs_rx: trio.MemoryReceiveChannel[CellJob],
 
 
 async def watch_signals(scope: trio.CancelScope) -> None:
-    """Cancel ``scope`` on the first SIGINT or SIGTERM (graceful stop: flush, mark interrupted)."""
+    """Cancel ``scope`` on the first SIGINT or SIGTERM (graceful stop: flush, mark interrupted).
+
+    Signals reach only the main thread; a run in another thread (the Python API called
+    from a running event loop) leaves them to its host.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             scope.cancel()

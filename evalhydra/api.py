@@ -1,0 +1,114 @@
+"""The Python API: run evals from code (pytest, notebooks) exactly as the command line does.
+
+Example:
+    >>> import evalhydra  # doctest: +SKIP
+    >>> result = evalhydra.evaluate(["eval=smoke"], trials=3)  # doctest: +SKIP
+    >>> assert result.ok, result.stats  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from evalhydra.cli.job import EXIT_OK, run_job
+from evalhydra.config.compose import compose_config
+from evalhydra.plan.build import build_plan
+from evalhydra.store.db import open_store
+
+__all__ = ["EvalResult", "evaluate"]
+
+
+@dataclass
+class EvalResult:
+    """The outcome of :func:`evaluate`.
+
+    Attributes:
+        run_id: The stored run (None for a dry run).
+        exit_code: What the command line would exit with (0 ok, 1 a gate failed,
+            3 nothing could be measured, 130 interrupted).
+        stats: Per eval × service × model: ``n``, ``passed``, ``errors``, ``scored``,
+            ``pass_rate``, ``ci_low``, ``ci_high``, latency, tokens, cost.
+        store_path: The SQLite store holding the results.
+    """
+
+    run_id: str | None
+    exit_code: int
+    stats: list[dict[str, Any]] = field(default_factory=list)
+    store_path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the run measured and every gate passed."""
+        return self.exit_code == EXIT_OK
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Every result row of the run (``results`` columns), read from the store."""
+        if self.run_id is None or self.store_path is None:
+            return
+        store = open_store(self.store_path, read_only=True)
+        try:
+            yield from store.run_rows([self.run_id])
+        finally:
+            store.close()
+
+
+def evaluate(overrides: Sequence[str] = (), /, **options: Any) -> EvalResult:
+    """Compose a config as the command line does, run it, and return its result.
+
+    Args:
+        overrides: Hydra overrides, e.g. ``["service=vllm", "eval=smoke"]``.
+        **options: More overrides as keywords; ``__`` stands for a dot
+            (``trials=3``, ``run__fail_under=0.9``, ``store__path="x.db"``).
+            ``run.progress`` is off unless set.
+
+    Returns:
+        The run id, exit code, per-target stats and a way to read the rows.
+
+    Raises:
+        EvalHydraError: A configuration problem, before any call.
+
+    Works from a plain function, a pytest test, and inside a running event loop
+    (a Jupyter cell): then the run goes to a worker thread, because trio cannot
+    run on a thread whose asyncio loop is running.
+    """
+    items = [*overrides, *(f"{key.replace('__', '.')}={_value(v)}" for key, v in options.items())]
+    if not any(item.split("=", 1)[0].lstrip("+~") == "run.progress" for item in items):
+        items.append("run.progress=false")
+    if _in_event_loop():
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(_evaluate, items).result()
+    return _evaluate(items)
+
+
+def _evaluate(items: list[str]) -> EvalResult:
+    plan = build_plan(compose_config(items), items)
+    job = run_job(plan)
+    return EvalResult(run_id=job.run_id, exit_code=job.exit_code, stats=job.stats, store_path=plan.store_path)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_value(v) for v in value) + "]"
+    return str(value)
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+        return True
+    except RuntimeError:
+        pass
+    try:
+        trio.lowlevel.current_trio_token()
+        return True
+    except RuntimeError:
+        return False
