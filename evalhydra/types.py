@@ -84,8 +84,12 @@ class Case:
 
     Attributes:
         id: The case id, unique within its dataset.
-        input: What is sent to the service (string, or any JSON for aiwg cases).
+        input: What is sent to the service: a string, a list of chat messages (a
+            conversation, also in ``messages``), or any JSON for aiwg cases (sent as text).
         ideal: The reference answer, or None (a blank ideal counts as absent).
+        ideals: Every acceptable answer when the dataset lists several (OpenAI evals);
+            ``ideal`` is the first.
+        messages: The conversation to send, validated, when ``input`` is one.
         expected_tool_calls: For the ``tool_call`` matcher.
         attachments: Files and images rendered into the user message.
         expected: aiwg ``expected`` object; never sent to a judge.
@@ -97,6 +101,8 @@ class Case:
     id: str
     input: Any
     ideal: str | None = None
+    ideals: tuple[str, ...] = ()
+    messages: tuple[dict[str, Any], ...] | None = None
     expected_tool_calls: tuple[ExpectedToolCall, ...] = ()
     attachments: tuple[Attachment, ...] = ()
     expected: Any = None
@@ -140,10 +146,13 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
-    """What a service is asked: one user turn, optional system prompt and tools.
+    """What a service is asked: one user turn or a conversation, optional system prompt and tools.
 
     ``user_content`` is a plain string, or the OpenAI content-part list when the
-    case has attachments. ``system_prompt`` None means "use the service's".
+    case has attachments; with ``messages`` (a conversation) it is the last user
+    message's content. ``system_prompt`` None means "use the service's", which is
+    prepended only when the conversation has no system message. ``params`` (the
+    eval's generation parameters) merge over the service's.
     """
 
     user_content: str | list[dict[str, Any]]
@@ -151,6 +160,7 @@ class ChatRequest:
     system_prompt: str | None = None
     tools: tuple[ToolSpec, ...] = ()
     params: dict[str, Any] | None = None
+    messages: tuple[dict[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,6 +163,9 @@ class EvalConfig:
     max_attempts: int = 1  # aiwg refinement loop
     include: list[str] = field(default_factory=list)
     cases: Any = None  # agent evals: a directory or a list of case directories
+    prompt: str | None = None  # a template filled from each case's fields: "Q: {{question}}"
+    messages: Any = None  # a conversation template: [{role: user, content: "{{question}}"}]
+    params: dict[str, Any] = field(default_factory=dict)  # temperature, max_tokens, …: over the service's
 
 
 @dataclass

@@ -18,6 +18,7 @@ from evalhydra.config.schema import ServiceConfig
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.factory import judge_services_of
 from evalhydra.matchers.rubric import refinement_input
+from evalhydra.messages import as_text
 from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan
 from evalhydra.registry.attachments import RenderError
@@ -30,6 +31,9 @@ __all__ = ["ChatCellRunner"]
 
 
 def _input_text(case: Case) -> str:
+    """The text a refinement attempt rewrites: the input, or a conversation's last user message."""
+    if case.messages:
+        return as_text(next(m for m in reversed(case.messages) if m["role"] == "user")["content"])
     return case.input if isinstance(case.input, str) else json.dumps(case.input, ensure_ascii=False)
 
 
@@ -89,7 +93,7 @@ class ChatCellRunner:
     async def _generate(self, job: CellJob, prompt: str) -> Completion:
         case = job.case if prompt == _input_text(job.case) else _with_input(job.case, prompt)
         try:
-            request = await render_request(case, job.eval.tools, self.root)
+            request = await render_request(case, job.eval.tools, self.root, job.eval.params)
         except RenderError as exc:
             return render_error_completion(exc, self.model)
         return await self.service.complete(request)
@@ -185,4 +189,10 @@ class ChatCellRunner:
 
 
 def _with_input(case: Case, text: str) -> Case:
-    return replace(case, input=text)
+    """The case with its input (a conversation: its last user message) replaced by ``text``."""
+    if not case.messages:
+        return replace(case, input=text)
+    messages = list(case.messages)
+    last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    messages[last] = {**messages[last], "content": text}
+    return replace(case, input=messages, messages=tuple(messages))

@@ -196,7 +196,8 @@ def _dataset_cases(plan: RunPlan, ev: EvalPlan) -> dict[str, Case]:
     if ev.dataset_path is None:
         return {}
     try:
-        return {c.id: c for c in iter_cases(plan.registry_root, ev.dataset_path, check_attachments=False)}
+        cases = iter_cases(plan.registry_root, ev.dataset_path, check_attachments=False, template=ev.template)
+        return {c.id: c for c in cases}
     except EvalHydraError:
         return {}  # the dataset is gone or broken: judge with the stored input and ideal
 

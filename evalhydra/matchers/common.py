@@ -13,6 +13,7 @@ from typing import Any, TypeGuard
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from evalhydra.messages import as_text
 from evalhydra.types import MatchResult
 
 __all__ = [
@@ -94,10 +95,9 @@ def strip_code_fence(text: str) -> str:
 
 
 def format_value(value: Any) -> str:
-    """Render a value into a prompt: strings as-is, anything else JSON-dumped."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+    """Render a value into a prompt: strings as is, a conversation as ``role: content``
+    lines, anything else JSON-dumped."""
+    return as_text(value)
 
 
 def is_number(value: Any) -> TypeGuard[int | float]:

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from evalhydra.errors import EvalHydraError
+from evalhydra.messages import placeholders, render
 
 __all__ = [
     "EVALUATOR_VARIABLES",
@@ -34,7 +35,6 @@ __all__ = [
     "render",
 ]
 
-_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _HEADING = re.compile(r"^##\s+(System|User)\s*$", re.IGNORECASE)
 
 #: Placeholders that would leak generator context into an evaluator prompt.
@@ -62,20 +62,6 @@ class PromptFile:
         """Return ``(system, user)`` with the placeholders substituted."""
         system = None if self.system is None else render(self.system, variables)
         return system, render(self.user, variables)
-
-
-def render(template: str, variables: Mapping[str, str]) -> str:
-    """Replace ``{{name}}`` with ``variables[name]`` in one pass; unknown names stay."""
-
-    def substitute(match: re.Match[str]) -> str:
-        return variables.get(match.group(1), match.group(0))
-
-    return _PLACEHOLDER.sub(substitute, template)
-
-
-def placeholders(text: str) -> set[str]:
-    """The placeholder names used in ``text``."""
-    return set(_PLACEHOLDER.findall(text))
 
 
 def contamination_markers(text: str) -> list[str]:

@@ -15,7 +15,7 @@ with surrounding whitespace allowed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from evalhydra.errors import EvalHydraError
@@ -184,9 +184,20 @@ def build_exact_match(spec: dict[str, Any]) -> Matcher:
     options, default = _text_options(spec), spec.get("ideal")
 
     def match(ctx: MatchContext) -> MatchResult:
-        return exact_match(ctx.output, effective_ideal(ctx.case.ideal, default), **options)
+        return _any_ideal(ctx, default, lambda ideal: exact_match(ctx.output, ideal, **options))
 
     return sync_matcher(match)
+
+
+def _any_ideal(ctx: MatchContext, default: str | None,
+               check: Callable[[str | None], MatchResult]) -> MatchResult:
+    """Pass when the output matches any of the case's ideals (OpenAI-evals samples may list
+    several); otherwise the first ideal's failure."""
+    ideals = getattr(ctx.case, "ideals", ())
+    if len(ideals) < 2:
+        return check(effective_ideal(ctx.case.ideal, default))
+    results = [check(ideal) for ideal in ideals]
+    return next((r for r in results if r.passed), results[0])
 
 
 def build_includes(spec: dict[str, Any]) -> Matcher:
@@ -194,7 +205,7 @@ def build_includes(spec: dict[str, Any]) -> Matcher:
     options, default = _text_options(spec), spec.get("ideal")
 
     def match(ctx: MatchContext) -> MatchResult:
-        return includes(ctx.output, effective_ideal(ctx.case.ideal, default), **options)
+        return _any_ideal(ctx, default, lambda ideal: includes(ctx.output, ideal, **options))
 
     return sync_matcher(match)
 

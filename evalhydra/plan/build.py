@@ -21,8 +21,10 @@ from evalhydra.config.redact import redact
 from evalhydra.config.schema import Config, RunConfig, ServiceConfig
 from evalhydra.errors import EvalHydraError, did_you_mean
 from evalhydra.matchers.factory import judge_services_of, validate_matcher, with_judge_service
+from evalhydra.messages import MessageError, check_messages
 from evalhydra.plan.cells import digest
 from evalhydra.plan.model import EvalPlan, RunPlan
+from evalhydra.registry.datasets import CaseTemplate
 from evalhydra.registry.definitions import Registry, load_registry, resolve_registry_root, validate_retry
 from evalhydra.testing.mock.settings import MockSettings
 from evalhydra.types import ToolSpec
@@ -142,14 +144,17 @@ def _plan_evals(conf: Config, registry: Registry, service: str) -> tuple[list[Ev
     node = OmegaConf.to_container(OmegaConf.structured(conf.eval))
     assert isinstance(node, dict)
     suite_matcher = node.get("matcher") if node.get("include") else None
+    suite_params = (node.get("params") or {}) if node.get("include") else {}
     members = [registry.eval(i) for i in node["include"]] if node.get("include") else [node]
     plans, skipped = [], []
-    for spec in members:
+    for member in members:
+        spec = dict(member)
         allow = spec.get("service_allowlist")
         if allow and service not in allow:
             skipped.append(spec["id"])
             continue
-        plans.append(_eval_plan(dict(spec), conf, registry.root, suite_matcher))  # type: ignore[arg-type]
+        spec["params"] = {**(spec.get("params") or {}), **suite_params}  # eval=GROUP eval.params.x=…
+        plans.append(_eval_plan(spec, conf, registry.root, suite_matcher))
     return plans, skipped
 
 
@@ -181,9 +186,45 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
         tools=tuple(_tool(t, where) for t in spec.get("tools") or []),
         refinement_attempts=attempts,
         cases=spec.get("cases"),
+        template=_template(spec, where),
+        params=_params(spec.get("params"), where),
     )
+    return replace(plan, result_hash=_result_hash(plan))
+
+
+def _result_hash(plan: EvalPlan) -> str:
+    """Everything of the eval that decides a result; the template and params join it only
+    when set, so evals without them keep the keys they always had."""
     tools = [(t.name, t.description, t.parameters) for t in plan.tools]
-    return replace(plan, result_hash=digest([matcher, tools, plan.refinement_attempts]))
+    parts: list[Any] = [plan.matcher, tools, plan.refinement_attempts]
+    extra = {"prompt": plan.template.prompt, "messages": plan.template.messages, "params": plan.params}
+    extra = {k: v for k, v in extra.items() if v}
+    if extra:
+        parts.append(extra)
+    return digest(parts)
+
+
+def _template(spec: dict[str, Any], where: str) -> CaseTemplate:
+    prompt, messages = spec.get("prompt"), spec.get("messages")
+    if prompt is not None and messages is not None:
+        raise EvalHydraError(f"{where}: set prompt or messages, not both.")
+    if prompt is not None and not isinstance(prompt, str):
+        raise EvalHydraError(f"{where}: prompt must be a string template ({{{{field}}}} placeholders).")
+    if messages is not None:
+        try:
+            messages = list(check_messages(messages))
+        except MessageError as exc:
+            hint = "For example: messages: [{role: user, content: '{{question}}'}]"
+            raise EvalHydraError(f"{where}: {exc}.", hint) from None
+    return CaseTemplate(prompt=prompt, messages=messages)
+
+
+def _params(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise EvalHydraError(f"{where}: params must be a mapping of request fields (temperature, …).")
+    return dict(value)
 
 
 def _matcher_spec(spec: dict[str, Any], conf: Config, suite: Any, where: str) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def iter_plan_cases(plan: RunPlan, ev: EvalPlan, *, check: bool = True) -> Itera
         yield from load_cases(ev.cases, plan.registry_root)
         return
     assert ev.dataset_path is not None
-    yield from iter_cases(plan.registry_root, ev.dataset_path, check_attachments=check)
+    yield from iter_cases(plan.registry_root, ev.dataset_path, check_attachments=check, template=ev.template)
 
 
 def count_cells(plan: RunPlan) -> int:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalhydra.config.schema import RunConfig, ServiceConfig
+from evalhydra.registry.datasets import CaseTemplate
 from evalhydra.types import ToolSpec
 
 __all__ = ["EvalPlan", "RunPlan"]
@@ -26,6 +27,8 @@ class EvalPlan:
     tools: tuple[ToolSpec, ...]
     refinement_attempts: int  # the aiwg refinement loop (eval ``max_attempts``), not HTTP retries
     cases: Any = None
+    template: CaseTemplate = field(default_factory=CaseTemplate)  # prompt or messages, filled per case
+    params: dict[str, Any] = field(default_factory=dict)  # generation parameters, over the service's
     result_hash: str = ""  # hash of result-relevant settings (part of every cell key)
 
 

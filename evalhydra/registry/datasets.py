@@ -1,4 +1,4 @@
-"""Datasets: zig_eval JSONL streamed line by line into validated :class:`~evalhydra.types.Case` objects.
+"""Datasets: zig_eval JSONL, OpenAI-evals JSONL and CSV, streamed into validated cases.
 
 Strings are trimmed, an empty required string is an error, and every bad line
 is reported as ``path:line: what is wrong``. Attachments are checked for path
@@ -7,17 +7,20 @@ safety, size and type as each line is read.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalhydra.errors import EvalHydraError
+from evalhydra.messages import MessageError, check_messages, fill, is_conversation
 from evalhydra.registry.attachments import attachment_mime, check_attachment_path
 from evalhydra.types import Attachment, Case, ExpectedToolCall
 
-__all__ = ["MAX_DATASET_BYTES", "dataset_file", "iter_cases"]
+__all__ = ["MAX_DATASET_BYTES", "CaseTemplate", "dataset_file", "iter_cases"]
 
 MAX_DATASET_BYTES = 8 << 20
 
@@ -36,55 +39,147 @@ def dataset_file(root: Path, rel: str, where: str) -> Path:
     return path
 
 
-def iter_cases(root: Path, dataset_path: str, *, check_attachments: bool = True) -> Iterator[Case]:
-    """Stream a JSONL dataset, one validated :class:`Case` per non-blank line.
+@dataclass(frozen=True)
+class CaseTemplate:
+    """An eval's prompt template, filled from each case's fields (:func:`evalhydra.messages.fill`).
+
+    Attributes:
+        prompt: A string template: the case's input becomes the filled string.
+        messages: A conversation template: the case's input becomes the filled messages.
+    """
+
+    prompt: str | None = None
+    messages: Any = None
+
+    def __bool__(self) -> bool:
+        return self.prompt is not None or self.messages is not None
+
+    def apply(self, fields: dict[str, Any]) -> Any:
+        """The case input this template makes from ``fields``."""
+        return fill(self.prompt if self.prompt is not None else self.messages, fields)
+
+
+def iter_cases(root: Path, dataset_path: str, *, check_attachments: bool = True,
+               template: CaseTemplate | None = None) -> Iterator[Case]:
+    """Stream a dataset, one validated :class:`Case` per record.
+
+    Formats, by file name: ``.csv`` (a header row names the fields; one case per row;
+    ``id`` defaults to the row number), else JSONL: zig_eval lines, or OpenAI-evals
+    samples (``{"input": [messages], "ideal": str | [str]}``, ``id`` defaulting to the
+    line number). With a ``template``, each case's input is the template filled from
+    the record's fields.
 
     Raises:
-        EvalHydraError: ``path:line: what is wrong`` for the first bad line, or a
+        EvalHydraError: ``path:line: what is wrong`` for the first bad record, or a
             duplicate case id.
     """
     path = dataset_file(root, dataset_path, f"{root}")
     seen: set[str] = set()
+    records = _csv_records(path) if path.suffix.lower() == ".csv" else _jsonl_records(path)
+    for number, raw, content_hash, numbered_id in records:
+        where = f"{path}:{number}"
+        case = _parse_case(raw, root, where, number, check_attachments, template, content_hash,
+                           numbered_id)
+        if case.id in seen:
+            raise EvalHydraError(f"{where}: duplicate case id '{case.id}'.")
+        seen.add(case.id)
+        yield case
+
+
+Record = tuple[int, Any, str, bool]  # line number, parsed record, content hash, id may default
+
+
+def _jsonl_records(path: Path) -> Iterator[Record]:
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             line = raw.strip()
             if not line:
                 continue
-            case = _parse_case(line, root, f"{path}:{number}", number, check_attachments)
-            if case.id in seen:
-                raise EvalHydraError(f"{path}:{number}: duplicate case id '{case.id}'.")
-            seen.add(case.id)
-            yield case
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise EvalHydraError(f"{path}:{number}: invalid JSON: {exc}.") from None
+            openai_sample = isinstance(record, dict) and is_conversation(record.get("input"))
+            yield number, record, hashlib.sha256(line).hexdigest()[:16], openai_sample
 
 
-def _parse_case(line: bytes, root: Path, where: str, number: int, check: bool) -> Case:
+def _csv_records(path: Path) -> Iterator[Record]:
     try:
-        raw = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise EvalHydraError(f"{where}: invalid JSON: {exc}.") from None
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            for row in reader:
+                where = f"{path}:{reader.line_num}"
+                if None in row or None in row.values():
+                    raise EvalHydraError(f"{where}: the row has another number of fields than the header.")
+                text = json.dumps(row, sort_keys=True, ensure_ascii=False)
+                yield reader.line_num, dict(row), hashlib.sha256(text.encode()).hexdigest()[:16], True
+    except UnicodeDecodeError as exc:
+        raise EvalHydraError(f"{path}: not UTF-8 text (byte {exc.start}).") from None
+    except csv.Error as exc:
+        raise EvalHydraError(f"{path}: invalid CSV: {exc}.") from None
+
+
+def _parse_case(raw: Any, root: Path, where: str, number: int, check: bool,
+                template: CaseTemplate | None, content_hash: str, numbered_id: bool) -> Case:
     if not isinstance(raw, dict):
         raise EvalHydraError(f"{where}: each line must be a JSON object.")
-    case_id = raw.get("id")
-    if isinstance(case_id, int) and not isinstance(case_id, bool):
-        case_id = str(case_id)
-    if not isinstance(case_id, str) or not case_id.strip():
-        raise EvalHydraError(f"{where}: 'id' is required and must be a non-empty string.")
-    if raw.get("input") is None or (isinstance(raw["input"], str) and not raw["input"].strip()):
-        raise EvalHydraError(f"{where}: 'input' is required.")
-    ideal = raw.get("ideal")
-    if ideal is not None and not isinstance(ideal, str):
-        raise EvalHydraError(f"{where}: 'ideal' must be a string.")
+    value = _input(raw, template, where)
+    ideal, ideals = _ideal(raw.get("ideal"), where)
+    messages = _messages(value, where) if is_conversation(value) else None
     return Case(
-        id=case_id.strip(),
-        input=raw["input"].strip() if isinstance(raw["input"], str) else raw["input"],
-        ideal=(ideal.strip() or None) if ideal else None,
+        id=_case_id(raw.get("id"), number, numbered_id, where),
+        input=value.strip() if isinstance(value, str) else value,
+        ideal=ideal,
+        ideals=ideals,
+        messages=messages,
         expected_tool_calls=_expected_calls(raw.get("expected_tool_calls"), where),
         attachments=_attachments(raw.get("attachments"), root, where, check),
         expected=raw.get("expected"),
         tags=tuple(str(t) for t in raw.get("tags") or ()),
-        content_hash=hashlib.sha256(line).hexdigest()[:16],
+        content_hash=content_hash,
         line=number,
     )
+
+
+def _case_id(value: Any, number: int, numbered: bool, where: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if (value is None or value == "") and numbered:
+        return str(number)
+    if not isinstance(value, str) or not value.strip():
+        raise EvalHydraError(f"{where}: 'id' is required and must be a non-empty string.")
+    return value.strip()
+
+
+def _input(raw: dict[str, Any], template: CaseTemplate | None, where: str) -> Any:
+    if template:
+        try:
+            return template.apply(raw)
+        except MessageError as exc:
+            hint = "Add the field to every case, or fix the eval's template."
+            raise EvalHydraError(f"{where}: {exc}.", hint) from None
+    value = raw.get("input")
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise EvalHydraError(f"{where}: 'input' is required.")
+    return value
+
+
+def _ideal(value: Any, where: str) -> tuple[str | None, tuple[str, ...]]:
+    if value is None:
+        return None, ()
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        ideals = tuple(v.strip() for v in value if v.strip())
+        return (ideals[0] if ideals else None), ideals
+    if not isinstance(value, str):
+        raise EvalHydraError(f"{where}: 'ideal' must be a string (or a list of strings, as in OpenAI evals).")
+    return (value.strip() or None), ()
+
+
+def _messages(value: Any, where: str) -> tuple[dict[str, Any], ...]:
+    try:
+        return check_messages(value)
+    except MessageError as exc:
+        raise EvalHydraError(f"{where}: input {exc}.", "See README 'Conversations'.") from None
 
 
 def _expected_calls(value: Any, where: str) -> tuple[ExpectedToolCall, ...]:

@@ -43,7 +43,8 @@ REQUIRED_EVAL_FIELDS = (
     "matcher",
     "default_run_count",
 )
-EVAL_KEYS = REQUIRED_EVAL_FIELDS + ("service_allowlist", "tools", "max_attempts", "cases")
+EVAL_KEYS = REQUIRED_EVAL_FIELDS + ("service_allowlist", "tools", "max_attempts", "cases", "prompt",
+                                    "messages", "params")
 #: Keys a services.json entry may set: every field of the service schema.
 SERVICE_KEYS = tuple(f.name for f in dataclasses.fields(ServiceConfig))
 

@@ -216,7 +216,9 @@ def build_payload(config: ServiceConfig, request: ChatRequest) -> dict[str, Any]
 
     Shape: ``{model, messages: [system?, user], tools?, stream: false,
     provider?}`` then ``config.params`` and ``request.params`` merged on top (the
-    request's win; params may override any key).
+    request's win; params may override any key). A conversation's messages are
+    sent as they are; the system prompt is prepended only when they have no
+    system message.
 
     Args:
         config: The service.
@@ -227,9 +229,12 @@ def build_payload(config: ServiceConfig, request: ChatRequest) -> dict[str, Any]
     """
     system = request.system_prompt if request.system_prompt is not None else config.system_prompt
     messages: list[dict[str, Any]] = []
-    if system and system.strip():
+    if system and system.strip() and not any(m["role"] == "system" for m in request.messages or ()):
         messages.append({"role": "system", "content": system})
-    messages.append({"role": "user", "content": request.user_content})
+    if request.messages:
+        messages.extend(dict(m) for m in request.messages)
+    else:
+        messages.append({"role": "user", "content": request.user_content})
     payload: dict[str, Any] = {"model": resolve_model(config, request), "messages": messages}
     if request.tools:
         payload["tools"] = [_tool_json(tool) for tool in request.tools]

@@ -84,16 +84,20 @@ def _input_text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def build_chat_request(case: Case, tools: tuple[ToolSpec, ...], root: Path) -> ChatRequest:
+def build_chat_request(case: Case, tools: tuple[ToolSpec, ...], root: Path,
+                       params: dict[str, Any] | None = None) -> ChatRequest:
     """Build the :class:`~evalhydra.types.ChatRequest` for one case.
 
-    The model, system prompt and params are left to the service
-    (``None``). A non-string input is sent as its JSON text.
+    A conversation (``case.messages``) is sent as it is, its attachments joining
+    the last user message; a string input is the one user message; any other
+    input is sent as its JSON text. The model and system prompt are left to the
+    service (``None``); ``params`` (the eval's) merge over the service's.
 
     Args:
         case: The case to send.
         tools: The eval's tools.
         root: The registry root for attachment paths.
+        params: The eval's generation parameters.
 
     Returns:
         The request.
@@ -102,11 +106,29 @@ def build_chat_request(case: Case, tools: tuple[ToolSpec, ...], root: Path) -> C
         RenderError: When an attachment cannot be rendered; the runner records
             :func:`render_error_completion` for the cell.
     """
+    params = dict(params) if params else None
+    if case.messages:
+        messages = list(case.messages)
+        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        content = _with_attachments(messages[last]["content"], case.attachments, root)
+        messages[last] = {**messages[last], "content": content}
+        return ChatRequest(user_content=content, tools=tools, params=params, messages=tuple(messages))
     content = render_user_content(_input_text(case.input), case.attachments, root)
-    return ChatRequest(user_content=content, tools=tools)
+    return ChatRequest(user_content=content, tools=tools, params=params)
 
 
-async def render_request(case: Case, tools: tuple[ToolSpec, ...], root: Path) -> ChatRequest:
+def _with_attachments(content: Any, attachments: Sequence[Attachment], root: Path) -> Any:
+    """A message's content with attachments added: file blocks after its text, images as parts."""
+    if isinstance(content, str) or not attachments:
+        return render_user_content(content, attachments, root) if isinstance(content, str) else content
+    extra = render_user_content("", attachments, root)
+    assert isinstance(extra, list)
+    files = [p for p in extra[:1] if p.get("text")]
+    return [*content, *files, *extra[1:]]
+
+
+async def render_request(case: Case, tools: tuple[ToolSpec, ...], root: Path,
+                         params: dict[str, Any] | None = None) -> ChatRequest:
     """:func:`build_chat_request` for trio tasks: file reads run in a worker thread.
 
     Cases without attachments are built inline (no thread hop).
@@ -123,8 +145,8 @@ async def render_request(case: Case, tools: tuple[ToolSpec, ...], root: Path) ->
         RenderError: As :func:`build_chat_request`.
     """
     if not case.attachments:
-        return build_chat_request(case, tools, root)
-    return await trio.to_thread.run_sync(build_chat_request, case, tools, root)
+        return build_chat_request(case, tools, root, params)
+    return await trio.to_thread.run_sync(build_chat_request, case, tools, root, params)
 
 
 def render_error_completion(error: RenderError, model: str) -> Completion:
