@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from evalhydra.cli.hydra_errors import explain
 from evalhydra.cli.job import run_config
-from evalhydra.config.compose import register
+from evalhydra.config.compose import params_overrides, register
 from evalhydra.config.registry_options import activate
 from evalhydra.errors import EvalHydraError
 
@@ -34,7 +34,7 @@ def run_app(args: list[str]) -> int:
     except EvalHydraError as exc:  # an unusable registry= path: report it like any config error
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    sys.argv = [sys.argv[0], *args]
+    sys.argv = [sys.argv[0], *params_overrides(args)]
     full_error = bool(os.environ.get("HYDRA_FULL_ERROR"))
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let Hydra raise: its errors become one line here
     try:

@@ -8,6 +8,7 @@ tests, ``rejudge`` and the Python API use :func:`compose_config`. Either way
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from evalhydra.config.schema import Config
 from evalhydra.errors import EvalHydraError, did_you_mean
 from hydra_plugins.evalhydra_registry import EvalHydraRegistrySource, EvalHydraSearchPath, enable
 
-__all__ = ["compose_config", "config_dirs", "keep_env_reference", "register", "to_config"]
+__all__ = ["compose_config", "config_dirs", "keep_env_reference", "params_overrides", "register", "to_config"]
 
 
 def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
@@ -36,10 +37,21 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
         overrides: Hydra overrides, e.g. ``["service=mock", "trials=3"]``.
     """
     register()
-    activate(list(overrides))
+    overrides = params_overrides(overrides)
+    activate(overrides)
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module="evalhydra.conf", version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return compose(config_name="config", overrides=overrides)
+
+
+_PARAMS_KEY = re.compile(r"^(eval|service)\.params\.[^=]+=")
+
+
+def params_overrides(overrides: Sequence[str]) -> list[str]:
+    """Overrides with ``eval.params.KEY=…`` and ``service.params.KEY=…`` made ``++`` (add or
+    replace), so a generation parameter can be set, and swept, whether or not the eval or
+    service already sets it: ``-m eval.params.temperature=0,0.7``."""
+    return [f"++{item}" if _PARAMS_KEY.match(item) else item for item in overrides]
 
 
 def to_config(cfg: DictConfig) -> Config:
