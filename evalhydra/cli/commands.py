@@ -17,6 +17,7 @@ STORE_COMMANDS: dict[str, str] = {
     "results": "per-trial listing of a run",
     "merge": "merge shard stores exactly",
     "list": "list a registry's services and evals",
+    "view": "write report.html and open it in the browser",
 }
 #: Every subcommand: the store commands and ``rejudge`` (:mod:`evalhydra.cli.rejudge`).
 SUBCOMMANDS: dict[str, str] = {**STORE_COMMANDS, "rejudge": "score a run's stored outputs again"}

@@ -18,6 +18,7 @@ import json
 import os
 import sqlite3
 import sys
+import webbrowser
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     Formats: json (runs.json, evals.json, baseline_comparisons.json, trials.json),
     jsonl (aiwg results.jsonl and summary.json), md (report.md, summary.md), text
-    (report.txt), junit (junit.xml). Regenerating gives the same bytes.
+    (report.txt), junit (junit.xml), html (report.html: one self-contained page).
+    Regenerating gives the same bytes.
 
     Example: evalhydra report latest --format md,junit --out outputs/report
     """
@@ -142,6 +144,59 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in written:
         print(path)
     return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """Write report.html for runs, a sweep or a comparison, and open it in the browser.
+
+    Without a display (CI, SSH) it only prints the file's path.
+
+    Examples:
+      evalhydra view                     (the latest run)
+      evalhydra view eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b
+      evalhydra view --sweep outputs/multirun/2026-11-29/22-40-52
+      evalhydra view --compare eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b
+    """
+    store = _open(args)
+    comparison = None
+    if args.compare:
+        base, cand = (_target(store, text) for text in args.compare)
+        comparison = compare(store.conn, base, cand).to_json()
+        ids = [*base.runs, *(r for r in cand.runs if r not in base.runs)]
+    else:
+        ids = store.resolve_run_ids(args.run_ids or ["latest"])
+    if args.sweep:
+        ids += sweep_run_ids(store, Path(args.sweep).resolve())
+    if not ids:
+        raise EvalHydraError("No runs selected.", "Name RUN_IDs, --sweep DIR or --compare A B.")
+    out = Path(args.out) if args.out else Path(args.store).expanduser().resolve().parent / "view" / ids[0]
+    (page,) = write_run_reports(store, ids, out, formats=["html"], cumulative=False, comparison=comparison)
+    print(page)
+    if _can_open_a_browser():
+        webbrowser.open(page.resolve().as_uri())
+    return 0
+
+
+def _target(store: Store, text: str) -> Target:
+    run, service, model = parse_target(text)
+    return Target(text, tuple(store.resolve_run_ids([run])) if run else (), service, model)
+
+
+def _can_open_a_browser() -> bool:
+    """A desktop session that is not CI: macOS and Windows always, Linux with a display."""
+    if os.environ.get("CI"):
+        return False
+    display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    return sys.platform in ("darwin", "win32") or bool(display)
+
+
+def _cfg_view(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_ids", nargs="*", metavar="RUN_ID",
+                   help="run ids, unique prefixes or 'latest' (the default)")
+    p.add_argument("--sweep", metavar="DIR", help="every job of a Hydra sweep directory")
+    p.add_argument("--compare", nargs=2, metavar=("BASELINE", "CANDIDATE"),
+                   help="two targets [RUN][@SERVICE[:MODEL]], paired case by case")
+    p.add_argument("--out", metavar="DIR", help="where report.html goes (default: <store dir>/view/<run id>)")
 
 
 def _cfg_report(p: argparse.ArgumentParser) -> None:
@@ -386,6 +441,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "results": cmd_results,
     "merge": cmd_merge,
     "list": cmd_list,
+    "view": cmd_view,
 }
 CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "runs": _cfg_runs,
@@ -395,4 +451,5 @@ CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "results": _cfg_results,
     "merge": _cfg_merge,
     "list": _cfg_list,
+    "view": _cfg_view,
 }

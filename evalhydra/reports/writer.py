@@ -33,6 +33,7 @@ from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
 from evalhydra.errors import EvalHydraError
 from evalhydra.reports.aiwg import append_run_lines, result_lines, summary_json
 from evalhydra.reports.data import collect
+from evalhydra.reports.html import write_html
 from evalhydra.reports.junit import write_junit
 from evalhydra.reports.markdown import render_markdown, render_summary_md
 from evalhydra.reports.selection import Selection, select_runs
@@ -48,7 +49,7 @@ __all__ = [
     "write_run_reports",
 ]
 
-ALL_FORMATS = ("json", "jsonl", "md", "text", "junit")
+ALL_FORMATS = ("json", "jsonl", "md", "text", "junit", "html")
 
 
 def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
@@ -116,7 +117,7 @@ def _json_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
 
 
 def _text_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
-                formats: Sequence[str]) -> list[Path]:
+                formats: Sequence[str], comparison: dict[str, Any] | None = None) -> list[Path]:
     if data is None:
         return []
     written = []
@@ -130,13 +131,18 @@ def _text_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
     if "junit" in formats:
         stream_atomic(out_dir / "junit.xml", lambda out: write_junit(conn, sel, data, out))
         written.append(out_dir / "junit.xml")
+    if "html" in formats:
+        stream_atomic(out_dir / "report.html",
+                      lambda out: write_html(conn, sel, data, out, comparison=comparison))
+        written.append(out_dir / "report.html")
     return written
 
 
 def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
                       formats: str | Iterable[str] = DEFAULT_REPORT_FORMATS,
                       baseline_service: str | None = None, *, cumulative: bool = True,
-                      baseline_models: dict[str, str] | None = None) -> list[Path]:
+                      baseline_models: dict[str, str] | None = None,
+                      comparison: dict[str, Any] | None = None) -> list[Path]:
     """Regenerate the reports of ``run_ids`` into ``out_dir``; return the files written.
 
     Args:
@@ -149,6 +155,7 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
             whatever ``formats`` says, into ``out_dir`` and into the cumulative
             ``results.jsonl`` next to the store (runs already there are skipped).
         baseline_models: Baseline model per service (default: first seen).
+        comparison: A ``compare`` result (its JSON document) that report.html shows.
     """
     fmts = normalize_formats(formats)
     if cumulative and "jsonl" not in fmts:
@@ -164,7 +171,7 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
             data = collect(conn, sel, runs, baseline_service=baseline_service,
                            baseline_models=baseline_models)
         written = _json_files(conn, data, sel, out_dir, fmts)
-        written += _text_files(conn, data, sel, out_dir, fmts)
+        written += _text_files(conn, data, sel, out_dir, fmts, comparison)
         if "json" in fmts:
             written += _agent_files(store, runs, out_dir)
         for job in jobs:

@@ -1,0 +1,181 @@
+"""``report.html``: one self-contained page per run, sweep or comparison.
+
+Rendered from a Jinja2 template with inline CSS, JS and SVG, and no network
+access. The summary, the pass-rate chart (Wilson 95 % intervals), the
+comparisons and the trial statistics are plain HTML, readable without
+JavaScript; the grid of cases × targets and each case's details are drawn by
+the page's script from JSON embedded in the file, a screenful at a time, so a
+100,000-result run opens quickly. Like every report it is a pure function of
+the store (texts longer than :data:`TEXT_CAP` are cut, saying so).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from evalhydra.reports import aggregate as agg
+from evalhydra.reports.data import ReportData
+from evalhydra.reports.selection import STATUS_SQL, Selection
+from evalhydra.reports.trials import trials_json
+from evalhydra.stats import wilson_interval
+
+__all__ = ["TEXT_CAP", "render_html", "write_html"]
+
+#: Characters of an input, output or reason embedded per trial.
+TEXT_CAP = 600
+#: Bytes of an agent trial's stdout.log shown (its end).
+LOG_TAIL = 1500
+#: Colour-blind-safe (Okabe–Ito) colours; every status also has its own mark and word.
+STATUS_STYLE = {"PASS": ("✓", "#0072B2"), "EXCELLENT": ("✓", "#0072B2"), "FAIL": ("✗", "#D55E00"),
+                "ERROR": ("!", "#6b6b6b"), "TIMEOUT": ("!", "#6b6b6b")}
+
+_ENV = Environment(loader=PackageLoader("evalhydra.reports", "templates"),
+                   autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+
+_TRIALS_SQL = f"""select eval_id, case_id, service_name, coalesce(model, '') as model, run_index,
+  {STATUS_SQL} as status, score, substr(coalesce(input, ''), 1, {TEXT_CAP + 1}) as input,
+  substr(coalesce(ideal, ''), 1, {TEXT_CAP + 1}) as ideal,
+  substr(coalesce(output, ''), 1, {TEXT_CAP + 1}) as output,
+  failure_reason, error_kind, feedback, rubric_scores, judge_model, judge_status_code, status_code,
+  attempt_count, latency_ms, coalesce(prompt_tokens, 0) + coalesce(judge_prompt_tokens, 0) as tin,
+  coalesce(completion_tokens, 0) + coalesce(judge_completion_tokens, 0) as tout,
+  coalesce(cost_usd, 0) + coalesce(judge_cost_usd, 0) as cost, kind, tool_calls, details,
+  stdout_log_path, cell_key
+from {{table}} where {{where}} order by eval_id, case_id, service_name, model, run_index"""
+
+
+def write_html(conn: sqlite3.Connection, sel: Selection, data: ReportData, out: TextIO, *,
+               comparison: Mapping[str, Any] | None = None) -> None:
+    """Write ``report.html`` for the selection to ``out``."""
+    out.write(render_html(conn, sel, data, comparison=comparison))
+
+
+def render_html(conn: sqlite3.Connection, sel: Selection, data: ReportData, *,
+                comparison: Mapping[str, Any] | None = None) -> str:
+    """The page's text (see the module docstring)."""
+    targets = [t for t in data.targets()]
+    labels = sorted({f"{t.key[2]}/{t.key[3]}" for t in targets})
+    cases = list(_cases(conn, sel, labels))
+    payload = json.dumps({"targets": labels, "cases": cases}, ensure_ascii=False, separators=(",", ":"),
+                         sort_keys=True).replace("</", "<\\/")
+    return _ENV.get_template("report.html.j2").render(
+        header=_header(data), rows=[_target_row(t) for t in targets], chart=_chart(targets),
+        comparisons=data.comparisons, comparison=comparison, trials=trials_json(data)["targets"],
+        styles=STATUS_STYLE, payload=payload, text_cap=TEXT_CAP)
+
+
+def _header(data: ReportData) -> dict[str, Any]:
+    total = data.cases.overall()
+    runs = data.runs
+    return {
+        "runs": [r["run_id"] for r in runs],
+        "fingerprints": sorted({str(r.get("fingerprint") or "") for r in runs} - {""}),
+        "started": min((r.get("started_at") or "" for r in runs), default=""),
+        "finished": max((r.get("finished_at") or "" for r in runs), default=""),
+        "n": total.n, "passed": total.passed, "errors": total.errors,
+        "failed": total.n - total.passed - total.errors,
+        "tokens": total.input_tokens + total.output_tokens, "cost": total.cost_usd,
+        "duration": round(total.duration, 1),
+    }
+
+
+def _target_row(t: agg.TargetAgg) -> dict[str, Any]:
+    scored = t.n - t.errors
+    low, high = wilson_interval(t.passed, scored)
+    return {"eval": t.key[1], "service": t.key[2], "model": t.key[3], "n": t.n, "passed": t.passed,
+            "failed": scored - t.passed, "errors": t.errors, "scored": scored,
+            "rate": t.passed / scored if scored else None, "low": low, "high": high,
+            "tokens": t.input_tokens + t.output_tokens, "cost": t.cost_usd}
+
+
+def _chart(targets: Sequence[agg.TargetAgg]) -> dict[str, Any]:
+    """Bars of pass rate with their interval per target (SVG coordinates in the template)."""
+    bars = []
+    for i, t in enumerate(targets):
+        row = _target_row(t)
+        bars.append({**row, "y": 24 + i * 26, "label": f"{t.key[1]} · {t.key[2]}/{t.key[3]}"})
+    return {"bars": bars, "height": 40 + 26 * len(bars)}
+
+
+def _cases(conn: sqlite3.Connection, sel: Selection, labels: list[str]) -> Iterator[dict[str, Any]]:
+    """One object per (eval, case): its input and ideal, and each target's trials."""
+    index = {label: i for i, label in enumerate(labels)}
+    attempts = _attempts(conn, sel)
+    cursor = conn.execute(_TRIALS_SQL.format(table=sel.table, where=sel.where), sel.params)
+    names = [d[0] for d in cursor.description]
+    current: dict[str, Any] | None = None
+    for values in iter(lambda: cursor.fetchmany(2000), []):
+        for value in values:
+            row = dict(zip(names, value, strict=True))
+            key = (row["eval_id"], row["case_id"])
+            if current is None or (current["e"], current["c"]) != key:
+                if current is not None:
+                    yield current
+                current = {"e": key[0], "c": key[1], "i": _cap(row["input"]), "d": _cap(row["ideal"]),
+                           "t": {}}
+            target = str(index[f"{row['service_name']}/{row['model']}"])
+            current["t"].setdefault(target, []).append(_trial(row, attempts.get(row["cell_key"], [])))
+    if current is not None:
+        yield current
+
+
+def _trial(row: Mapping[str, Any], attempts: list[list[Any]]) -> dict[str, Any]:
+    trial: dict[str, Any] = {"k": row["run_index"], "s": row["status"], "o": _cap(row["output"]),
+                             "sc": row["score"], "ms": row["latency_ms"], "tk": [row["tin"], row["tout"]],
+                             "$": round(float(row["cost"] or 0), 6)}
+    optional = {"r": _cap(row["failure_reason"]), "ek": row["error_kind"], "fb": _cap(row["feedback"]),
+                "rs": _json(row["rubric_scores"]), "jm": row["judge_model"], "js": row["judge_status_code"],
+                "hs": row["status_code"], "a": attempts or None}
+    trial.update({k: v for k, v in optional.items() if v not in (None, "", [], {})})
+    if row["kind"] == "agent":
+        trial.update(_agent_extras(row))
+    return trial
+
+
+def _agent_extras(row: Mapping[str, Any]) -> dict[str, Any]:
+    calls = _json(row["tool_calls"]) or []
+    details = _json(row["details"]) or {}
+    checks = ((details.get("verification_result") or {}).get("details")) or []
+    return {"tc": [str(c.get("name")) for c in calls if isinstance(c, dict)],
+            "ch": [[str(c.get("name")), bool(c.get("passed")), str(c.get("message") or "")] for c in checks],
+            "log": _log_tail(row["stdout_log_path"])}
+
+
+def _log_tail(path: Any) -> str:
+    if not path or not Path(path).is_file():
+        return "(stdout.log not found)"
+    with open(path, "rb") as handle:
+        handle.seek(0, 2)
+        handle.seek(max(0, handle.tell() - LOG_TAIL))
+        return handle.read().decode("utf-8", "replace")
+
+
+def _attempts(conn: sqlite3.Connection, sel: Selection) -> dict[str, list[list[Any]]]:
+    """Per cell, its HTTP attempts: [call, attempt, status code, error kind]."""
+    sql = (f"select a.cell_key, a.call, a.attempt, a.status_code, a.error_kind from attempts a "
+           f"where a.cell_key in (select cell_key from {sel.table} where {sel.where}) "
+           "order by a.cell_key, a.call, a.attempt")
+    out: dict[str, list[list[Any]]] = {}
+    for key, call, attempt, status, kind in conn.execute(sql, sel.params):
+        out.setdefault(key, []).append([call, attempt, status, kind])
+    return out
+
+
+def _cap(text: Any) -> str:
+    value = "" if text is None else str(text)
+    return value if len(value) <= TEXT_CAP else value[:TEXT_CAP] + " … (cut; the store has it all)"
+
+
+def _json(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
