@@ -116,3 +116,19 @@ def test_view_writes_the_page_and_prints_its_path(page: Path, tmp_path: Path,
     assert main(["view", "--store", str(tmp_path / "store.db"), "--out", str(tmp_path / "v")]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "v" / "report.html")
     assert _dom(tmp_path / "v" / "report.html").keys[:1] == ["g.e/c0"]
+
+
+def test_a_sweeps_page_has_a_row_per_job_and_cases_name_their_attachments(compose: Compose,
+                                                                          tmp_path: Path) -> None:
+    for trials in ("1", "2"):
+        assert run_plan(build_plan(compose("eval=multimodal", f"trials={trials}")),
+                        output_dir=tmp_path / f"run{trials}") == 0
+    store = open_store(tmp_path / "store.db", read_only=True)
+    runs = store.resolve_run_ids([r["run_id"] for r in store.runs()])
+    write_run_reports(store, runs, tmp_path / "both", formats=["html"], cumulative=False)
+    store.close()
+    parsed = _Text()
+    text = (tmp_path / "both" / "report.html").read_text()
+    parsed.feed(text)
+    assert all(run in parsed.text["run-table"] for run in runs)
+    assert '"at":["reference image"]' in text  # the attachment's label from the dataset

@@ -49,7 +49,7 @@ def test_every_format_is_written_and_regenerates_byte_identical(mock_store: Mock
     first = _report(mock_store, names, tmp_path / "a")
     assert {p.name for p in first} == {
         "runs.json", "evals.json", "baseline_comparisons.json", "trials.json", "summary.json",
-        "results.jsonl", "report.md", "summary.md", "report.txt", "junit.xml"}
+        "results.jsonl", "report.md", "summary.md", "report.txt", "junit.xml", "report.html"}
     _report(mock_store, names, tmp_path / "b")
     _report(mock_store, names, tmp_path / "a")  # again into the same directory
     for path in first:

@@ -117,6 +117,10 @@ class ChatCellRunner:
     ) -> ResultRow:
         case: Case = job.case
         error = match.error_kind or completion.error_kind
+        verdict = verdict_fields(match, error, job.eval.matcher)
+        if case.attachments:  # named in report.html's case details
+            verdict["details"] = {**(verdict["details"] or {}),
+                                  "attachments": [a.label or a.path for a in case.attachments]}
         return ResultRow(
             cell_key=job.key,
             run_id=self.run_id,
@@ -138,7 +142,7 @@ class ChatCellRunner:
             case_hash=case.content_hash,
             evaluated_at=now_iso(),
             status_code=completion.status_code,
-            **verdict_fields(match, error, job.eval.matcher),
+            **verdict,
             **self._accounting_fields(job, match, calls),
         )
 

@@ -65,7 +65,8 @@ def render_html(conn: sqlite3.Connection, sel: Selection, data: ReportData, *,
     payload = json.dumps({"targets": labels, "cases": cases}, ensure_ascii=False, separators=(",", ":"),
                          sort_keys=True).replace("</", "<\\/")
     return _ENV.get_template("report.html.j2").render(
-        header=_header(data), rows=[_target_row(t) for t in targets], chart=_chart(targets),
+        header=_header(data), runs=_run_rows(conn, sel) if len(sel.run_ids) > 1 else [],
+        rows=[_target_row(t) for t in targets], chart=_chart(targets),
         comparisons=data.comparisons, comparison=comparison, trials=trials_json(data)["targets"],
         styles=STATUS_STYLE, payload=payload, text_cap=TEXT_CAP)
 
@@ -83,6 +84,21 @@ def _header(data: ReportData) -> dict[str, Any]:
         "tokens": total.input_tokens + total.output_tokens, "cost": total.cost_usd,
         "duration": round(total.duration, 1),
     }
+
+
+def _run_rows(conn: sqlite3.Connection, sel: Selection) -> list[dict[str, Any]]:
+    """Per run (a sweep's jobs): results, passes, errors and the pass rate with its interval."""
+    marks = ", ".join("?" * len(sel.run_ids))
+    sql = (f"select run_id, started_at, total, passed, failed, errors, cost_usd from run_pass_rates "
+           f"where run_id in ({marks}) order by started_at, run_id")
+    rows = []
+    for run_id, started, total, passed, failed, errors, cost in conn.execute(sql, sel.run_ids):
+        scored = total - errors
+        low, high = wilson_interval(passed, scored)
+        rows.append({"run": run_id, "started": started, "n": total, "passed": passed, "failed": failed,
+                     "errors": errors, "rate": passed / scored if scored else None, "low": low, "high": high,
+                     "cost": cost or 0.0})
+    return rows
 
 
 def _target_row(t: agg.TargetAgg) -> dict[str, Any]:
@@ -135,6 +151,10 @@ def _trial(row: Mapping[str, Any], attempts: list[list[Any]]) -> dict[str, Any]:
     trial.update({k: v for k, v in optional.items() if v not in (None, "", [], {})})
     if row["kind"] == "agent":
         trial.update(_agent_extras(row))
+    else:
+        attachments = (_json(row["details"]) or {}).get("attachments")
+        if attachments:
+            trial["at"] = attachments
     return trial
 
 
