@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import os
+import pty
 import re
 import socket
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,10 +154,6 @@ def test_a_judge_service_from_config_dir_works_as_judge_service(tmp_path: Path) 
 @pytest.mark.slow
 def test_the_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     """On a pseudo-terminal the rich bar shows counts, elapsed time and an ETA."""
-    import pty
-    import subprocess
-    import sys
-
     leader, follower = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "evalhydra", "trials=50"], cwd=tmp_path,
                             stdin=follower, stdout=subprocess.DEVNULL, stderr=follower)
