@@ -667,3 +667,44 @@ async def test_compressed_replies_are_decoded_and_requests_name_evalhydra(tmp_pa
     assert sent["user-agent"] == f"evalhydra/{__version__}" and "gzip" in sent["accept-encoding"]
     assert sent["x-team"] == "evals" and sent["content-type"] == "application/json"
     assert sent["host"] == "upstream.test" and int(sent["content-length"]) > 0
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+async def test_compressed_replies_are_capped_by_what_they_decode_to(tmp_path: Path, encoding: str) -> None:
+    """64 MiB of JSON that compresses to ~64 KiB is refused as ResponseTooLarge, never stored as output."""
+    import gzip
+    import zlib
+
+    body = json.dumps(chat_body("x" * (64 << 20))).encode()
+    raw = {"gzip": gzip.compress, "deflate": zlib.compress,
+           "raw-deflate": lambda b: zlib.compress(b)[2:-4]}[encoding](body)
+    assert len(raw) < 1 << 20
+    headers = {"content-encoding": encoding.replace("raw-", ""), "content-type": "application/json",
+               "content-length": str(len(raw))}
+    reply = httpx.Response(200, stream=_Chunks(raw), headers=headers)
+    done = await call(make_cfg(), Upstream(reply), tmp_path)
+    assert (done.ok, done.error_kind, done.error_message, done.output) == (
+        False, ErrorKind.INVALID_RESPONSE, "ResponseTooLarge", "")
+    small = {"gzip": gzip.compress, "deflate": zlib.compress,
+             "raw-deflate": lambda b: zlib.compress(b)[2:-4]}[encoding](json.dumps(chat_body("ok")).encode())
+    headers["content-length"] = str(len(small))
+    reply = httpx.Response(200, stream=_Chunks(small), headers=headers)
+    done = await call(make_cfg(), Upstream(reply), tmp_path)
+    assert done.ok and done.output == "ok"
+
+
+class _Chunks(httpx.AsyncByteStream):
+    """A streamed body in 64 KiB chunks, as a socket delivers it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.at = 0
+
+    def __aiter__(self) -> _Chunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self.at >= len(self.data):
+            raise StopAsyncIteration
+        self.at += 1 << 16
+        return self.data[self.at - (1 << 16):self.at]

@@ -36,6 +36,7 @@ import json
 import os
 import random
 import re
+import zlib
 from collections.abc import Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -384,9 +385,19 @@ def upstream_error_message(body: bytes) -> str:
 
 
 async def _read_capped(response: httpx.Response, cap: int) -> bytes | None:
-    """Read the body, stopping past ``cap`` bytes; None when it is larger."""
+    """Read the body, stopping past ``cap`` decoded bytes; None when it is larger.
+
+    The cap counts what the body decodes to: a gzip or deflate body is inflated here,
+    at most ``cap + 1`` bytes of it, so a small compressed reply cannot expand past
+    the cap in memory (``Content-Length`` is the compressed size).
+    """
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding in _INFLATE_WBITS and not response.is_stream_consumed:
+        return await _inflate_capped(response, cap, encoding)
+    if response.is_stream_consumed:  # built in memory (a test transport): already decoded
+        return None if len(response.content) > cap else response.content
     length = response.headers.get("content-length")
-    if length is not None and length.isdigit():
+    if length is not None and length.isdigit() and not encoding:
         if int(length) > cap:
             return None
         return await response.aread()  # declared and within the cap: one read, no chunk loop
@@ -397,6 +408,32 @@ async def _read_capped(response: httpx.Response, cap: int) -> bytes | None:
             if len(buf) > cap:
                 return None
     return bytes(buf)
+
+
+#: zlib window bits per Content-Encoding (gzip header, or the zlib wrapper of deflate).
+_INFLATE_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+async def _inflate_capped(response: httpx.Response, cap: int, encoding: str) -> bytes | None:
+    """Inflate a gzip/deflate body from its raw bytes, never holding more than ``cap + 1`` of it."""
+    inflater = zlib.decompressobj(_INFLATE_WBITS[encoding])
+    out = bytearray()
+    first = True
+    try:
+        async with aclosing(response.aiter_raw()) as chunks:  # type: ignore[type-var]
+            async for chunk in chunks:
+                if first and encoding == "deflate" and chunk[:1] not in (b"x", b"X"):
+                    inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as httpx accepts
+                first = False
+                data = chunk
+                while data:
+                    out += inflater.decompress(data, cap + 1 - len(out))
+                    if len(out) > cap:
+                        return None
+                    data = inflater.unconsumed_tail
+    except zlib.error as exc:
+        raise httpx.DecodingError(f"invalid {encoding} body: {exc}", request=response.request) from None
+    return bytes(out)
 
 
 # --------------------------------------------------------------------------- service
