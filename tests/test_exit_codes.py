@@ -49,7 +49,7 @@ USAGE_ERRORS = {
     "missing config dir": (["--config-dir", "/nonexistent/conf"],
                            "Additional config directory '/nonexistent/conf' not found", None),
     "unknown eval": (["eval=smok"], "eval=smok: there is no eval named 'smok'", "Did you mean: smoke"),
-    "unknown report format": (["report=[html]"], "report: Unknown report format: html.", "Use any of:"),
+    "unknown report format": (["report=[pdf]"], "report: Unknown report format: pdf.", "Use any of:"),
     "missing registry": (["registry=/nonexistent/reg"], "registry=/nonexistent/reg: no such directory.",
                          None),
     "unwritable store": (["store.path=/proc/nope/s.db"], "store.path=/proc/nope/s.db: cannot open the store",

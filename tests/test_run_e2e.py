@@ -62,7 +62,8 @@ def test_sigkill_then_rerun_stores_each_cell_once_and_skips_stored_cells(tmp_pat
     assert _one(db, "select count(*) from results") == 300
     assert _one(db, "select count(distinct case_id) from results") == 300
     assert _one(db, "select sum(passed) from results") == 300
-    assert _one(db, "select count(*) from runs where status = 'running'") == 1  # the killed one
+    assert _one(db, "select count(*) from runs where status = 'running'") == 0
+    assert _one(db, "select count(*) from runs where status = 'interrupted'") == 1  # the killed one
 
 
 @pytest.mark.slow

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import socket
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -186,3 +190,19 @@ def test_migration_5_renames_agent_tool_call_args(tmp_path: Path) -> None:
     assert json.loads(text) == [{"arguments": {"p": 1}, "name": "write"}]
     assert store.conn.execute("pragma user_version").fetchone()[0] == SCHEMA_VERSION
     store.close()
+
+
+def test_a_run_whose_process_is_gone_is_marked_interrupted(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    host = socket.gethostname()
+    for run_id, pid, where in (("gone", int(dead.stdout), host), ("alive", os.getpid(), host),
+                               ("elsewhere", int(dead.stdout), "another-host")):
+        store.start_run({"run_id": run_id, "status": "running", "hostname": where, "pid": pid,
+                         "started_at": "2026-01-01T00:00:00.000Z"})
+    store.close()
+    store = open_store(tmp_path / "s.db")
+    statuses = {r["run_id"]: r["status"] for r in store.query("select run_id, status from runs")}
+    store.close()
+    assert statuses == {"gone": "interrupted", "alive": "running", "elsewhere": "running"}

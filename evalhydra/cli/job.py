@@ -28,7 +28,7 @@ from evalhydra.plan.model import RunPlan
 from evalhydra.registry.definitions import registry_origin
 from evalhydra.reports.summary import print_run_summary, run_gate
 from evalhydra.reports.writer import normalize_formats, write_run_reports
-from evalhydra.services.openai_compat import missing_api_key_warning
+from evalhydra.services.openai_compat import check_header_values, missing_api_key_warning
 from evalhydra.store.db import Store, open_store
 
 __all__ = [
@@ -168,8 +168,16 @@ def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequen
 
 
 def _warn_missing_keys(plan: RunPlan) -> None:
-    """Warn once per service whose ``api_key_env`` variable is unset (the seed does not fail)."""
+    """Check every key and header value can be sent, warn once per service whose
+    ``api_key_env`` variable is unset (the seed does not fail), and say so when the
+    service's ``max_concurrency`` holds the run below ``run.concurrency``."""
     services = {svc.name: svc for svc in [plan.service, *plan.judges.values()] if svc.kind == "openai"}
+    for svc in services.values():
+        check_header_values(svc)
+    if plan.service.kind == "openai" and plan.run.concurrency > plan.service.max_concurrency:
+        print(f"note: run.concurrency={plan.run.concurrency}, but service '{plan.service.name}' sends at "
+              f"most {plan.service.max_concurrency} requests at once (service.max_concurrency); raise it to "
+              "send more.", file=sys.stderr)
     for svc in services.values():
         warning = missing_api_key_warning(svc)
         if warning:

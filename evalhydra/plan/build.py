@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -41,7 +42,7 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
     conf = to_config(cfg)
     root = resolve_registry_root(conf.registry)
     registry = load_registry(root)
-    service = _check_service(conf.service)
+    service = _check_service(conf.service, registry)
     model = service.model or service.default_model
     evals, skipped = _plan_evals(conf, registry, service.name)
     if not evals:
@@ -99,8 +100,10 @@ def _check_run(run: RunConfig) -> RunConfig:
     return run
 
 
-def _check_service(svc: ServiceConfig) -> ServiceConfig:
+def _check_service(svc: ServiceConfig, registry: Registry) -> ServiceConfig:
     where = f"service '{svc.name}'"
+    if svc.name in registry.services:
+        where += f" ({registry.root / 'services.json'})"
     if svc.kind not in ("openai", "command"):
         raise EvalHydraError(f"{where}: service.kind={svc.kind} is unknown.", "Use openai or command.")
     _check_ranges(where, {
@@ -118,6 +121,11 @@ def _check_service(svc: ServiceConfig) -> ServiceConfig:
         raise EvalHydraError(
             f"{where}: service.base_url is empty.", "Set service.base_url=http://host:port/v1."
         )
+    if svc.kind == "openai" and not svc.mock.enabled:
+        parts = urlsplit(svc.base_url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise EvalHydraError(f"{where}: service.base_url={svc.base_url!r} must be http:// or https:// "
+                                 "with a host.", "For example: service.base_url=http://127.0.0.1:8000/v1")
     if svc.mock.enabled:
         _check_mock(svc, where)
     return svc

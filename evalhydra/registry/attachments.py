@@ -23,6 +23,7 @@ __all__ = [
     "RenderError",
     "attachment_mime",
     "check_attachment_path",
+    "check_text",
     "read_capped",
 ]
 
@@ -198,3 +199,16 @@ def _check_kind_mime(attachment: Attachment, mime: str) -> None:
             "InvalidAttachmentKind",
             f"attachment {attachment.path!r} has kind {attachment.kind!r}; use 'file' or 'image'",
         )
+
+
+def check_text(rel: str, path: Path) -> None:
+    """A file attachment must be UTF-8 text.
+
+    Raises:
+        RenderError: ``InvalidAttachmentText``, naming the path and the first bad byte's offset.
+    """
+    try:
+        read_capped(rel, path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RenderError("InvalidAttachmentText",
+                          f"file attachment {rel!r} is not valid UTF-8 (byte {exc.start})") from None

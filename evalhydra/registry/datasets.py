@@ -17,7 +17,7 @@ from typing import Any
 
 from evalhydra.errors import EvalHydraError
 from evalhydra.messages import MessageError, check_messages, fill, is_conversation
-from evalhydra.registry.attachments import attachment_mime, check_attachment_path
+from evalhydra.registry.attachments import attachment_mime, check_attachment_path, check_text
 from evalhydra.types import Attachment, Case, ExpectedToolCall
 
 __all__ = ["MAX_DATASET_BYTES", "CaseTemplate", "dataset_file", "iter_cases"]
@@ -211,7 +211,9 @@ def _attachments(value: Any, root: Path, where: str, check: bool) -> tuple[Attac
         rel = str(item.get("path") or "")
         try:
             if check:
-                check_attachment_path(root, rel)
+                path = check_attachment_path(root, rel)
+                if item["kind"] == "file":
+                    check_text(rel, path)
             label = (item.get("label") or "").strip() or None
             draft = Attachment(
                 kind=item["kind"], path=rel, mime_type=(item.get("mime_type") or "").strip(), label=label

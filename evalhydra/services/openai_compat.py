@@ -50,6 +50,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from evalhydra import __version__, fastpath
 from evalhydra.config.schema import ServiceConfig
+from evalhydra.errors import EvalHydraError
 from evalhydra.http.pool import TransportPool
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.pricing import cost_usd
@@ -67,6 +68,7 @@ from evalhydra.types import ChatRequest, Completion, ErrorKind, ToolCall, ToolSp
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
+    "check_header_values",
     "ChatAnswer",
     "InvalidResponseError",
     "OpenAICompatService",
@@ -126,6 +128,31 @@ def _read_env(name: str | None) -> str | None:
     if value is None:
         return None
     return value.strip() or None
+
+
+def check_header_values(config: ServiceConfig) -> None:
+    """The key and every header value must fit an HTTP header: printable ASCII (or tabs).
+
+    Raises:
+        EvalHydraError: Naming the variable or header (the value itself is never printed).
+    """
+    where = f"service '{config.name}'"
+    fix = "Copy the value again: a pasted smart quote, non-breaking space or line break is the usual cause."
+    if config.api_key_env and not _sendable(_read_env(config.api_key_env) or ""):
+        raise EvalHydraError(f"{where}: ${config.api_key_env} holds a character that cannot be sent in an "
+                             "HTTP header (non-ASCII or a control character).", fix)
+    for header, template in (config.headers or {}).items():
+        for name in _ENV_REF.findall(str(template)):
+            if not _sendable(_read_env(name) or ""):
+                raise EvalHydraError(f"{where}: ${name} (header {header}) holds a character that cannot be "
+                                     "sent in an HTTP header (non-ASCII or a control character).", fix)
+        if not _sendable(_ENV_REF.sub("", str(template))):
+            raise EvalHydraError(f"{where}: header {header} has a character that cannot be sent in an HTTP "
+                                 "header (non-ASCII or a control character).", fix)
+
+
+def _sendable(value: str) -> bool:
+    return all(32 <= ord(ch) < 127 or ch == "\t" for ch in value)
 
 
 def missing_api_key_warning(config: ServiceConfig) -> str | None:

@@ -7,6 +7,8 @@ of failing.
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +59,18 @@ class Store:
                 "Upgrade evalhydra (pip install -U evalhydra), or choose another store.path.")
         if not read_only:
             migrate(self.db)
+            self._close_abandoned_runs()
+
+    def _close_abandoned_runs(self) -> None:
+        """Runs this host left ``running`` whose process is gone (killed with -9, a crash)
+        become ``interrupted``: their stored results stay, a rerun resumes them."""
+        rows = self.conn.execute("select run_id, pid from runs where status = 'running' and hostname = ?",
+                                 [socket.gethostname()]).fetchall()
+        gone = [run_id for run_id, pid in rows if pid is not None and not _process_alive(int(pid))]
+        if gone:
+            with immediate(self.conn):
+                self.conn.executemany("update runs set status = 'interrupted' where run_id = ?",
+                                      [(run_id,) for run_id in gone])
 
     def close(self) -> None:
         """Close the connection."""
@@ -127,6 +141,16 @@ class Store:
             marks = ",".join("?" * len(run_ids))
             return list(self.query(f"select * from runs where run_id in ({marks})", list(run_ids)))
         return list(self.query("select * from runs order by started_at desc, run_id"))
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _resolve_one(given: str, known: list[str]) -> str:
