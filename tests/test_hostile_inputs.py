@@ -14,7 +14,7 @@ from evalhydra.errors import EvalHydraError
 from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells
 from tests.conftest import smoke_eval, write_registry
-from tests.helpers import chat_requests
+from tests.helpers import chat_requests, mock_process
 
 Compose = Callable[..., DictConfig]
 SMART_QUOTE_KEY = "sk-test-1234\u201d"
@@ -71,3 +71,19 @@ def test_a_text_attachment_that_is_not_utf8_stops_the_run_before_any_call(compos
                 r"file attachment 'assets/notes.txt' is not valid UTF-8 \(byte 3\)")
     with pytest.raises(EvalHydraError, match=expected):
         count_cells(plan)
+
+
+def test_an_echoed_key_never_reaches_the_store_or_the_reports(compose: Compose, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-live-echoed-4242"
+    monkeypatch.setenv("EVALHYDRA_TEST_KEY", key)
+    with mock_process("--fixed-reply", f"I saw your key {key}") as url:
+        plan = build_plan(compose("service=mock", "service.mock.enabled=false", f"service.base_url={url}",
+                                  "service.api_key_env=EVALHYDRA_TEST_KEY", "report=[json,md,jsonl,html]"))
+        run_plan(plan, output_dir=tmp_path / "out")
+        assert chat_requests(url) == 2
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "store.db" for p in files) and any(p.name == "report.html" for p in files)
+    leaked = [p for p in files if key.encode() in p.read_bytes()]
+    assert leaked == []
+    assert b"I saw your key ***" in (tmp_path / "out" / "runs.json").read_bytes()

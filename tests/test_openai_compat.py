@@ -708,3 +708,19 @@ class _Chunks(httpx.AsyncByteStream):
             raise StopAsyncIteration
         self.at += 1 << 16
         return self.data[self.at - (1 << 16):self.at]
+
+
+async def test_a_gateway_that_echoes_the_key_cannot_leak_it(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALHYDRA_TEST_KEY", "sk-live-abcdef123")
+    monkeypatch.setenv("EVALHYDRA_TEST_TOKEN", "tok-zyxwvu987")
+    cfg = make_cfg(api_key_env="EVALHYDRA_TEST_KEY", headers={"X-Token": "${env:EVALHYDRA_TEST_TOKEN}"},
+                   retry=RetryConfig(max_attempts=2, backoff_ms=0, retry_on_status=[401]))
+    echo = {"error": {"message": "Incorrect API key provided: sk-live-abcdef123 (token tok-zyxwvu987)"}}
+    done = await call(cfg, Upstream(httpx.Response(401, json=echo), httpx.Response(401, json=echo)), tmp_path)
+    assert done.error_message == "Incorrect API key provided: *** (token ***)"
+    assert all("sk-live" not in (a.error_message or "") for a in done.attempts) and len(done.attempts) == 2
+    upstream = Upstream(httpx.Response(200, json=chat_body("your key is sk-live-abcdef123")))
+    done = await call(cfg, upstream, tmp_path)
+    assert done.ok and done.output == "your key is ***"
+    assert upstream.requests[0].headers["authorization"] == "Bearer sk-live-abcdef123"  # sent, never kept

@@ -39,7 +39,7 @@ import re
 import zlib
 from collections.abc import Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,7 @@ from evalhydra.types import ChatRequest, Completion, ErrorKind, ToolCall, ToolSp
 __all__ = [
     "MAX_RESPONSE_BYTES",
     "check_header_values",
+    "mask_secrets",
     "ChatAnswer",
     "InvalidResponseError",
     "OpenAICompatService",
@@ -128,6 +129,31 @@ def _read_env(name: str | None) -> str | None:
     if value is None:
         return None
     return value.strip() or None
+
+
+#: Shorter values are not masked (masking "1" would garble every number in a reply).
+MIN_SECRET_LENGTH = 6
+MASK = "***"
+
+
+def mask_secrets(completion: Completion, secrets: list[str]) -> Completion:
+    """The completion with every known secret value replaced by ``***`` in its output, its
+    error message and its attempts' messages: a gateway that echoes the key (a 401 body that
+    quotes it) cannot write it to the store or a report."""
+    if not secrets:
+        return completion
+
+    def clean(text: str | None) -> str | None:
+        if not text:
+            return text
+        for secret in secrets:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
+
+    attempts = tuple(replace(a, error_message=clean(a.error_message)) for a in completion.attempts)
+    return replace(completion, output=clean(completion.output) or "",
+                   error_message=clean(completion.error_message), attempts=attempts)
 
 
 def check_header_values(config: ServiceConfig) -> None:
@@ -582,7 +608,16 @@ class OpenAICompatService:
                 before_attempt=before,
                 rng=self._rng,
             )
-        return self._completion(outcome, model)
+        return mask_secrets(self._completion(outcome, model), self._secrets())
+
+    def _secrets(self) -> list[str]:
+        """The secret values this service sends now: its key and every ``${env:…}`` header value."""
+        if self._auth_env is None and not self._dynamic_headers:
+            return []
+        values = [_read_env(self._auth_env)]
+        values += [_read_env(name) for _, template in self._dynamic_headers
+                   for name in _ENV_REF.findall(template)]
+        return [v for v in values if v and len(v) >= MIN_SECRET_LENGTH]
 
     async def _attempt(
         self,
