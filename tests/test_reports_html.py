@@ -132,3 +132,16 @@ def test_a_sweeps_page_has_a_row_per_job_and_cases_name_their_attachments(compos
     parsed.feed(text)
     assert all(run in parsed.text["run-table"] for run in runs)
     assert '"at":["reference image"]' in text  # the attachment's label from the dataset
+
+
+@pytest.mark.slow
+def test_agent_trials_show_tool_calls_checks_and_the_end_of_stdout_log(compose: Compose,
+                                                                      tmp_path: Path) -> None:
+    plan = build_plan(compose("service=fake_agent", "eval=agent_cases", "report=[html]",
+                              f"run.agent_trials_dir={tmp_path / 'trials'}"))
+    assert run_plan(plan, output_dir=tmp_path / "out") == 0
+    text = (tmp_path / "out" / "report.html").read_text()
+    assert '"tc":[' in text and '"ch":[[' in text and '"log":"' in text
+    assert "(stdout.log not found)" not in text
+    detail = _dom(tmp_path / "out" / "report.html", "#case=agent_cases/hello-file").text["detail"]
+    assert "tool calls" in detail and "checks" in detail and "end of stdout.log" in detail
