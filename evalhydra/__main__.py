@@ -8,6 +8,7 @@ is imported only when chosen: the store commands start without loading Hydra.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from evalhydra import __version__
@@ -17,8 +18,21 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Dispatch to a subcommand or to the Hydra app; exits with the run's code."""
-    args = sys.argv[1:] if argv is None else argv
+    """Dispatch to a subcommand or to the Hydra app; exits with the run's code.
+
+    A Ctrl-C outside a run's own handling (while reports are written, say) exits 130
+    without a traceback; what was stored stays stored.
+    """
+    try:
+        _main(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a further Ctrl-C must not cut the exit short
+        print("interrupted: results stored so far are kept; run the same command again to resume.",
+              file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _main(args: list[str]) -> None:
     if args[:1] in (["--version"], ["-V"]):
         print(f"evalhydra {__version__}")
         raise SystemExit(0)

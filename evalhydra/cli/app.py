@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import hydra
@@ -63,4 +64,5 @@ def hydra_main(cfg: DictConfig) -> None:
     )
     _EXIT[0] = max(_EXIT[0], code)
     if code == 130:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the process is on its way out: no traceback
         raise SystemExit(130)

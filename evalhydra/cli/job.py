@@ -6,8 +6,11 @@ Everything here is a plain function of a composed config, so tests call
 
 from __future__ import annotations
 
+import signal
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -101,7 +104,10 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
     try:
         progress = Progress(total, enabled=plan.run.progress, label=f"[{plan.service.name}] ")
         outcome = trio.run(partial(execute, plan, store, total=total, progress=progress))
-        return _finish(plan, store, outcome, output_dir)
+        if not outcome.interrupted:
+            return _finish(plan, store, outcome, output_dir)
+        with _further_interrupts_ignored():
+            return _finish(plan, store, outcome, output_dir)
     finally:
         store.close()
 
@@ -165,6 +171,19 @@ def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequen
     if fail_under is None and not thresholds:
         return False, stats
     return bool(run_gate(store, [outcome.run_id], fail_under, thresholds, stats=stats)), stats
+
+
+@contextmanager
+def _further_interrupts_ignored() -> Iterator[None]:
+    """After a Ctrl-C stopped the run, more Ctrl-Cs must not cut its reports short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _warn_missing_keys(plan: RunPlan) -> None:

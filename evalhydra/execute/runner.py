@@ -164,15 +164,19 @@ async def execute_cells(
     store.start_run(row)
     progress = progress or Progress(outcome.total, enabled=False)
     status = "failed"
-    try:
-        await _run(plan, store, jobs, open_runner, done, outcome, progress)
-        status = "interrupted" if outcome.interrupted else "completed"
-    finally:
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(partial(
-                store.finish_run, outcome.run_id, status=status, finished_at=now_iso(),
-                cells_run=outcome.executed))
-        progress.close()
+    work_scope = trio.CancelScope()  # SIGINT/SIGTERM cancel it; the watcher outlives the flush
+    async with trio.open_nursery() as guard:
+        guard.start_soon(watch_signals, work_scope)
+        try:
+            await _run(plan, store, jobs, open_runner, done, outcome, progress, work_scope)
+            status = "interrupted" if outcome.interrupted else "completed"
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(partial(
+                    store.finish_run, outcome.run_id, status=status, finished_at=now_iso(),
+                    cells_run=outcome.executed))
+            progress.close()
+        guard.cancel_scope.cancel()
     return outcome
 
 
@@ -189,15 +193,15 @@ class _Work:
 
 
 async def _run(plan: RunPlan, store: Store, jobs: Iterable[CellJob], open_runner: OpenRunner,
-               done: Collection[str], outcome: RunOutcome, progress: Progress) -> None:
+               done: Collection[str], outcome: RunOutcome, progress: Progress,
+               work_scope: trio.CancelScope) -> None:
     rows_tx, rows_rx = trio.open_memory_channel[Batch](plan.run.batch_size * 2)
     async with trio.open_nursery() as outer:
         outer.start_soon(store_writer, rows_rx, store, plan.run.batch_size)
         async with rows_tx, trio.open_nursery() as helpers:
             async with open_runner(helpers) as runner:
                 work = _Work(plan, outcome.run_id, runner, rows_tx, outcome, progress)
-                with trio.CancelScope() as work_scope:
-                    helpers.start_soon(watch_signals, work_scope)
+                with work_scope:
                     await _work(work, jobs, done)
                 outcome.interrupted = work_scope.cancelled_caught
             helpers.cancel_scope.cancel()
@@ -271,6 +275,8 @@ async def _worker(work: _Work, jobs_rx: trio.MemoryReceiveChannel[CellJob],
 async def watch_signals(scope: trio.CancelScope) -> None:
     """Cancel ``scope`` on the first SIGINT or SIGTERM (graceful stop: flush, mark interrupted).
 
+    Later signals (a second and third Ctrl-C while results are flushed) are received
+    and ignored for as long as the run lasts, so they cannot interrupt the flush.
     Signals reach only the main thread; a run in another thread (the Python API called
     from a running event loop) leaves them to its host.
     """
@@ -279,4 +285,3 @@ async def watch_signals(scope: trio.CancelScope) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             scope.cancel()
-            return
