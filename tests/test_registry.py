@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalhydra.errors import EvalHydraError
+from evalhydra.matchers.text import exact_match
 from evalhydra.registry.datasets import iter_cases
 from evalhydra.registry.definitions import load_registry
 from tests.conftest import ZIG_FIXTURE, smoke_eval, write_registry
@@ -134,3 +135,13 @@ def test_datasets_stream_without_loading_the_file(tmp_path: Path) -> None:
     assert count == 3000
     size = (root / "data/g/e/test.jsonl").stat().st_size
     assert peak < size / 10, f"peak {peak} bytes for a {size}-byte dataset"
+
+
+def test_loading_trims_only_space_tab_cr_and_lf(tmp_path: Path) -> None:
+    """As zig_eval: a NO-BREAK SPACE or form feed is part of the text, so "OK\u00a0" is not "OK"."""
+    line = {"id": " c1\t", "input": "\u000cReply with exactly OK.\r\n", "ideal": "OK\u00a0"}
+    registry = write_registry(tmp_path / "reg", evals={"g/e.json": smoke_eval()},
+                              data={"data/g/e/test.jsonl": json.dumps(line) + "\n"})
+    (case,) = iter_cases(registry, "data/g/e/test.jsonl")
+    assert (case.id, case.input, case.ideal) == ("c1", "\u000cReply with exactly OK.", "OK\u00a0")
+    assert not exact_match("OK", case.ideal).passed

@@ -23,6 +23,9 @@ from evalhydra.types import Attachment, Case, ExpectedToolCall
 __all__ = ["MAX_DATASET_BYTES", "CaseTemplate", "dataset_file", "iter_cases"]
 
 MAX_DATASET_BYTES = 8 << 20
+#: What loading trims, as zig_eval does: space, tab, CR and LF (not NO-BREAK SPACE or other
+#: Unicode spaces, which can be part of an answer).
+WHITESPACE = " \t\r\n"
 
 
 def dataset_file(root: Path, rel: str, where: str) -> Path:
@@ -92,7 +95,7 @@ Record = tuple[int, Any, str, bool]  # line number, parsed record, content hash,
 def _jsonl_records(path: Path) -> Iterator[Record]:
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            line = raw.strip()
+            line = raw.strip(b" \t\r\n")
             if not line:
                 continue
             try:
@@ -128,7 +131,7 @@ def _parse_case(raw: Any, root: Path, where: str, number: int, check: bool,
     messages = _messages(value, where) if is_conversation(value) else None
     return Case(
         id=_case_id(raw.get("id"), number, numbered_id, where),
-        input=value.strip() if isinstance(value, str) else value,
+        input=value.strip(WHITESPACE) if isinstance(value, str) else value,
         ideal=ideal,
         ideals=ideals,
         messages=messages,
@@ -146,9 +149,9 @@ def _case_id(value: Any, number: int, numbered: bool, where: str) -> str:
         value = str(value)
     if (value is None or value == "") and numbered:
         return str(number)
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or not value.strip(WHITESPACE):
         raise EvalHydraError(f"{where}: 'id' is required and must be a non-empty string.")
-    return value.strip()
+    return value.strip(WHITESPACE)
 
 
 def _input(raw: dict[str, Any], template: CaseTemplate | None, where: str) -> Any:
@@ -159,7 +162,7 @@ def _input(raw: dict[str, Any], template: CaseTemplate | None, where: str) -> An
             hint = "Add the field to every case, or fix the eval's template."
             raise EvalHydraError(f"{where}: {exc}.", hint) from None
     value = raw.get("input")
-    if value is None or (isinstance(value, str) and not value.strip()):
+    if value is None or (isinstance(value, str) and not value.strip(WHITESPACE)):
         raise EvalHydraError(f"{where}: 'input' is required.")
     return value
 
@@ -168,11 +171,11 @@ def _ideal(value: Any, where: str) -> tuple[str | None, tuple[str, ...]]:
     if value is None:
         return None, ()
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        ideals = tuple(v.strip() for v in value if v.strip())
+        ideals = tuple(v.strip(WHITESPACE) for v in value if v.strip(WHITESPACE))
         return (ideals[0] if ideals else None), ideals
     if not isinstance(value, str):
         raise EvalHydraError(f"{where}: 'ideal' must be a string (or a list of strings, as in OpenAI evals).")
-    return (value.strip() or None), ()
+    return (value.strip(WHITESPACE) or None), ()
 
 
 def _messages(value: Any, where: str) -> tuple[dict[str, Any], ...]:
@@ -189,12 +192,12 @@ def _expected_calls(value: Any, where: str) -> tuple[ExpectedToolCall, ...]:
         raise EvalHydraError(f"{where}: 'expected_tool_calls' must be a non-empty array.")
     calls = []
     for i, item in enumerate(value):
-        if not isinstance(item, dict) or not str(item.get("name") or "").strip():
+        if not isinstance(item, dict) or not str(item.get("name") or "").strip(WHITESPACE):
             raise EvalHydraError(f"{where}: expected_tool_calls[{i}] needs a 'name'.")
         args = item.get("arguments_json")
         if args is not None and not isinstance(args, str):
             args = json.dumps(args)
-        calls.append(ExpectedToolCall(name=item["name"].strip(), arguments_json=args))
+        calls.append(ExpectedToolCall(name=item["name"].strip(WHITESPACE), arguments_json=args))
     return tuple(calls)
 
 
@@ -214,9 +217,10 @@ def _attachments(value: Any, root: Path, where: str, check: bool) -> tuple[Attac
                 path = check_attachment_path(root, rel)
                 if item["kind"] == "file":
                     check_text(rel, path)
-            label = (item.get("label") or "").strip() or None
+            label = (item.get("label") or "").strip(WHITESPACE) or None
             draft = Attachment(
-                kind=item["kind"], path=rel, mime_type=(item.get("mime_type") or "").strip(), label=label
+                kind=item["kind"], path=rel, mime_type=(item.get("mime_type") or "").strip(WHITESPACE),
+                label=label
             )
             out.append(Attachment(kind=draft.kind, path=rel, mime_type=attachment_mime(draft), label=label))
         except EvalHydraError as exc:

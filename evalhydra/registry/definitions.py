@@ -20,7 +20,7 @@ import yaml
 import evalhydra.registry_data as registry_data
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.errors import EvalHydraError, did_you_mean
-from evalhydra.registry.datasets import dataset_file
+from evalhydra.registry.datasets import WHITESPACE, dataset_file
 
 __all__ = [
     "SERVICE_KEYS",
@@ -149,9 +149,9 @@ def _read_definition(path: Path) -> Any:
 
 
 def _clean(value: Any) -> Any:
-    """Trim strings recursively; an empty string becomes None."""
+    """Trim strings recursively (space, tab, CR, LF only); an empty string becomes None."""
     if isinstance(value, str):
-        return value.strip() or None
+        return value.strip(WHITESPACE) or None
     if isinstance(value, list):
         return [_clean(v) for v in value]
     if isinstance(value, dict):

@@ -48,7 +48,7 @@ _FIELDS_AFTER_SCORE = [
     ("attempt_count", "coalesce(cast(attempt_count as integer), 0)"),
     ("retried", _bool("retried")),
     ("judge_attempt_count", "coalesce(cast(judge_attempt_count as integer), 0)"),
-    ("judge_retried", f"(case when judge_retried is null then 'null' else {_bool('judge_retried')} end)"),
+    ("judge_retried", _bool("judge_retried")),  # false when no judge ran, as zig_eval writes it
     ("judge_status_code", _opt_int("judge_status_code")),
     ("latency_ms", _LATENCY),
 ]

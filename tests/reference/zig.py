@@ -54,8 +54,8 @@ def run_result_json(row: Row) -> dict[str, Any]:
     """The seed's RunResult object for one row, keys in the seed's order.
 
     Nullable seed fields (``failure_reason``, ``status_code``,
-    ``judge_status_code``) and ``judge_retried`` (evalhydra: null when no judge
-    ran) keep an explicit null. Other fields are coerced to the seed's types:
+    ``judge_status_code``) keep an explicit null; ``judge_retried`` is false when
+    no judge ran, as in the seed. Other fields are coerced to the seed's types:
     ``passed``/``retried`` to bool, ``score`` to float, counts to int,
     ``latency_ms`` to whole milliseconds.
 
@@ -80,7 +80,7 @@ def run_result_json(row: Row) -> dict[str, Any]:
         "attempt_count": int(row["attempt_count"] or 0),
         "retried": bool(row["retried"]),
         "judge_attempt_count": int(row["judge_attempt_count"] or 0),
-        "judge_retried": _opt(row["judge_retried"], bool),
+        "judge_retried": bool(row["judge_retried"]),
         "judge_status_code": _opt(row["judge_status_code"], int),
         "latency_ms": latency_ms_int(row["latency_ms"]),
     }
