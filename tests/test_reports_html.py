@@ -145,3 +145,23 @@ def test_agent_trials_show_tool_calls_checks_and_the_end_of_stdout_log(compose: 
     assert "(stdout.log not found)" not in text
     detail = _dom(tmp_path / "out" / "report.html", "#case=agent_cases/hello-file").text["detail"]
     assert "tool calls" in detail and "checks" in detail and "end of stdout.log" in detail
+
+
+def test_view_compare_puts_the_paired_comparison_on_the_page(compose: Compose, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("a", "b"):
+        assert run_plan(build_plan(compose("eval=smoke", "trials=2")), output_dir=tmp_path / name) == 0
+    store = open_store(tmp_path / "store.db", read_only=True)
+    first, second = sorted(store.runs(), key=lambda r: r["started_at"])
+    store.close()
+    monkeypatch.setenv("CI", "true")
+    args = ["view", "--store", str(tmp_path / "store.db"), "--compare", first["run_id"], second["run_id"],
+            "--out", str(tmp_path / "cmp")]
+    assert main(args) == 0
+    capsys.readouterr()
+    parsed = _Text()
+    parsed.feed((tmp_path / "cmp" / "report.html").read_text())
+    text = " ".join(parsed.text["comparisons"].split())
+    assert f"smoke.reply_ok {first['run_id']} {second['run_id']} 100.0% 100.0% 4 +0.000" in text
+    assert "all evals" in text
