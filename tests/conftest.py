@@ -12,7 +12,7 @@ import pytest
 from omegaconf import DictConfig
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO / "tests" / "fixtures"  # copies of the seed systems' real data (../shared/fixtures)
+FIXTURES = REPO / "tests" / "fixtures"  # vendored copies of the seed systems' real data
 ZIG_FIXTURE = FIXTURES / "zig_eval_registry"
 AIWG_FIXTURE = FIXTURES / "aiwg_nlp_prod"
 
@@ -78,7 +78,7 @@ def smoke_eval(eval_id: str = "g.e", dataset: str = "data/g/e/test.jsonl", **ext
 
 @pytest.fixture
 def copy_fixture(tmp_path: Path) -> Callable[[Path], Path]:
-    """Copy a shared fixture directory into tmp_path (fixtures are read-only)."""
+    """Copy a vendored fixture directory into tmp_path (fixtures are read-only)."""
 
     def _copy(src: Path) -> Path:
         dst = tmp_path / src.name
