@@ -22,12 +22,15 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
-    "INFRA_ERRORS",
 ]
 
 
 class ErrorKind(StrEnum):
-    """Why a call or a result failed for a reason other than a wrong answer."""
+    """Why a call or a result failed for a reason other than a wrong answer.
+
+    A result with any error kind is an infrastructure error (status ERROR, never FAIL;
+    see :func:`evalhydra.store.rows.is_infra_error`).
+    """
 
     RATE_LIMITED = "rate_limited"
     SERVER_ERROR = "server_error"
@@ -38,23 +41,6 @@ class ErrorKind(StrEnum):
     RENDER_ERROR = "render_error"
     MATCHER_ERROR = "matcher_error"
     AGENT_ERROR = "agent_error"
-
-
-#: Error kinds that say nothing about the answer's quality. Results with one of
-#: these are reported as errors, never as failures, and ``run.retry_errors``
-#: re-runs them.
-INFRA_ERRORS = frozenset(
-    {
-        ErrorKind.RATE_LIMITED,
-        ErrorKind.SERVER_ERROR,
-        ErrorKind.CLIENT_ERROR,
-        ErrorKind.TIMEOUT,
-        ErrorKind.CONNECT_ERROR,
-        ErrorKind.INVALID_RESPONSE,
-        ErrorKind.MATCHER_ERROR,
-        ErrorKind.AGENT_ERROR,
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,16 +68,20 @@ def test_sigkill_then_rerun_stores_each_cell_once_and_skips_stored_cells(tmp_pat
 
 
 @pytest.mark.slow
-def test_ctrl_c_flushes_marks_interrupted_and_exits_130(tmp_path: Path) -> None:
+@pytest.mark.parametrize("presses", [1, 3])  # 3: an impatient user
+def test_ctrl_c_flushes_marks_interrupted_and_exits_130(tmp_path: Path, presses: int) -> None:
     registry = numbered_registry(tmp_path / "reg", 400)
     db = tmp_path / "store.db"
     with mock_process("--latency-ms", "50") as url:
         proc = start_cli(*_args(registry, url, db, "run.concurrency=4"), cwd=tmp_path)
         wait_for(lambda: stored_results(db) >= 8, timeout=60)
-        proc.send_signal(signal.SIGINT)
+        for _ in range(presses):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.05)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 130, err
         assert "interrupted" in err
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err
         stored = stored_results(db)
         assert _one(db, "select status from runs") == "interrupted"
         assert _one(db, "select count(*) from run_cells") == stored
@@ -86,23 +90,6 @@ def test_ctrl_c_flushes_marks_interrupted_and_exits_130(tmp_path: Path) -> None:
         assert again.returncode == 0, again.stderr
         assert chat_requests(url) == 400 - stored
     assert _one(db, "select count(*) from results") == 400
-
-
-@pytest.mark.slow
-def test_repeated_ctrl_c_ends_interrupted_without_a_traceback(tmp_path: Path) -> None:
-    registry = numbered_registry(tmp_path / "reg", 400)
-    db = tmp_path / "store.db"
-    with mock_process("--latency-ms", "50") as url:
-        proc = start_cli(*_args(registry, url, db, "run.concurrency=4"), cwd=tmp_path)
-        wait_for(lambda: stored_results(db) >= 8, timeout=60)
-        for _ in range(3):  # an impatient user
-            proc.send_signal(signal.SIGINT)
-            time.sleep(0.05)
-        _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    assert _one(db, "select status from runs") == "interrupted"
-    assert _one(db, "select count(*) from run_cells") == stored_results(db)
 
 
 @pytest.mark.slow

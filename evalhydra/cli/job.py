@@ -95,7 +95,7 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
         EvalHydraError: A problem found before the first call (nothing is sent or stored).
     """
     report_formats(plan)  # an unknown format fails now, not after every cell has run
-    _warn_missing_keys(plan)
+    _check_services(plan)
     total = count_cells(plan)
     if plan.run.dry_run:
         print_dry_run(plan)
@@ -104,9 +104,7 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
     try:
         progress = Progress(total, enabled=plan.run.progress, label=f"[{plan.service.name}] ")
         outcome = trio.run(partial(execute, plan, store, total=total, progress=progress))
-        if not outcome.interrupted:
-            return _finish(plan, store, outcome, output_dir)
-        with _further_interrupts_ignored():
+        with _further_interrupts_ignored(outcome.interrupted):
             return _finish(plan, store, outcome, output_dir)
     finally:
         store.close()
@@ -174,9 +172,9 @@ def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequen
 
 
 @contextmanager
-def _further_interrupts_ignored() -> Iterator[None]:
+def _further_interrupts_ignored(interrupted: bool) -> Iterator[None]:
     """After a Ctrl-C stopped the run, more Ctrl-Cs must not cut its reports short."""
-    if threading.current_thread() is not threading.main_thread():
+    if not interrupted or threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -186,7 +184,7 @@ def _further_interrupts_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _warn_missing_keys(plan: RunPlan) -> None:
+def _check_services(plan: RunPlan) -> None:
     """Check every key and header value can be sent, warn once per service whose
     ``api_key_env`` variable is unset (the seed does not fail), and say so when the
     service's ``max_concurrency`` holds the run below ``run.concurrency``."""

@@ -389,7 +389,7 @@ def _cfg_merge(p: argparse.ArgumentParser) -> None:
 
 # -- list ---------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
-    """List every service and eval you can select: those of conf/ (and --config-dir) and of
+    """List every service and eval you can select: those of the packaged conf/ and of
     the registry, with kind, model or case count, and description.
 
     Example: evalhydra list --registry tests/fixtures/zig_eval_registry

@@ -31,9 +31,8 @@ __all__ = ["TEXT_CAP", "render_html", "write_html"]
 TEXT_CAP = 600
 #: Bytes of an agent trial's stdout.log shown (its end).
 LOG_TAIL = 1500
-#: Colour-blind-safe (Okabe–Ito) colours; every status also has its own mark and word.
-STATUS_STYLE = {"PASS": ("✓", "#0072B2"), "EXCELLENT": ("✓", "#0072B2"), "FAIL": ("✗", "#D55E00"),
-                "ERROR": ("!", "#6b6b6b"), "TIMEOUT": ("!", "#6b6b6b")}
+#: Every status has its own mark (and word) besides its colour-blind-safe (Okabe–Ito) colour in the CSS.
+STATUS_MARKS = {"PASS": "✓", "EXCELLENT": "✓", "FAIL": "✗", "ERROR": "!", "TIMEOUT": "!"}
 
 _ENV = Environment(loader=PackageLoader("evalhydra.reports", "templates"),
                    autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -59,16 +58,16 @@ def write_html(conn: sqlite3.Connection, sel: Selection, data: ReportData, out: 
 def render_html(conn: sqlite3.Connection, sel: Selection, data: ReportData, *,
                 comparison: Mapping[str, Any] | None = None) -> str:
     """The page's text (see the module docstring)."""
-    targets = [t for t in data.targets()]
+    targets = data.targets()
     labels = sorted({f"{t.key[2]}/{t.key[3]}" for t in targets})
     cases = list(_cases(conn, sel, labels))
-    payload = json.dumps({"targets": labels, "cases": cases}, ensure_ascii=False, separators=(",", ":"),
-                         sort_keys=True).replace("</", "<\\/")
+    payload = json.dumps({"targets": labels, "cases": cases, "marks": STATUS_MARKS}, ensure_ascii=False,
+                         separators=(",", ":"), sort_keys=True).replace("</", "<\\/")
+    rows = [_target_row(t) for t in targets]
     return _ENV.get_template("report.html.j2").render(
-        header=_header(data), runs=_run_rows(conn, sel) if len(sel.run_ids) > 1 else [],
-        rows=[_target_row(t) for t in targets], chart=_chart(targets),
-        comparisons=data.comparisons, comparison=comparison, trials=trials_json(data)["targets"],
-        styles=STATUS_STYLE, payload=payload, text_cap=TEXT_CAP)
+        header=_header(data), runs=_run_rows(conn, sel) if len(sel.run_ids) > 1 else [], rows=rows,
+        chart=_chart(rows), comparisons=data.comparisons, comparison=comparison,
+        trials=trials_json(data)["targets"], marks=STATUS_MARKS, payload=payload)
 
 
 def _header(data: ReportData) -> dict[str, Any]:
@@ -110,12 +109,10 @@ def _target_row(t: agg.TargetAgg) -> dict[str, Any]:
             "tokens": t.input_tokens + t.output_tokens, "cost": t.cost_usd}
 
 
-def _chart(targets: Sequence[agg.TargetAgg]) -> dict[str, Any]:
+def _chart(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Bars of pass rate with their interval per target (SVG coordinates in the template)."""
-    bars = []
-    for i, t in enumerate(targets):
-        row = _target_row(t)
-        bars.append({**row, "y": 24 + i * 26, "label": f"{t.key[1]} · {t.key[2]}/{t.key[3]}"})
+    bars = [{**r, "y": 24 + i * 26, "label": f"{r['eval']} · {r['service']}/{r['model']}"}
+            for i, r in enumerate(rows)]
     return {"bars": bars, "height": 40 + 26 * len(bars)}
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import sqlite_utils
 
 from evalhydra.errors import EvalHydraError, did_you_mean
-from evalhydra.store.rows import ATTEMPT_FIELDS, ERROR_STATUSES, RESULT_FIELDS, ResultRow, row_values
+from evalhydra.store.rows import ATTEMPT_FIELDS, INFRA_ERROR_SQL, RESULT_FIELDS, ResultRow, row_values
 from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["Batch", "Store", "immediate", "migrate", "open_store"]
@@ -106,7 +106,7 @@ class Store:
         marks = ",".join("?" * len(eval_ids))
         sql = f"select cell_key from results where service_name = ? and eval_id in ({marks})"
         if retry_errors:
-            sql += f" and error_kind is null and status not in {ERROR_STATUSES!r}"
+            sql += f" and not {INFRA_ERROR_SQL}"
         return {row[0] for row in self.conn.execute(sql, [service, *eval_ids])}
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Iterator[dict[str, Any]]:

@@ -117,7 +117,7 @@ class ResultRow:
         Raises:
             ValueError: A key that is not a ``results`` column, or a missing required one.
         """
-        unknown = set(row) - set(RESULT_FIELDS)
+        unknown = set(row) - _FIELD_SET
         if unknown:
             raise ValueError(f"not results columns: {', '.join(sorted(unknown))}")
         try:
@@ -133,6 +133,7 @@ class ResultRow:
 
 #: The ``results`` columns, in table order.
 RESULT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
+_FIELD_SET = frozenset(RESULT_FIELDS)
 _VALUES = attrgetter(*RESULT_FIELDS)
 #: Only these columns hold containers (stored as JSON text); the rest bind as is.
 _JSON_POSITIONS = [
