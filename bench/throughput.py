@@ -11,7 +11,7 @@ the same run, so they survive a noisy machine:
 
 The bare loop is the issue's floor: ``httpx.AsyncClient.post`` over several
 clients of 16 connections. evalhydra itself sends through ``httpx`` transports
-directly (``evalhydra/services/pool.py``), which skips the client's
+directly (``evalhydra/http/pool.py``), which skips the client's
 per-request work; ``--floor transport`` makes the bare loop do the same, so
 the ratio then shows evalhydra's own overhead alone.
 

@@ -8,7 +8,7 @@ the YAML files in ``conf/``.
 
 Which registry is active is decided before Hydra starts: :func:`activate`
 reads the ``registry=`` override (``evalhydra.__main__`` and
-:func:`evalhydra.config.compose_config` call it).
+:func:`evalhydra.config.compose.compose_config` call it).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ into Newcombe's paired interval and McNemar's exact p-value
 (:mod:`evalhydra.stats`).
 
 :func:`baseline_comparisons_sql` builds the same document as
-:func:`evalhydra.reports.zig.baseline_comparisons` without loading rows.
+the row-based reference (``tests/reference/zig.py``) without loading rows.
 """
 
 from __future__ import annotations
@@ -275,7 +275,7 @@ def baseline_comparisons_sql(
     baseline_service: str | None,
     baseline_models: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """:func:`evalhydra.reports.zig.baseline_comparisons` computed in SQL.
+    """The seed's ``baseline_comparisons`` document computed in SQL.
 
     Args:
         conn: A connection to the store.

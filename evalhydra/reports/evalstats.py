@@ -8,7 +8,7 @@ buckets that hold each level's nearest-rank p50/p95 (kind 1, via
 :func:`evalhydra.reports.zig.percentile_buckets_sql`). Python only assembles
 a few hundred rows.
 
-The document equals :func:`evalhydra.reports.zig.evals_json` over the rows in
+The document equals the row-based reference (``tests/reference/zig.py``) over the rows in
 zig_eval's run order: evals and services sorted, a service's models in the
 order of their first (run_index, case_id).
 """

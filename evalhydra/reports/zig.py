@@ -1,24 +1,18 @@
-"""zig_eval's report artifacts, built from ``results`` rows.
+"""zig_eval's report building blocks shared by the SQL reports.
 
-A *row* is a mapping with (at least) the SQLite ``results`` columns: ``group,
-eval_id, service_name, model, run_index, case_id, output, passed, score,
-failure_reason, status_code, attempt_count, retried, judge_attempt_count,
-judge_retried, judge_status_code, latency_ms``. Other keys are ignored.
-
-The artifacts reproduce zig_eval's ``schema_version: 2`` JSON byte for byte in
-key order (``json.dumps`` keeps dict order) and its text report line for line:
-
-* :func:`runs_json`: ``{schema_version, runs: [RunResult]}``, sorted like the seed.
-* :func:`evals_json`: per eval → service → model stats, in first-seen order.
-  :func:`evals_json_sql` computes the same document inside SQLite.
-* :func:`baseline_comparisons`: the seed's service and model baselines, plus an
-  evalhydra ``paired`` block (Newcombe interval, McNemar exact test).
-* :func:`text_report`: the seed's ``eval <id> group=<g>`` text.
+* :data:`SCHEMA_VERSION` and :data:`CONFIDENCE_LEVEL` of zig_eval's JSON artifacts;
+* :func:`stats_object`: the seed's stats object (pass rate, Wilson interval,
+  latency, retries) from counts; :class:`LevelStats` accumulates them per level;
+* :func:`percentile_buckets_sql`: nearest-rank p50/p95 from a latency histogram,
+  inside SQLite;
+* :func:`format_text_report`: the seed's ``eval <id> group=<g>`` text from an
+  ``evals.json`` document.
 
 Latency: zig_eval stores whole milliseconds, so every latency is rounded half
 up to an integer (NULL counts as 0) before it enters ``runs.json`` or any
-statistic. This keeps ``p50_ms``/``p95_ms`` integers, as in the seed, and makes
-the Python and SQL paths agree exactly.
+statistic. This keeps ``p50_ms``/``p95_ms`` integers, as in the seed. The
+row-by-row Python versions that tests compare against are in
+``tests/reference/zig.py``.
 """
 
 from __future__ import annotations
