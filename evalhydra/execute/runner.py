@@ -27,7 +27,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
@@ -43,6 +43,7 @@ from evalhydra.execute.services import build_matchers, open_services
 from evalhydra.execute.writer import store_writer
 from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
+from evalhydra.store.claims import Claims
 from evalhydra.store.db import Batch, Store
 from evalhydra.store.rows import ResultRow, now_iso
 
@@ -70,6 +71,8 @@ class RunOutcome:
     cost_usd: float = 0.0
     interrupted: bool = False
     budget_exhausted: bool = False
+    held_elsewhere: int = 0  # pending cells another live run had claimed, so this one left them
+    holders: set[str] = field(default_factory=set)
 
 
 class CellRunner(Protocol):
@@ -131,8 +134,14 @@ async def execute(
     run_id = run_id or new_run_id(plan)
     total = count_cells(plan) if total is None else total
     done = store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors)
-    return await execute_cells(plan, store, run_row(plan, run_id, total), planned_cells(plan),
-                               partial(open_plan_runner, plan, run_id), done=done, progress=progress)
+    row = run_row(plan, run_id, total)
+    claims = Claims(store.path, run_id, row["started_at"], resend_errors=plan.resend_errors)
+    try:
+        return await execute_cells(plan, store, row, planned_cells(plan),
+                                   partial(open_plan_runner, plan, run_id),
+                                   done=done, progress=progress, claims=claims)
+    finally:
+        claims.close()
 
 
 @asynccontextmanager
@@ -154,11 +163,14 @@ async def execute_cells(
     *,
     done: Collection[str] = frozenset(),
     progress: Progress | None = None,
+    claims: Claims | None = None,
 ) -> RunOutcome:
     """Record a run (``row``) and execute each of ``jobs`` whose key is not in ``done``.
 
     Jobs whose key is in ``done`` are already stored: they join the run without
-    being executed. The run ends ``completed``, ``interrupted`` or ``failed``.
+    being executed. With ``claims``, every other job is claimed in the store
+    before it is sent; one that another live run holds is left to it. The run
+    ends ``completed``, ``interrupted`` or ``failed``.
     """
     outcome = RunOutcome(run_id=row["run_id"], total=row["cells_total"])
     store.start_run(row)
@@ -167,17 +179,30 @@ async def execute_cells(
     work_scope = trio.CancelScope()  # SIGINT/SIGTERM cancel it; the watcher outlives the flush
     async with trio.open_nursery() as guard:
         guard.start_soon(watch_signals, work_scope)
+        if claims is not None:
+            claims.start_renewing()
         try:
-            await _run(plan, store, jobs, open_runner, done, outcome, progress, work_scope)
+            await _run(plan, store, _Source(jobs, done, claims), open_runner, outcome, progress, work_scope)
             status = "interrupted" if outcome.interrupted else "completed"
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(partial(
                     store.finish_run, outcome.run_id, status=status, finished_at=now_iso(),
                     cells_run=outcome.executed))
+                if claims is not None:
+                    await trio.to_thread.run_sync(claims.release)
             progress.close()
         guard.cancel_scope.cancel()
     return outcome
+
+
+@dataclass
+class _Source:
+    """Where a run's cells come from: the jobs, the keys already stored, and the claims."""
+
+    jobs: Iterable[CellJob]
+    done: Collection[str]
+    claims: Claims | None
 
 
 @dataclass
@@ -192,9 +217,8 @@ class _Work:
     progress: Progress
 
 
-async def _run(plan: RunPlan, store: Store, jobs: Iterable[CellJob], open_runner: OpenRunner,
-               done: Collection[str], outcome: RunOutcome, progress: Progress,
-               work_scope: trio.CancelScope) -> None:
+async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRunner, outcome: RunOutcome,
+               progress: Progress, work_scope: trio.CancelScope) -> None:
     rows_tx, rows_rx = trio.open_memory_channel[Batch](plan.run.batch_size * 2)
     async with trio.open_nursery() as outer:
         outer.start_soon(store_writer, rows_rx, store, plan.run.batch_size)
@@ -202,46 +226,92 @@ async def _run(plan: RunPlan, store: Store, jobs: Iterable[CellJob], open_runner
             async with open_runner(helpers) as runner:
                 work = _Work(plan, outcome.run_id, runner, rows_tx, outcome, progress)
                 with work_scope:
-                    await _work(work, jobs, done)
+                    await _work(work, source)
                 outcome.interrupted = work_scope.cancelled_caught
             helpers.cancel_scope.cancel()
 
 
-async def _work(work: _Work, jobs: Iterable[CellJob], done: Collection[str]) -> None:
+async def _work(work: _Work, source: _Source) -> None:
     concurrency = work.plan.run.concurrency
     jobs_tx, jobs_rx = trio.open_memory_channel[CellJob](concurrency)
     limiter = trio.CapacityLimiter(concurrency)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_produce, work, jobs, done, jobs_tx, work.rows_tx.clone())
+        nursery.start_soon(_produce, work, source, jobs_tx, work.rows_tx.clone())
         async with jobs_rx:
             for _ in range(concurrency):
                 nursery.start_soon(_worker, work, jobs_rx.clone(), work.rows_tx.clone(), limiter)
 
 
-async def _produce(work: _Work, jobs: Iterable[CellJob], done: Collection[str],
-                   jobs_tx: trio.MemorySendChannel[CellJob], rows_tx: trio.MemorySendChannel[Batch]) -> None:
-    """Send pending cells to the workers; record stored ones as members of this run."""
-    skipped: list[tuple[str, str]] = []
+async def _produce(work: _Work, source: _Source, jobs_tx: trio.MemorySendChannel[CellJob],
+                   rows_tx: trio.MemorySendChannel[Batch]) -> None:
+    """Send pending cells to the workers; record stored ones as members of this run.
 
-    async def flush_skipped() -> None:
-        await rows_tx.send(Batch(members=skipped[:]))
-        work.progress.skip(len(skipped))
-        work.outcome.skipped += len(skipped)
-        skipped.clear()
-
+    Pending cells are claimed a chunk at a time (a chunk is at most
+    ``run.concurrency`` cells), so two processes on one store take turns
+    instead of one claiming everything up front.
+    """
+    feed = _Feed(work, source.claims, jobs_tx, rows_tx)
+    chunk = max(1, min(_CLAIM_CHUNK, work.plan.run.concurrency))
+    pending: list[CellJob] = []
     async with jobs_tx, rows_tx:
-        for job in jobs:
-            if job.key in done:
-                skipped.append((work.run_id, job.key))
-                if len(skipped) >= 1000:
-                    await flush_skipped()
+        for job in source.jobs:
+            if job.key in source.done:
+                await feed.skip([job.key])
             elif _over_budget(work):
                 work.outcome.budget_exhausted = True
                 break
             else:
-                await jobs_tx.send(job)
-        if skipped:
-            await flush_skipped()
+                pending.append(job)
+                if len(pending) >= chunk:
+                    await feed.send(pending)
+                    pending = []
+        await feed.send(pending)
+        await feed.flush_skipped()
+
+
+#: Most cells claimed in one transaction.
+_CLAIM_CHUNK = 256
+
+
+@dataclass
+class _Feed:
+    """The producer's outlets: workers for claimed cells, members for stored ones."""
+
+    work: _Work
+    claims: Claims | None
+    jobs_tx: trio.MemorySendChannel[CellJob]
+    rows_tx: trio.MemorySendChannel[Batch]
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    async def send(self, jobs: list[CellJob]) -> None:
+        """Claim ``jobs`` (when claims are on) and send the claimed ones to the workers."""
+        if not jobs:
+            return
+        if self.claims is not None:
+            result = await trio.to_thread.run_sync(self.claims.claim, [job.key for job in jobs])
+            await self.skip(result.stored)  # stored by another run since the plan was read
+            self.work.outcome.held_elsewhere += len(result.held)
+            self.work.outcome.holders.update(result.held.values())
+            self.work.progress.skip(len(result.held))
+            claimed = set(result.claimed)
+            jobs = [job for job in jobs if job.key in claimed]
+        for job in jobs:
+            await self.jobs_tx.send(job)
+
+    async def skip(self, keys: list[str]) -> None:
+        """Record stored cells as members of this run without running them."""
+        self.skipped.extend((self.work.run_id, key) for key in keys)
+        if len(self.skipped) >= 1000:
+            await self.flush_skipped()
+
+    async def flush_skipped(self) -> None:
+        """Send the recorded members to the writer."""
+        if not self.skipped:
+            return
+        await self.rows_tx.send(Batch(members=self.skipped[:]))
+        self.work.progress.skip(len(self.skipped))
+        self.work.outcome.skipped += len(self.skipped)
+        self.skipped.clear()
 
 
 def _over_budget(work: _Work) -> bool:

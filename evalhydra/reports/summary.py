@@ -161,10 +161,26 @@ def _print_totals(store: Store, outcome: Any, stats: Sequence[Mapping[str, Any]]
     print(f"\nrun {outcome.run_id}: {total} cells, {passed} passed, {total - passed - errors} failed, "
           f"{errors} errors ({outcome.executed} run now, {outcome.skipped} resumed from the store)")
     print(f"duration {duration:.1f} s, {tokens} tokens, ${cost:.4f}")
+    _print_held(outcome)
     reused = _reused_errors(store, outcome.run_id)
     if reused:
         print(f"{reused} stored error{'s' if reused != 1 else ''} reused from earlier runs; "
               "re-send them with run.retry_errors=true")
+
+
+def _print_held(outcome: Any) -> None:
+    """Cells this run left to another live run on the same store (see :mod:`evalhydra.store.claims`)."""
+    held = getattr(outcome, "held_elsewhere", 0)
+    if not held:
+        return
+    cells = f"{held} pending cell{'s' if held != 1 else ''}"
+    holders = f"run{'s' if len(outcome.holders) != 1 else ''} {', '.join(sorted(outcome.holders))}"
+    if outcome.executed:
+        print(f"{cells} left to {holders}: another process on this store is sending them; "
+              "its report has them.")
+    else:
+        print(f"nothing to claim: {holders} (another process on this store) holds all {cells}; "
+              "its report will have them.")
 
 
 def _duration_s(store: Store, run_id: str) -> float:

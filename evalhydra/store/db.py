@@ -21,7 +21,7 @@ from evalhydra.errors import EvalHydraError, did_you_mean
 from evalhydra.store.rows import ATTEMPT_FIELDS, INFRA_ERROR_SQL, RESULT_FIELDS, ResultRow, row_values
 from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["Batch", "Store", "immediate", "migrate", "open_store"]
+__all__ = ["Batch", "Store", "connect", "immediate", "migrate", "open_store"]
 
 
 @dataclass
@@ -48,7 +48,7 @@ class Store:
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
         self.read_only = read_only
-        self.conn = _connect(path, read_only)
+        self.conn = connect(path, read_only)
         self.db = sqlite_utils.Database(self.conn)
         version = int(self.conn.execute("pragma user_version").fetchone()[0])
         if version > SCHEMA_VERSION and not read_only:
@@ -63,14 +63,15 @@ class Store:
 
     def _close_abandoned_runs(self) -> None:
         """Runs this host left ``running`` whose process is gone (killed with -9, a crash)
-        become ``interrupted``: their stored results stay, a rerun resumes them."""
+        become ``interrupted``: their stored results stay, a rerun resumes them, and
+        their cell claims are released. Claims of runs that ended are released too."""
         rows = self.conn.execute("select run_id, pid from runs where status = 'running' and hostname = ?",
                                  [socket.gethostname()]).fetchall()
-        gone = [run_id for run_id, pid in rows if pid is not None and not _process_alive(int(pid))]
-        if gone:
-            with immediate(self.conn):
-                self.conn.executemany("update runs set status = 'interrupted' where run_id = ?",
-                                      [(run_id,) for run_id in gone])
+        gone = [(run_id,) for run_id, pid in rows if pid is not None and not _process_alive(int(pid))]
+        with immediate(self.conn):
+            self.conn.executemany("update runs set status = 'interrupted' where run_id = ?", gone)
+            self.conn.execute("delete from claims where run_id in "
+                              "(select run_id from runs where status != 'running')")
 
     def close(self) -> None:
         """Close the connection."""
@@ -165,7 +166,8 @@ def _resolve_one(given: str, known: list[str]) -> str:
     return matches[0]
 
 
-def _connect(path: Path, read_only: bool) -> sqlite3.Connection:
+def connect(path: Path, read_only: bool) -> sqlite3.Connection:
+    """A connection to the store file: WAL and a 30 s busy timeout for writing, query-only otherwise."""
     if read_only:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
         conn.execute("pragma query_only = 1")

@@ -9,6 +9,9 @@ Tables:
 * ``run_cells``: which cells belong to which run (a resumed run reuses cells
   stored by earlier runs, so reports of a run cover its whole plan).
 * ``attempts``: every HTTP attempt (status, error kind, latency) for auditing.
+* ``claims``: cells a running invocation is about to send or is sending, with
+  a lease that expires if its process dies (:mod:`~evalhydra.store.claims`),
+  so two processes on one store never send a cell twice.
 
 A migration never changes once released; a new schema is a new migration.
 """
@@ -271,7 +274,16 @@ def _migration_5(db: sqlite_utils.Database) -> None:
                         [json.dumps(renamed, ensure_ascii=False, sort_keys=True), key])
 
 
+def _migration_6(db: sqlite_utils.Database) -> None:
+    """Cell claims: which run is sending a cell, until when (unix seconds)."""
+    db.conn.execute(
+        "create table if not exists claims (cell_key text primary key, run_id text not null, "
+        "expires_at real not null)"
+    )
+    db.conn.execute("create index if not exists idx_claims_run_id on claims (run_id)")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
-    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5,
+    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,158 @@
+"""Cell claims: two processes on one store split the pending cells and never send one twice."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from evalhydra.store.claims import Claims
+from evalhydra.store.db import Batch, open_store
+from tests.helpers import (
+    chat_requests,
+    mock_process,
+    numbered_registry,
+    run_cli,
+    start_cli,
+    stored_results,
+    wait_for,
+)
+
+
+def _store(tmp_path: Path) -> Path:
+    path = tmp_path / "s.db"
+    open_store(path).close()
+    return path
+
+
+def _result(key: str, run: str, *, error: str | None = None,
+            at: str = "2026-01-01T00:00:00.000Z") -> dict[str, object]:
+    return {"cell_key": key, "run_id": run, "group": "g", "eval_id": "g.e", "service_name": "s", "model": "m",
+            "run_index": 1, "case_id": key, "kind": "chat", "status": "ERROR" if error else "PASS",
+            "passed": error is None, "error_kind": error, "evaluated_at": at}
+
+
+def test_a_second_run_gets_only_what_the_first_did_not_claim(tmp_path: Path) -> None:
+    path = _store(tmp_path)
+    first = Claims(path, "run-a", "2026-01-01T00:00:00.000Z", resend_errors=True)
+    second = Claims(path, "run-b", "2026-01-01T00:00:00.000Z", resend_errors=True)
+    assert first.claim(["k1", "k2"]).claimed == ["k1", "k2"]
+    got = second.claim(["k1", "k2", "k3"])
+    assert got.claimed == ["k3"] and got.held == {"k1": "run-a", "k2": "run-a"} and got.stored == []
+    first.release()
+    assert second.claim(["k1"]).claimed == ["k1"]  # released claims are free again
+    first.close()
+    second.close()
+
+
+def test_an_expired_lease_is_taken_over(tmp_path: Path) -> None:
+    path = _store(tmp_path)
+    dead = Claims(path, "run-dead", "t", resend_errors=True, lease_s=-1.0)  # already expired
+    assert dead.claim(["k1"]).claimed == ["k1"]
+    alive = Claims(path, "run-b", "t", resend_errors=True)
+    assert alive.claim(["k1"]).claimed == ["k1"]
+    dead.close()
+    alive.close()
+
+
+def test_stored_results_are_not_claimed_and_errors_only_from_earlier_runs(tmp_path: Path) -> None:
+    path = _store(tmp_path)
+    store = open_store(path)
+    store.write(Batch(results=[
+        _result("ok", "old"),
+        _result("old-error", "old", error="timeout"),
+        _result("new-error", "other", error="timeout", at="2026-06-01T00:00:00.000Z"),
+    ]))
+    store.close()
+    claims = Claims(path, "run-b", "2026-05-01T00:00:00.000Z", resend_errors=True)
+    got = claims.claim(["ok", "old-error", "new-error", "fresh"])
+    # an error stored before this run started is re-sent; one a concurrent run stored since is not
+    assert got.claimed == ["old-error", "fresh"] and got.stored == ["ok", "new-error"]
+    claims.close()
+    keep = Claims(path, "run-c", "2026-05-01T00:00:00.000Z", resend_errors=False)
+    assert keep.claim(["old-error"]).stored == ["old-error"]
+    keep.close()
+
+
+def test_claims_of_a_dead_process_are_released_when_the_store_is_opened(tmp_path: Path) -> None:
+    path = _store(tmp_path)
+    store = open_store(path)
+    store.start_run({"run_id": "run-dead", "status": "running", "started_at": "t",
+                     "hostname": os.uname().nodename, "pid": _dead_pid()})
+    store.close()
+    claims = Claims(path, "run-dead", "t", resend_errors=True)
+    claims.claim(["k1"])
+    claims.close()
+    open_store(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("select count(*) from claims").fetchone()[0] == 0
+    assert conn.execute("select status from runs").fetchone()[0] == "interrupted"
+    conn.close()
+
+
+def test_renewal_extends_the_lease(tmp_path: Path) -> None:
+    path = _store(tmp_path)
+    claims = Claims(path, "run-a", "t", resend_errors=True, lease_s=0.3)
+    claims.claim(["k1"])
+    claims.start_renewing()
+    time.sleep(0.6)  # twice the lease: only renewal keeps the claim
+    other = Claims(path, "run-b", "t", resend_errors=True)
+    assert other.claim(["k1"]).held == {"k1": "run-a"}
+    claims.close()
+    other.close()
+
+
+def _dead_pid() -> int:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def _run_now(stdout: str) -> int:
+    match = re.search(r"\((\d+) run now, (\d+) resumed", stdout)
+    assert match, stdout
+    return int(match.group(1))
+
+
+@pytest.mark.slow
+def test_two_processes_on_one_store_send_each_cell_once(tmp_path: Path) -> None:
+    registry = numbered_registry(tmp_path / "reg", 80)
+    with mock_process("--latency-ms", "100") as url:
+        args = (f"registry={registry}", "eval=g", "service=mock", "service.mock.enabled=false",
+                f"service.base_url={url}", "run.concurrency=4", "run.progress=false",
+                f"store.path={tmp_path / 'shared.db'}")
+        procs = [start_cli(*args, cwd=tmp_path) for _ in range(2)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+        assert chat_requests(url) == 80
+        assert stored_results(tmp_path / "shared.db") == 80
+        ran = [_run_now(stdout) for stdout, _ in outs]
+        assert sum(ran) == 80 and min(ran) > 0, outs  # both worked, neither twice
+        assert any("left to run" in stdout for stdout, _ in outs), outs
+        again = run_cli(*args, cwd=tmp_path)
+        assert again.returncode == 0 and _run_now(again.stdout) == 0
+        assert chat_requests(url) == 80
+
+
+@pytest.mark.slow
+def test_cells_claimed_by_a_killed_process_run_on_the_next_invocation(tmp_path: Path) -> None:
+    registry = numbered_registry(tmp_path / "reg", 20)
+    db = tmp_path / "s.db"
+    with mock_process("--latency-ms", "400") as url:
+        args = (f"registry={registry}", "eval=g", "service=mock", "service.mock.enabled=false",
+                f"service.base_url={url}", "run.concurrency=2", "run.progress=false", f"store.path={db}")
+        proc = start_cli(*args, cwd=tmp_path)
+        wait_for(lambda: stored_results(db) >= 2)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        res = run_cli(*args, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        assert "left to run" not in res.stdout and "nothing to claim" not in res.stdout
+        assert stored_results(db) == 20
