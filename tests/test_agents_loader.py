@@ -73,10 +73,11 @@ def test_all_errors_are_reported_together(tmp_path: Path) -> None:
     with pytest.raises(EvalHydraError) as info:
         load_cases(["s", "missing"], tmp_path)
     message = str(info.value)
-    assert message.startswith("Test case loading failed:\n  ")
-    lines = message.splitlines()[1:]
+    assert message.startswith("Test case loading failed: ")  # zrb's words, then the first problem
+    lines = message.splitlines()[1:-1]  # the other problems, then the expected layout
     assert all(line.startswith("  ") for line in lines)
-    assert len(lines) == 6
+    assert len(lines) == 5
+    assert message.splitlines()[-1].startswith("A case is a directory with instruction.txt")
     for needle in (
         "'no-validator' is missing validator.py",
         "'no-object'",

@@ -30,11 +30,24 @@ def _store(tmp_path: Path) -> Path:
     return path
 
 
-def _result(key: str, run: str, *, error: str | None = None,
-            at: str = "2026-01-01T00:00:00.000Z") -> dict[str, object]:
-    return {"cell_key": key, "run_id": run, "group": "g", "eval_id": "g.e", "service_name": "s", "model": "m",
-            "run_index": 1, "case_id": key, "kind": "chat", "status": "ERROR" if error else "PASS",
-            "passed": error is None, "error_kind": error, "evaluated_at": at}
+def _result(
+    key: str, run: str, *, error: str | None = None, at: str = "2026-01-01T00:00:00.000Z"
+) -> dict[str, object]:
+    return {
+        "cell_key": key,
+        "run_id": run,
+        "group": "g",
+        "eval_id": "g.e",
+        "service_name": "s",
+        "model": "m",
+        "run_index": 1,
+        "case_id": key,
+        "kind": "chat",
+        "status": "ERROR" if error else "PASS",
+        "passed": error is None,
+        "error_kind": error,
+        "evaluated_at": at,
+    }
 
 
 def test_a_second_run_gets_only_what_the_first_did_not_claim(tmp_path: Path) -> None:
@@ -63,11 +76,15 @@ def test_an_expired_lease_is_taken_over(tmp_path: Path) -> None:
 def test_stored_results_are_not_claimed_and_errors_only_from_earlier_runs(tmp_path: Path) -> None:
     path = _store(tmp_path)
     store = open_store(path)
-    store.write(Batch(results=[
-        _result("ok", "old"),
-        _result("old-error", "old", error="timeout"),
-        _result("new-error", "other", error="timeout", at="2026-06-01T00:00:00.000Z"),
-    ]))
+    store.write(
+        Batch(
+            results=[
+                _result("ok", "old"),
+                _result("old-error", "old", error="timeout"),
+                _result("new-error", "other", error="timeout", at="2026-06-01T00:00:00.000Z"),
+            ]
+        )
+    )
     store.close()
     claims = Claims(path, "run-b", "2026-05-01T00:00:00.000Z", resend_errors=True)
     got = claims.claim(["ok", "old-error", "new-error", "fresh"])
@@ -82,8 +99,15 @@ def test_stored_results_are_not_claimed_and_errors_only_from_earlier_runs(tmp_pa
 def test_claims_of_a_dead_process_are_released_when_the_store_is_opened(tmp_path: Path) -> None:
     path = _store(tmp_path)
     store = open_store(path)
-    store.start_run({"run_id": "run-dead", "status": "running", "started_at": "t",
-                     "hostname": os.uname().nodename, "pid": _dead_pid()})
+    store.start_run(
+        {
+            "run_id": "run-dead",
+            "status": "running",
+            "started_at": "t",
+            "hostname": os.uname().nodename,
+            "pid": _dead_pid(),
+        }
+    )
     store.close()
     claims = Claims(path, "run-dead", "t", resend_errors=True)
     claims.claim(["k1"])
@@ -125,9 +149,16 @@ def _run_now(stdout: str) -> int:
 def test_two_processes_on_one_store_send_each_cell_once(tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 80)
     with mock_process("--latency-ms", "100") as url:
-        args = (f"registry={registry}", "eval=g", "service=mock", "service.mock.enabled=false",
-                f"service.base_url={url}", "run.concurrency=4", "run.progress=false",
-                f"store.path={tmp_path / 'shared.db'}")
+        args = (
+            f"registry={registry}",
+            "eval=g",
+            "service=mock",
+            "service.mock.enabled=false",
+            f"service.base_url={url}",
+            "run.concurrency=4",
+            "run.progress=false",
+            f"store.path={tmp_path / 'shared.db'}",
+        )
         procs = [start_cli(*args, cwd=tmp_path) for _ in range(2)]
         outs = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0, 0], outs
@@ -146,8 +177,16 @@ def test_cells_claimed_by_a_killed_process_run_on_the_next_invocation(tmp_path: 
     registry = numbered_registry(tmp_path / "reg", 20)
     db = tmp_path / "s.db"
     with mock_process("--latency-ms", "400") as url:
-        args = (f"registry={registry}", "eval=g", "service=mock", "service.mock.enabled=false",
-                f"service.base_url={url}", "run.concurrency=2", "run.progress=false", f"store.path={db}")
+        args = (
+            f"registry={registry}",
+            "eval=g",
+            "service=mock",
+            "service.mock.enabled=false",
+            f"service.base_url={url}",
+            "run.concurrency=2",
+            "run.progress=false",
+            f"store.path={db}",
+        )
         proc = start_cli(*args, cwd=tmp_path)
         wait_for(lambda: stored_results(db) >= 2)
         proc.send_signal(signal.SIGKILL)

@@ -75,7 +75,8 @@ def load_cases(cases: str | Path | Sequence[str | Path], root: Path) -> list[Age
         The cases, in the order given (a collection's cases sorted by name).
 
     Raises:
-        EvalHydraError: ``Test case loading failed:`` followed by every problem.
+        EvalHydraError: ``Test case loading failed: <the first problem>``, with the
+            others (one per line) and the expected layout as its hint.
     """
     entries = [cases] if isinstance(cases, str | Path) else list(cases)
     errors: list[str] = []
@@ -89,8 +90,15 @@ def load_cases(cases: str | Path | Sequence[str | Path], root: Path) -> list[Age
             errors.append(str(exc))
     errors.extend(_duplicate_names(loaded))
     if errors:
-        raise EvalHydraError("Test case loading failed:\n  " + "\n  ".join(errors))
+        first, *more = errors
+        raise EvalHydraError(f"Test case loading failed: {first}", "\n".join(
+            [*(f"  {error}" for error in more), _CASE_LAYOUT_HINT]))
     return loaded
+
+
+_CASE_LAYOUT_HINT = (f"A case is a directory with {INSTRUCTION_FILE} and a {VALIDATOR_FILE} that sets "
+                     "validator = YourValidator() (the README's agent-CLI recipe); "
+                     "eval.cases names them or their folder.")
 
 
 def _case_dirs(entries: Iterable[Any], root: Path, errors: list[str]) -> list[Path]:

@@ -1,12 +1,16 @@
 """The subcommand table: the one list of ``evalhydra <command>`` names and their help.
 
-It imports nothing, so ``evalhydra`` can tell a subcommand from Hydra overrides
-without loading either side.
+It imports only the standard library, so ``evalhydra`` can tell a subcommand
+from Hydra overrides without loading either side.
 """
 
 from __future__ import annotations
 
-__all__ = ["STORE_COMMANDS", "SUBCOMMANDS", "usage"]
+import argparse
+import sys
+from typing import NoReturn
+
+__all__ = ["STORE_COMMANDS", "SUBCOMMANDS", "CommandParser", "usage"]
 
 #: Commands over the store (:mod:`evalhydra.cli.store_commands`).
 STORE_COMMANDS: dict[str, str] = {
@@ -32,3 +36,18 @@ def usage() -> str:
         "       evalhydra --version\n"
         f"       evalhydra {{{names}}} [-h] ...\n"
     )
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one ``error:`` line, then the usage and the fix.
+
+    argparse prints the usage first and ``<prog>: error: …`` after it; a CI log
+    (and evalhydra's exit-code contract) wants the ``error:`` line first and alone.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``error: <prog>: <message>``, the usage, and where the help is; exit 2."""
+        print(f"error: {self.prog}: {message}", file=sys.stderr)
+        print(self.format_usage().rstrip(), file=sys.stderr)
+        print(f"See: {self.prog} --help", file=sys.stderr)
+        raise SystemExit(2)

@@ -13,6 +13,7 @@ import dataclasses
 import re
 from typing import Any
 
+import yaml
 from hydra.errors import (
     ConfigCompositionException,
     HydraException,
@@ -20,7 +21,7 @@ from hydra.errors import (
     OverrideParseException,
     SearchPathException,
 )
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 import evalhydra.config.schema as schema_module
 from evalhydra.cli.commands import SUBCOMMANDS
@@ -31,6 +32,10 @@ __all__ = ["explain", "schema_keys"]
 
 _COULD_NOT_OVERRIDE = re.compile(r"Could not override '([^']+)'")
 _MERGING = re.compile(r"Error merging override (.+)")
+_IN_CONFIG = re.compile(r"In '([^']+)'")
+#: What a value of an OmegaConf type looks like, for "could not be converted to <type>".
+_TYPE_EXAMPLES = {"Integer": "an integer (e.g. 3)", "Float": "a number (e.g. 0.5)",
+                  "Boolean": "true or false", "String": "a string"}
 
 
 def explain(exc: BaseException) -> EvalHydraError | None:
@@ -45,9 +50,32 @@ def explain(exc: BaseException) -> EvalHydraError | None:
         return _composition(exc)
     if isinstance(exc, SearchPathException):
         return EvalHydraError(_first_line(exc), "Check the --config-dir (or -cd) path.")
+    if isinstance(exc, yaml.YAMLError):
+        return _yaml(exc)
     if isinstance(exc, HydraException | OmegaConfBaseException):
-        return EvalHydraError(_first_line(exc))
+        return EvalHydraError(_first_line(exc), _value_hint(exc))
     return None
+
+
+def _yaml(exc: yaml.YAMLError) -> EvalHydraError:
+    """A config file that is not YAML: its path and line (PyYAML's marks are 0-based)."""
+    # the context mark is where an unclosed bracket or quote opened, the problem mark where parsing stopped
+    mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+    where = f"{mark.name}:{mark.line + 1}" if mark is not None else "a config file"
+    problem = " ".join(str(part) for part in (getattr(exc, "context", None), getattr(exc, "problem", None))
+                       if part)
+    return EvalHydraError(f"{where}: invalid YAML: {problem or type(exc).__name__}.",
+                          "Fix the YAML at that line: an unclosed bracket or quote, or a misplaced indent?")
+
+
+def _value_hint(exc: BaseException) -> str | None:
+    """The fix for a value OmegaConf could not convert (it names the type it wanted)."""
+    match = re.search(r"could not be converted to (\w+)", str(exc))
+    if not match:
+        return None
+    wanted = _TYPE_EXAMPLES.get(match.group(1), f"a value of type {match.group(1)}")
+    key = getattr(exc, "full_key", None)
+    return f"Give {key or 'it'} {wanted}." if key else f"Give {wanted}."
 
 
 def schema_keys(dotted: str) -> list[str]:
@@ -97,9 +125,26 @@ def _composition(exc: ConfigCompositionException) -> EvalHydraError:
         hint = did_you_mean(key.rsplit(".", 1)[-1], schema_keys(key))
         return EvalHydraError(f"{key}: no such config key.", hint)
     merging = _MERGING.search(text)
-    if merging and isinstance(exc.__cause__, OmegaConfBaseException):
-        return EvalHydraError(f"{merging.group(1)}: {_first_line(exc.__cause__)}")
-    return EvalHydraError(_first_line(exc))
+    cause = exc.__cause__ or exc.__context__  # Hydra re-raises file errors without ``from``
+    if isinstance(cause, EvalHydraError):  # a registry file, read while Hydra composed
+        return cause
+    if merging and isinstance(cause, OmegaConfBaseException):
+        return EvalHydraError(f"{merging.group(1)}: {_first_line(cause)}", _value_hint(cause))
+    in_config = _IN_CONFIG.match(text)
+    if in_config and isinstance(cause, ConfigKeyError | ValidationError):
+        return _in_config_file(f"{in_config.group(1)}.yaml", cause)
+    return EvalHydraError(_first_line(exc), "Check the overrides and the config files they name.")
+
+
+def _in_config_file(name: str, cause: OmegaConfBaseException) -> EvalHydraError:
+    """A key or value in a config file (``service/mine.yaml`` under a config dir) the schema refuses."""
+    key = str(getattr(cause, "full_key", "") or "")
+    if isinstance(cause, ConfigKeyError):
+        bad = key or _first_line(cause)
+        return EvalHydraError(f"{name}: {bad}: no such config key.",
+                              did_you_mean(bad.rsplit(".", 1)[-1], schema_keys(bad)))
+    return EvalHydraError(f"{name}: {key}: {_first_line(cause)}",
+                          _value_hint(cause) or "Check the value's type in the schema.")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -34,6 +34,7 @@ from typing import Any
 
 import trio
 
+from evalhydra.cli.commands import CommandParser
 from evalhydra.cli.job import publish_run, report_formats
 from evalhydra.config.compose import compose_config
 from evalhydra.config.defaults import DEFAULT_STORE_PATH
@@ -169,7 +170,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, store: bool = True) -> Non
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``evalhydra rejudge`` argument parser."""
-    parser = argparse.ArgumentParser(prog="evalhydra rejudge", description=DESCRIPTION, epilog=EPILOG,
+    parser = CommandParser(prog="evalhydra rejudge", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     return parser

@@ -27,16 +27,16 @@ from tabulate import tabulate, tabulate_formats
 
 from evalhydra.cli.callbacks import sweep_run_ids
 from evalhydra.cli.catalog import eval_rows, service_rows
-from evalhydra.cli.commands import STORE_COMMANDS
+from evalhydra.cli.commands import STORE_COMMANDS, CommandParser
 from evalhydra.config.defaults import DEFAULT_STORE_PATH
-from evalhydra.errors import EvalHydraError
+from evalhydra.errors import EvalHydraError, did_you_mean
 from evalhydra.registry.definitions import load_registry, registry_origin, resolve_registry_root
 from evalhydra.reports.comparecmd import Target, compare, parse_target, regressions, render
 from evalhydra.reports.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQL, select_runs
 from evalhydra.reports.writer import normalize_formats, write_run_reports
 from evalhydra.store.db import Store, open_store
 from evalhydra.store.merge import merge_stores
-from evalhydra.store.rows import infra_error_sql
+from evalhydra.store.rows import RESULT_STATUSES, infra_error_sql
 from evalhydra.store.schema import SCHEMA_VERSION
 
 __all__ = ["main"]
@@ -50,7 +50,7 @@ def _add_store(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="evalhydra", description="Inspect and report on the evalhydra store."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -325,11 +325,17 @@ def cmd_query(args: argparse.Namespace) -> int:
     except sqlite3.Error as exc:
         what = f"SQL error: {str(exc).rstrip('.')}"
         if any(word in what for word in ("not authorized", "readonly", "may not be modified")):
-            what = "Query refused: it would change the store or the connection"
+            what = f"Query refused: '{_head(args.sql)}' would change the store or the connection"
         raise EvalHydraError(f"{what}.", "evalhydra query is read-only: one SELECT (or WITH, "
                              "EXPLAIN, a read-only PRAGMA) per call.") from None
     print(_format(rows, args.format) if names else "(no result set)")
     return 0
+
+
+def _head(sql: str) -> str:
+    """The start of a statement, for an error line."""
+    text = " ".join(sql.split())
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _cfg_query(p: argparse.ArgumentParser) -> None:
@@ -349,6 +355,10 @@ def cmd_results(args: argparse.Namespace) -> int:
     cond, params = sel.where, list(sel.params)
     if args.status:
         statuses = [s.strip().upper() for s in args.status.split(",") if s.strip()]
+        unknown = [s for s in statuses if s not in RESULT_STATUSES]
+        if unknown:
+            raise EvalHydraError(f"--status {unknown[0]}: no such status.",
+                                 did_you_mean(unknown[0], RESULT_STATUSES))
         cond = f"({cond}) and {STATUS_SQL} in ({', '.join('?' * len(statuses))})"
         params += statuses
     sql = (f"select eval_id as eval, service_name as service, model, case_id as 'case',"
@@ -377,7 +387,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """
     for shard in args.shards:
         if not Path(shard).exists():
-            raise EvalHydraError(f"Shard not found: {shard}.")
+            raise EvalHydraError(f"Shard not found: {shard}.",
+                                 "Give the store files the jobs wrote (store.path of each job).")
     total = merge_stores(Path(args.store), [Path(s) for s in args.shards])
     print(f"merged {len(args.shards)} shard(s); {total} results in {args.store}")
     return 0

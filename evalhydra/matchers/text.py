@@ -169,7 +169,9 @@ def check_regex(spec: dict[str, Any], where: str) -> None:
     try:
         compile_pattern(spec["pattern"], flags, "x")
     except re.error as exc:
-        raise EvalHydraError(f"{where}: regex pattern does not compile: {exc}") from None
+        raise EvalHydraError(f"{where}: regex pattern does not compile: {exc}",
+                             "Fix the pattern (Python regular expression syntax); escape a literal "
+                             "bracket or dot with a backslash.") from None
 
 
 def _text_options(spec: dict[str, Any]) -> dict[str, bool]:

@@ -270,6 +270,9 @@ def _judges(
                 did_you_mean(name, known) + "\nSet judge_service=NAME to choose another.",
             )
         judges[name] = known[name]
+    if conf.judge_service and conf.judge_service not in known:  # a typo is an error even when unused
+        raise EvalHydraError(f"judge_service={conf.judge_service}: there is no service of that name.",
+                             did_you_mean(conf.judge_service, known))
     return judges
 
 

@@ -101,11 +101,11 @@ def check_attachment_path(root: Path, rel: str) -> Path:
         RenderError: Naming the path and what is wrong with it.
     """
     if not rel or _is_absolute(rel):
-        raise RenderError("InvalidAttachmentPath", f"attachment path {rel!r} must be relative")
+        raise RenderError("InvalidAttachmentPath", f"attachment path {rel!r} must be relative", _PATH_HINT)
     if not _segments_ok(rel):
         raise RenderError(
             "InvalidAttachmentPath",
-            f"attachment path {rel!r} has an empty, '.' or '..' segment",
+            f"attachment path {rel!r} has an empty, '.' or '..' segment", _PATH_HINT,
         )
     try:
         real_root = root.resolve()
@@ -114,13 +114,18 @@ def check_attachment_path(root: Path, rel: str) -> Path:
             raise RenderError(
                 "InvalidAttachmentPath",
                 f"attachment path {rel!r} resolves outside the registry root {str(real_root)!r}",
+                _PATH_HINT,
             )
         if not real.is_file():
-            raise RenderError("AttachmentNotFound", f"attachment {rel!r} does not exist under {root}")
+            raise RenderError("AttachmentNotFound", f"attachment {rel!r} does not exist under {root}",
+                              _PATH_HINT)
         _check_size(rel, real.stat().st_size)
     except (OSError, RuntimeError) as exc:  # permissions, symlink loops
         raise RenderError("AttachmentUnreadable", f"attachment {rel!r}: {exc}") from None
     return real
+
+
+_PATH_HINT = "Give a path relative to the registry root that stays inside it, e.g. assets/images/mug.png."
 
 
 def _check_size(rel: str, size: int) -> None:
@@ -128,6 +133,7 @@ def _check_size(rel: str, size: int) -> None:
         raise RenderError(
             "AttachmentTooLarge",
             f"attachment {rel!r} is {size} bytes; the limit is {MAX_ATTACHMENT_BYTES} (5 MiB)",
+            "Shrink the file, or attach only the part the case needs.",
         )
 
 
@@ -211,4 +217,6 @@ def check_text(rel: str, path: Path) -> None:
         read_capped(rel, path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RenderError("InvalidAttachmentText",
-                          f"file attachment {rel!r} is not valid UTF-8 (byte {exc.start})") from None
+                          f"file attachment {rel!r} is not valid UTF-8 (byte {exc.start})",
+                          "Save it as UTF-8 (iconv -t UTF-8), or attach it as an image if it is one.",
+                          ) from None

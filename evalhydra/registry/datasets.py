@@ -31,14 +31,15 @@ WHITESPACE = " \t\r\n"
 def dataset_file(root: Path, rel: str, where: str) -> Path:
     path = (root / rel).resolve()
     if not path.is_relative_to(root.resolve()):
-        raise EvalHydraError(f"{where}: dataset_path '{rel}' escapes the registry root.")
+        raise EvalHydraError(f"{where}: dataset_path '{rel}' escapes the registry root.",
+                             "Give a dataset_path inside the registry, e.g. data/<group>/<eval>/test.jsonl.")
     if not path.is_file():
         raise EvalHydraError(
             f"{where}: dataset file not found: {path}.",
             "dataset_path is relative to the registry root, e.g. data/<group>/<eval>/test.jsonl.",
         )
     if path.stat().st_size > MAX_DATASET_BYTES:
-        raise EvalHydraError(f"{path}: dataset larger than 8 MiB.")
+        raise EvalHydraError(f"{path}: dataset larger than 8 MiB.", "Split it into several evals.")
     return path
 
 
@@ -84,9 +85,13 @@ def iter_cases(root: Path, dataset_path: str, *, check_attachments: bool = True,
         case = _parse_case(raw, root, where, number, check_attachments, template, content_hash,
                            numbered_id)
         if case.id in seen:
-            raise EvalHydraError(f"{where}: duplicate case id '{case.id}'.")
+            raise EvalHydraError(f"{where}: duplicate case id '{case.id}'.",
+                                 "Case ids must be unique within a dataset; rename one of them.")
         seen.add(case.id)
         yield case
+    if not seen:
+        raise EvalHydraError(f"{path}: the dataset has no cases.",
+                             'Add one case per line, e.g. {"id": "case-1", "input": "...", "ideal": "..."}.')
 
 
 Record = tuple[int, Any, str, bool]  # line number, parsed record, content hash, id may default

@@ -184,7 +184,11 @@ def _load_services(root: Path) -> dict[str, dict[str, Any]]:
 def _service_spec(item: Any, where: str) -> dict[str, Any]:
     if not isinstance(item, dict):
         raise EvalHydraError(f"{where}: must be a JSON object.")
-    spec = {k: v for k, v in _clean(item).items() if k in SERVICE_KEYS and v is not None}
+    unknown = [key for key in item if key not in SERVICE_KEYS]
+    if unknown:  # a typo (api_kee_env) would silently drop the key or the timeout
+        raise EvalHydraError(f"{where}: unknown field '{unknown[0]}'.",
+                             did_you_mean(unknown[0], SERVICE_KEYS))
+    spec = {k: v for k, v in _clean(item).items() if v is not None}
     _require(spec, REQUIRED_SERVICE_FIELDS, where)
     if not isinstance(spec["timeout_ms"], int) or spec["timeout_ms"] <= 0:
         raise EvalHydraError(f"{where}: timeout_ms must be a positive integer.")

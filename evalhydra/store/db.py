@@ -162,7 +162,8 @@ def _resolve_one(given: str, known: list[str]) -> str:
     matches = [k for k in known if k == given] or [k for k in known if k.startswith(given)]
     if len(matches) != 1:
         what = "is ambiguous" if matches else "not found"
-        raise EvalHydraError(f"Run '{given}' {what}.", did_you_mean(given, known[:50]))
+        raise EvalHydraError(f"Run '{given}' {what}.",
+                             did_you_mean(given, known[:50]) + "\nList the runs with: evalhydra runs")
     return matches[0]
 
 

@@ -23,6 +23,7 @@ from evalhydra.types import ErrorKind, MatchResult
 __all__ = [
     "ERROR_STATUSES",
     "INFRA_ERROR_SQL",
+    "RESULT_STATUSES",
     "ResultRow",
     "attempt_row",
     "infra_error_sql",
@@ -33,6 +34,8 @@ __all__ = [
 
 #: Agent statuses that are infrastructure errors (zrb's ERROR and TIMEOUT).
 ERROR_STATUSES = ("ERROR", "TIMEOUT")
+#: Every value of ``results.status``: chat cells PASS/FAIL/ERROR, agent trials zrb's five.
+RESULT_STATUSES = ("EXCELLENT", "PASS", "FAIL", "TIMEOUT", "ERROR")
 
 
 def is_infra_error(error_kind: str | None, status: str | None) -> bool:
