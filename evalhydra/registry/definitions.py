@@ -135,17 +135,26 @@ def _load_registry_cached(root: Path, stamp: tuple[float, ...]) -> Registry:
 def _read_definition(path: Path) -> Any:
     if path.stat().st_size > MAX_DEFINITION_BYTES:
         raise EvalHydraError(f"{path}: larger than 1 MiB.", "Split it into smaller files.")
-    text = path.read_text(encoding="utf-8")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise EvalHydraError(f"{path}:{line}: not UTF-8 text (byte {exc.start}).",
+                             "Save the file as UTF-8.") from None
     try:
         if path.suffix in (".yaml", ".yml"):
             return yaml.safe_load(text)
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise EvalHydraError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}.") from None
+        raise EvalHydraError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}.",
+                             "Fix the JSON at that line: a missing comma, quote or bracket?") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
-        raise EvalHydraError(f"{path}{line}: invalid YAML: {exc}.") from None
+        raise EvalHydraError(f"{path}{line}: invalid YAML: {exc}.",
+                             "Fix the YAML at that line: an unclosed bracket or quote, or a misplaced indent?"
+                             ) from None
 
 
 def _clean(value: Any) -> Any:
