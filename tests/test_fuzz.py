@@ -33,7 +33,8 @@ FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 _CASES = (
     '{"id": "c1", "input": "Say OK.", "ideal": "OK"}\n'
     '{"id": "c2", "input": [{"role": "user", "content": "Hi"}], "ideal": ["Hi", "Hello"]}\n'
-    '{"id": "c3", "input": "Look.", "ideal": "x", "attachments": [{"kind": "file", "path": "assets/a.txt"}]}\n'
+    '{"id": "c3", "input": "Look.", "ideal": "x",'
+    ' "attachments": [{"kind": "file", "path": "assets/a.txt"}]}\n'
 )
 _SERVICES = [{"name": "svc", "base_url": "http://127.0.0.1:9/v1/chat/completions", "default_model": "m",
               "timeout_ms": 1000, "retry": {"max_attempts": 2, "backoff_ms": 10, "retry_on_status": [429]}}]

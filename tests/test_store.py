@@ -206,3 +206,16 @@ def test_a_run_whose_process_is_gone_is_marked_interrupted(tmp_path: Path) -> No
     statuses = {r["run_id"]: r["status"] for r in store.query("select run_id, status from runs")}
     store.close()
     assert statuses == {"gone": "interrupted", "alive": "running", "elsewhere": "running"}
+
+
+def test_a_huge_output_is_stored_cut_with_a_marker(tmp_path: Path) -> None:
+    from evalhydra.store.rows import MAX_STORED_OUTPUT_CHARS
+
+    store = open_store(tmp_path / "s.db")
+    row = {**_row("big"), "output": "x" * (MAX_STORED_OUTPUT_CHARS + 10)}
+    store.write(Batch(results=[row, {**_row("small"), "output": "ok"}]))
+    stored = dict(store.conn.execute("select cell_key, output from results").fetchall())
+    assert stored["small"] == "ok"
+    assert stored["big"].startswith("x" * MAX_STORED_OUTPUT_CHARS)
+    assert stored["big"].endswith(f"[evalhydra: output cut at {MAX_STORED_OUTPUT_CHARS} of "
+                                  f"{MAX_STORED_OUTPUT_CHARS + 10} characters]")

@@ -23,9 +23,11 @@ from evalhydra.types import ErrorKind, MatchResult
 __all__ = [
     "ERROR_STATUSES",
     "INFRA_ERROR_SQL",
+    "MAX_STORED_OUTPUT_CHARS",
     "RESULT_STATUSES",
     "ResultRow",
     "attempt_row",
+    "cap_output",
     "infra_error_sql",
     "is_infra_error",
     "now_iso",
@@ -143,15 +145,32 @@ _JSON_POSITIONS = [
     i for i, name in enumerate(RESULT_FIELDS)
     if name in ("input", "tool_calls", "details", "rubric_scores", "attempt_history")
 ]
+_OUTPUT_POSITION = RESULT_FIELDS.index("output")
 
 
 def row_values(row: ResultRow) -> list[Any]:
-    """The row's values in column order, containers as sorted-key JSON."""
+    """The row's values in column order, containers as sorted-key JSON, ``output`` capped."""
     values = list(_VALUES(row))
     for i in _JSON_POSITIONS:
         if isinstance(values[i], dict | list | tuple):
             values[i] = json.dumps(values[i], ensure_ascii=False, sort_keys=True)
+    output = values[_OUTPUT_POSITION]
+    if isinstance(output, str) and len(output) > MAX_STORED_OUTPUT_CHARS:
+        values[_OUTPUT_POSITION] = cap_output(output)
     return values
+
+
+#: The most characters of an output the store keeps (and so every report copies). The
+#: matcher has already scored the whole reply (itself at most 8 MiB on the wire, decoded).
+MAX_STORED_OUTPUT_CHARS = 1 << 20
+
+
+def cap_output(text: str) -> str:
+    """``text`` cut to :data:`MAX_STORED_OUTPUT_CHARS`, with a marker saying how long it was."""
+    if len(text) <= MAX_STORED_OUTPUT_CHARS:
+        return text
+    return (f"{text[:MAX_STORED_OUTPUT_CHARS]}\n"
+            f"[evalhydra: output cut at {MAX_STORED_OUTPUT_CHARS} of {len(text)} characters]")
 
 
 def verdict_status(error: ErrorKind | str | None, passed: bool) -> str:
