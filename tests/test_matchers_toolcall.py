@@ -64,14 +64,24 @@ A = ToolCall
             [A("a", '{"q":"y"}'), A("a", "oops"), A("a", "{}")],
             "invalid arguments json",
         ),
-        # a wrong name outranks argument errors
-        ([E("a", '{"q":1}'), E("b")], [A("a", '{"q":2}')], "wrong tool name"),
-        # only expected calls without any match report their errors
+        # zig_eval: "wrong tool name" only when no pair of matching names had an argument error
+        ([E("a", '{"q":1}'), E("b")], [A("a", '{"q":2}')], "tool argument value mismatch"),
+        ([E("a"), E("b")], [A("a", "{}")], "wrong tool name"),
+        # the highest-ranked error seen anywhere in the search wins, a matched call's too
         (
             [E("a", '{"q":1}'), E("b", '{"u":1}')],
             [A("a", "broken"), A("a", '{"q":1}'), A("b", '{"u":2}')],
-            "tool argument value mismatch",
+            "invalid arguments json",
         ),
+        # the search never reaches an expected call after one that cannot be placed
+        ([E("a", '{"q":1}'), E("b", '{"u":1}')], [A("a", '{"q":2}'), A("b", "broken")],
+         "tool argument value mismatch"),
+        # actual arguments are parsed first; expected keys are checked in order, first problem wins
+        ([E("a", "{bad")], [A("a", "oops")], "invalid arguments json"),
+        ([E("a", '{"x":1,"y":2}')], [A("a", '{"x":2}')], "tool argument value mismatch"),
+        ([E("a", '{"y":2,"x":1}')], [A("a", '{"x":2}')], "missing expected argument field"),
+        # a whitespace-only arguments_json is absent: the name alone decides
+        ([E("a", " \t\n")], [A("a", "not json")], None),
     ],
 )
 def test_tool_call_match(expected: list, actual: list, reason: str | None) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from evalhydra import strictjson
 from evalhydra.errors import EvalHydraError
 from evalhydra.matchers.base import MatchContext, Matcher, sync_matcher
 from evalhydra.matchers.common import fail, passed, strict_json_loads, strip_code_fence
@@ -48,7 +49,7 @@ def json_fields(output: str, required_fields: list[str]) -> MatchResult:
         object`` or ``missing required json field``.
     """
     try:
-        value = strict_json_loads(output)
+        value = strictjson.loads(output)
     except ValueError:
         return fail(INVALID_JSON)
     if not isinstance(value, dict):

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalhydra import strictjson
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.common import (
     ASCII_WHITESPACE,
     effective_ideal,
     format_value,
     is_unit_number,
-    strict_json_loads,
 )
 from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, require_judge
 from evalhydra.types import ChatRequest, Completion, MatchResult
@@ -80,7 +80,7 @@ def parse_judge_reply(content: str) -> tuple[float, bool, str] | None:
     ``reason`` (returned trimmed).
     """
     try:
-        reply = strict_json_loads(content)
+        reply = strictjson.loads(content)
     except ValueError:
         return None
     if not isinstance(reply, dict):

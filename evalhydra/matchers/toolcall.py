@@ -8,9 +8,10 @@ with a deep-equal value. Equality is type-strict (``1`` â‰  ``1.0``, ``true`` â‰
 argument keys and extra calls are allowed.
 
 Failure reasons, as in zig_eval: ``missing expected tool calls`` (the case has
-none), ``missing tool call`` (the model made none), ``wrong tool name`` (some
-expected name has no actual call, or duplicates ran out), otherwise the
-highest-ranked argument error among the expected calls that found no match::
+none), ``missing tool call`` (the model made none), otherwise the
+highest-ranked argument error seen for any pair of matching names in the
+search, and ``wrong tool name`` when there was none (no expected name matched
+an actual call, or calls of the right names ran out)::
 
     invalid expected arguments json
       > invalid arguments json | arguments json is not object
@@ -24,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from evalhydra import strictjson
 from evalhydra.matchers.base import MatchContext, Matcher, sync_matcher
-from evalhydra.matchers.common import fail, passed, strict_json_loads
+from evalhydra.matchers.common import ASCII_WHITESPACE, fail, passed
 from evalhydra.types import ExpectedToolCall, MatchResult, ToolCall
 
 __all__ = [
@@ -65,7 +67,7 @@ def json_equal(expected: Any, actual: Any) -> bool:
 
 def _parse_object(text: str, invalid: str, not_object: str) -> tuple[dict[str, Any] | None, str]:
     try:
-        value = strict_json_loads(text)
+        value = strictjson.loads(text)
     except ValueError:
         return None, invalid
     if not isinstance(value, dict):
@@ -74,21 +76,27 @@ def _parse_object(text: str, invalid: str, not_object: str) -> tuple[dict[str, A
 
 
 def argument_error(expected_json: str | None, actual_json: str) -> str | None:
-    """The highest-ranked reason the actual arguments fail the expected ones, or None."""
-    if expected_json is None:
+    """Why the actual arguments fail the expected ones, or None (zig_eval's order).
+
+    The actual arguments are parsed before the expected ones, and the expected
+    keys are checked in their order: the first key that is missing or differs
+    gives the reason. A whitespace-only ``expected_json`` counts as absent.
+    """
+    if expected_json is None or not expected_json.strip(ASCII_WHITESPACE):
         return None
+    actual, error = _parse_object(actual_json, "invalid arguments json", "arguments json is not object")
+    if actual is None:
+        return error
     expected, error = _parse_object(
         expected_json, "invalid expected arguments json", "expected arguments json is not object"
     )
     if expected is None:
         return error
-    actual, error = _parse_object(actual_json, "invalid arguments json", "arguments json is not object")
-    if actual is None:
-        return error
-    if any(key not in actual for key in expected):
-        return "missing expected argument field"
-    if not all(json_equal(value, actual[key]) for key, value in expected.items()):
-        return "tool argument value mismatch"
+    for key, value in expected.items():
+        if key not in actual:
+            return "missing expected argument field"
+        if not json_equal(value, actual[key]):
+            return "tool argument value mismatch"
     return None
 
 
@@ -119,13 +127,17 @@ def assign_distinct(candidates: Sequence[Sequence[int]]) -> list[int] | None:
     return assignment
 
 
-def _worst_error(errors: list[dict[int, str | None]], problem: list[int]) -> str:
+def _worst_error(errors: list[dict[int, str | None]]) -> str:
+    """The highest-ranked argument error seen for any pair with matching names.
+
+    ``wrong tool name`` when no pair had an argument error: no expected name
+    matched an actual call, or calls of the right names ran out (duplicates).
+    """
     worst: str | None = None
-    for i in problem:
-        for error in errors[i].values():
-            if error is not None and (
-                worst is None or ARGUMENT_ERROR_RANK[error] > ARGUMENT_ERROR_RANK[worst]
-            ):
+    for row in errors:
+        for error in row.values():
+            if error is not None and (worst is None
+                                      or ARGUMENT_ERROR_RANK[error] > ARGUMENT_ERROR_RANK[worst]):
                 worst = error
     return worst or "wrong tool name"
 
@@ -142,8 +154,6 @@ def tool_call_match(expected: Sequence[ExpectedToolCall], actual: Sequence[ToolC
     if not actual:
         return fail("missing tool call")
     by_name = [[j for j, a in enumerate(actual) if a.name == e.name] for e in expected]
-    if assign_distinct(by_name) is None:
-        return fail("wrong tool name")
     errors = [
         {j: argument_error(e.arguments_json, actual[j].arguments) for j in names}
         for e, names in zip(expected, by_name, strict=True)
@@ -152,8 +162,19 @@ def tool_call_match(expected: Sequence[ExpectedToolCall], actual: Sequence[ToolC
     assignment = assign_distinct(full)
     if assignment is not None:
         return passed(details={"assignment": assignment})
-    problem = [i for i, row in enumerate(full) if not row] or list(range(len(expected)))
-    return fail(_worst_error(errors, problem))
+    return fail(_worst_error(errors[:_levels_reached(full)]))
+
+
+def _levels_reached(full: list[list[int]]) -> int:
+    """How many expected calls zig_eval's in-order backtracking search gets to try.
+
+    The search tries expected call ``i`` only once calls ``0..i-1`` hold distinct
+    full matches, so argument errors of later calls are never seen.
+    """
+    for level in range(1, len(full)):
+        if assign_distinct(full[:level]) is None:
+            return level
+    return len(full)
 
 
 def build_tool_call(spec: dict[str, Any]) -> Matcher:

@@ -7,7 +7,6 @@ plain frozen objects that the runner and tests use directly.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +15,7 @@ from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, OmegaConf
 
+from evalhydra import strictjson
 from evalhydra.agents.command import check_executable, validate_command_service
 from evalhydra.config.compose import config_dirs, to_config
 from evalhydra.config.redact import redact
@@ -248,8 +248,8 @@ def _matcher_spec(spec: dict[str, Any], conf: Config, suite: Any, where: str) ->
 
 def _tool(tool: Any, where: str) -> ToolSpec:
     try:
-        params = json.loads(tool["parameters_json"] or "{}")
-    except json.JSONDecodeError as exc:
+        params = strictjson.loads(tool["parameters_json"] or "{}")
+    except ValueError as exc:
         raise EvalHydraError(f"{where}: tool '{tool['name']}' parameters_json: {exc}.") from None
     if not isinstance(params, dict):
         raise EvalHydraError(f"{where}: tool '{tool['name']}' parameters_json must be a JSON object.")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalhydra import strictjson
 from evalhydra.errors import EvalHydraError
 from evalhydra.messages import MessageError, check_messages, fill, is_conversation
 from evalhydra.registry.attachments import attachment_mime, check_attachment_path, check_text
@@ -104,9 +105,14 @@ def _jsonl_records(path: Path) -> Iterator[Record]:
             if not line:
                 continue
             try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise EvalHydraError(f"{path}:{number}: invalid JSON: {exc}.") from None
+                record = strictjson.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise EvalHydraError(f"{path}:{number}: not UTF-8 text (byte {exc.start} of the line).",
+                                     "Save the dataset as UTF-8.") from None
+            except ValueError as exc:  # JSON syntax, a repeated key, a lone surrogate escape
+                raise EvalHydraError(f"{path}:{number}: invalid JSON: {exc}.",
+                                     "Each line is one JSON object: fix a missing comma, quote or "
+                                     "bracket, or a key written twice.") from None
             openai_sample = isinstance(record, dict) and is_conversation(record.get("input"))
             yield number, record, hashlib.sha256(line).hexdigest()[:16], openai_sample
 

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 import evalhydra.registry_data as registry_data
+from evalhydra import strictjson
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.errors import EvalHydraError, did_you_mean
 from evalhydra.registry.datasets import WHITESPACE, dataset_file
@@ -139,16 +140,19 @@ def _read_definition(path: Path) -> Any:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise EvalHydraError(f"{path}:{line}: not UTF-8 text (byte {exc.start}).",
+        lines_before = data.count(b"\n", 0, exc.start)
+        raise EvalHydraError(f"{path}:{lines_before + 1}: not UTF-8 text (byte {exc.start}).",
                              "Save the file as UTF-8.") from None
     try:
         if path.suffix in (".yaml", ".yml"):
             return yaml.safe_load(text)
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise EvalHydraError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}.",
-                             "Fix the JSON at that line: a missing comma, quote or bracket?") from None
+        return strictjson.loads(text)
+    except ValueError as exc:  # JSON syntax, a repeated key, a lone surrogate escape (zig_eval refuses all)
+        number = strictjson.error_line(text, exc)
+        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise EvalHydraError(f"{path}{f':{number}' if number else ''}: invalid JSON: {detail}.",
+                             "Fix the JSON at that line: a missing comma, quote or bracket, or a key "
+                             "written twice?") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
@@ -291,6 +295,7 @@ def _tool_spec(tool: Any, where: str) -> dict[str, Any]:
 
 def _parse_json(text: Any, where: str) -> Any:
     try:
-        return json.loads(text)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise EvalHydraError(f"{where}: invalid JSON ({exc}).") from None
+        return strictjson.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise EvalHydraError(f"{where}: invalid JSON ({exc}).",
+                             'Write a JSON object, e.g. {"type": "object"}.') from None

@@ -48,7 +48,7 @@ import httpx
 import trio
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from evalhydra import __version__, fastpath
+from evalhydra import __version__, fastpath, strictjson
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.errors import EvalHydraError
 from evalhydra.http.pool import TransportPool
@@ -395,8 +395,8 @@ def parse_chat_response(body: bytes, requested_model: str) -> ChatAnswer:
             content or tool calls, or neither content nor tool calls).
     """
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        data = strictjson.loads(body)
+    except (ValueError, UnicodeDecodeError):  # also a repeated key or a lone surrogate, as zig_eval
         raise InvalidResponseError("InvalidUpstreamJson") from None
     message = _first_message(data)
     tool_calls = _parse_tool_calls(message)
@@ -426,7 +426,7 @@ def upstream_error_message(body: bytes) -> str:
         ``UpstreamHttpError``.
     """
     try:
-        data = json.loads(body)
+        data = strictjson.loads(body)
     except (ValueError, UnicodeDecodeError):
         return "UpstreamHttpError"
     error = data.get("error") if isinstance(data, dict) else None
