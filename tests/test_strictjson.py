@@ -93,7 +93,8 @@ def test_a_dataset_line_with_a_repeated_key_is_refused(tmp_path: Path) -> None:
         tmp_path / "reg",
         evals={"g/e.json": smoke_eval()},
         data={
-            "data/g/e/test.jsonl": '{"id": "c1", "input": "a", "ideal": "b"}\n{"id": "c2", "input": "a", "input": "b"}\n'
+            "data/g/e/test.jsonl": '{"id": "c1", "input": "a", "ideal": "b"}\n'
+            '{"id": "c2", "input": "a", "input": "b"}\n'
         },
     )
     with pytest.raises(EvalHydraError, match=r"test\.jsonl:2: invalid JSON: duplicate object key 'input'"):
