@@ -11,7 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from evalhydra.reports.compare import baseline_comparisons_sql
+from evalhydra.reports.compare import baseline_comparisons_sql, split_paired
+from evalhydra.zignum import integral_numbers
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
 from evalhydra.reports.writer import ALL_FORMATS, normalize_formats, write_run_reports
@@ -48,13 +49,19 @@ def test_every_format_is_written_and_regenerates_byte_identical(mock_store: Mock
     names = ["base", "flaky", "judge"]
     first = _report(mock_store, names, tmp_path / "a")
     assert {p.name for p in first} == {
-        "runs.json", "evals.json", "baseline_comparisons.json", "trials.json", "summary.json",
-        "results.jsonl", "report.md", "summary.md", "report.txt", "junit.xml", "report.html"}
+        "runs.json", "evals.json", "baseline_comparisons.json", "paired_comparisons.json", "trials.json",
+        "summary.json", "results.jsonl", "report.md", "summary.md", "report.txt", "junit.xml", "report.html"}
     _report(mock_store, names, tmp_path / "b")
     _report(mock_store, names, tmp_path / "a")  # again into the same directory
     for path in first:
         assert path.read_bytes() == (tmp_path / "b" / path.name).read_bytes(), path.name
     assert len(read_jsonl(tmp_path / "a" / "results.jsonl")) == 18  # appended once per run
+
+
+#: zig_eval's BaselineComparison fields, in its order.
+SEED_COMPARISON_KEYS = ("group", "eval_id", "target_kind", "service_name", "baseline_name", "candidate_name",
+                        "baseline_pass_rate", "candidate_pass_rate", "delta_pass_rate", "delta_ci_low",
+                        "delta_ci_high", "confidence_level")
 
 
 def test_seed_artifacts_equal_the_zig_functions_over_the_rows(mock_store: MockStore,
@@ -64,12 +71,17 @@ def test_seed_artifacts_equal_the_zig_functions_over_the_rows(mock_store: MockSt
     store = open_store(mock_store.path, read_only=True)
     rows = list(store.run_rows(ids))
     store.close()
-    runs_text = json.dumps(zig.runs_json(rows), indent=2, ensure_ascii=False) + "\n"
+    runs_text = json.dumps(integral_numbers(zig.runs_json(rows)), indent=2, ensure_ascii=False) + "\n"
     assert (tmp_path / "runs.json").read_text() == runs_text
-    assert json.loads((tmp_path / "evals.json").read_text()) == zig.evals_json(rows)
+    evals_text = json.dumps(integral_numbers(zig.evals_json(rows)), indent=2, ensure_ascii=False) + "\n"
+    assert (tmp_path / "evals.json").read_text() == evals_text  # 1, not 1.0, as zig_eval writes
     expected = zig.baseline_comparisons(rows, baseline_service="mock")
-    assert json.loads((tmp_path / "baseline_comparisons.json").read_text()) == expected
-    assert expected["baseline_comparisons"], "two services and two models give comparisons"
+    seed, paired = split_paired(expected["baseline_comparisons"])
+    written = json.loads((tmp_path / "baseline_comparisons.json").read_text())
+    assert written == {"schema_version": 2, "baseline_comparisons": seed}
+    assert all(list(c) == list(SEED_COMPARISON_KEYS) for c in written["baseline_comparisons"])
+    assert json.loads((tmp_path / "paired_comparisons.json").read_text())["paired_comparisons"] == paired
+    assert expected["baseline_comparisons"] and paired, "two services and two models give comparisons"
     assert (tmp_path / "report.txt").read_text() == zig.text_report(rows)
 
 

@@ -23,6 +23,7 @@ from evalhydra.matchers.common import (
 )
 from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, require_judge
 from evalhydra.types import ChatRequest, Completion, MatchResult
+from evalhydra.zignum import fixed
 
 __all__ = [
     "INVALID_JUDGE_OUTPUT",
@@ -56,7 +57,7 @@ def model_grade_prompt(
         "\n"
         f"Rubric:\n{rubric}\n"
         "\n"
-        f"Passing score:\n{pass_score:.3f}\n"
+        f"Passing score:\n{fixed(pass_score, 3)}\n"
         "\n"
         f"Eval input:\n{input_text}\n"
         "\n"

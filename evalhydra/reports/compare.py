@@ -198,6 +198,21 @@ def comparison_row(pairing: EvalPairing, *, kind: str, service_name: str | None,
     }
 
 
+#: The keys that name a comparison (the paired file repeats them beside each block).
+_IDENTITY = ("group", "eval_id", "target_kind", "service_name", "baseline_name", "candidate_name")
+
+
+def split_paired(comparisons: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The seed's comparison objects (exactly zig_eval's keys) and the paired blocks beside them.
+
+    ``baseline_comparisons.json`` holds the first, ``paired_comparisons.json`` the second:
+    each paired entry names its comparison with the seed's identity keys.
+    """
+    seed = [{k: v for k, v in c.items() if k != "paired"} for c in comparisons]
+    paired = [{**{k: c[k] for k in _IDENTITY}, **c["paired"]} for c in comparisons if c.get("paired")]
+    return seed, paired
+
+
 # --- the seed's baselines over a selection -----------------------------------
 
 

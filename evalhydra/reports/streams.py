@@ -17,6 +17,7 @@ from typing import TextIO
 
 from evalhydra.reports.selection import SEED_ORDER_SQL, Selection
 from evalhydra.reports.zig import SCHEMA_VERSION
+from evalhydra.zignum import json_number
 
 __all__ = ["runs_json_blocks", "write_runs_json"]
 
@@ -74,7 +75,7 @@ def runs_json_blocks(conn: sqlite3.Connection, sel: Selection) -> Iterator[list[
     sql = f"select {_BLOCK_COLUMNS} from results where {sel.where} order by {SEED_ORDER_SQL}"
     cursor = conn.execute(sql, sel.params)
     for rows in iter(lambda: cursor.fetchmany(2000), []):
-        yield [f"{head}{float(score or 0.0)!r}{tail}" for head, score, tail in rows]
+        yield [f"{head}{json_number(float(score or 0.0))}{tail}" for head, score, tail in rows]
 
 
 def write_runs_json(conn: sqlite3.Connection, sel: Selection, out: TextIO) -> None:

@@ -32,6 +32,7 @@ from evalhydra.atomic import stream_atomic, write_json_atomic, write_text_atomic
 from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
 from evalhydra.errors import EvalHydraError
 from evalhydra.reports.aiwg import append_run_lines, result_lines, summary_json
+from evalhydra.reports.compare import split_paired
 from evalhydra.reports.data import collect
 from evalhydra.reports.html import write_html
 from evalhydra.reports.junit import write_junit
@@ -42,6 +43,7 @@ from evalhydra.reports.trials import trials_json
 from evalhydra.reports.zig import SCHEMA_VERSION, format_text_report
 from evalhydra.reports.zrb import write_agent_artifacts
 from evalhydra.store.db import Store
+from evalhydra.zignum import integral_numbers
 
 __all__ = [
     "ALL_FORMATS",
@@ -100,9 +102,11 @@ def _json_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
                 formats: Sequence[str]) -> list[Path]:
     docs: dict[str, Any] = {}
     if "json" in formats:
-        docs["evals.json"] = data.evals_doc
-        docs["baseline_comparisons.json"] = {"schema_version": SCHEMA_VERSION,
-                                             "baseline_comparisons": data.comparisons}
+        docs["evals.json"] = integral_numbers(data.evals_doc)
+        seed, paired = split_paired(data.comparisons)
+        docs["baseline_comparisons.json"] = integral_numbers({"schema_version": SCHEMA_VERSION,
+                                                              "baseline_comparisons": seed})
+        docs["paired_comparisons.json"] = {"schema_version": SCHEMA_VERSION, "paired_comparisons": paired}
         docs["trials.json"] = trials_json(data)
     if "jsonl" in formats:
         if len(sel.run_ids) == 1:

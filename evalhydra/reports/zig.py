@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalhydra.stats import Z95, wilson_interval
+from evalhydra.zignum import fixed
 
 __all__ = [
     "CONFIDENCE_LEVEL",
@@ -180,9 +181,9 @@ def _summary_line(stats: Mapping[str, Any], indent: int) -> str:
     counts, latency, retries = stats["counts"], stats["latency"], stats["retries"]
     return (
         f"{' ' * indent}summary: total={counts['total_runs']} passed={counts['passed']}"
-        f" failed={counts['failed']} pass_rate={stats['pass_rate'] * 100:.2f}%"
-        f" ci95=[{stats['pass_rate_ci_low'] * 100:.2f}%, {stats['pass_rate_ci_high'] * 100:.2f}%]"
-        f" mean_ms={latency['mean_ms']:.2f} p50_ms={latency['p50_ms']}"
+        f" failed={counts['failed']} pass_rate={fixed(stats['pass_rate'] * 100, 2)}%"
+        f" ci95=[{fixed(stats['pass_rate_ci_low'] * 100, 2)}%, {fixed(stats['pass_rate_ci_high'] * 100, 2)}%]"
+        f" mean_ms={fixed(latency['mean_ms'], 2)} p50_ms={latency['p50_ms']}"
         f" p95_ms={latency['p95_ms']} retried_runs={retries['retried_runs']}"
         f" total_attempts={retries['total_attempts']}"
     )
