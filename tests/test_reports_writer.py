@@ -12,11 +12,11 @@ import jsonschema
 import pytest
 
 from evalhydra.reports.compare import baseline_comparisons_sql, split_paired
-from evalhydra.zignum import integral_numbers
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
 from evalhydra.reports.writer import ALL_FORMATS, normalize_formats, write_run_reports
 from evalhydra.store.db import open_store
+from evalhydra.zignum import integral_numbers
 from tests.reference import zig
 from tests.test_reports_support import (
     MockStore,
