@@ -179,6 +179,7 @@ class Completion:
     latency_ms: float = 0.0
     error_kind: ErrorKind | None = None
     error_message: str | None = None
+    error_detail: str | None = None  # more than the seed's reason says (a render error's file and byte)
     attempts: tuple[AttemptRecord, ...] = ()
     cost_usd: float = 0.0
 

@@ -376,6 +376,15 @@ async def test_final_http_error_reason(tmp_path: Path, body: dict[str, Any], mes
     assert done.status_code == 401
 
 
+@pytest.mark.parametrize("code", [201, 202, 204, 299])
+async def test_a_2xx_other_than_200_is_a_failed_call_as_in_zig_eval(tmp_path: Path, code: int) -> None:
+    done = await call(make_cfg(), Upstream(httpx.Response(code, json=chat_body("OK"))), tmp_path)
+    assert done.error_kind is ErrorKind.CLIENT_ERROR and done.output == ""
+    assert (done.error_message, done.status_code) == ("UpstreamHttpError", code)
+    quoted = await call(make_cfg(), Upstream(status(201, {"error": {"message": "queued"}})), tmp_path)
+    assert quoted.error_message == "queued"
+
+
 def test_upstream_error_message_non_json() -> None:
     assert upstream_error_message(b"Bad Gateway") == "UpstreamHttpError"
     assert upstream_error_message(b"") == "UpstreamHttpError"

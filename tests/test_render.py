@@ -238,7 +238,9 @@ def test_render_error_completion() -> None:
     err = RenderError("UnsupportedAttachmentType", "attachment 'a.bin': nope")
     done = render_error_completion(err, "gpt-x")
     assert done.error_kind is ErrorKind.RENDER_ERROR
-    assert done.error_message == "UnsupportedAttachmentType: attachment 'a.bin': nope"
+    # zig_eval: the reason is the error's name and the call counts one attempt
+    assert done.error_message == "UnsupportedAttachmentType"
+    assert done.error_detail == "UnsupportedAttachmentType: attachment 'a.bin': nope"
     assert done.model == "gpt-x"
-    assert done.attempt_count == 0
+    assert done.attempt_count == 1
     assert not done.ok

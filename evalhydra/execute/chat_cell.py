@@ -100,9 +100,9 @@ class ChatCellRunner:
 
     async def _score(self, job: CellJob, completion: Completion) -> MatchResult:
         if not completion.ok:
-            return MatchResult(
-                passed=False, score=0.0, reason=completion.error_message, error_kind=completion.error_kind
-            )
+            details = {"error_detail": completion.error_detail} if completion.error_detail else None
+            return MatchResult(passed=False, score=0.0, reason=completion.error_message,
+                               error_kind=completion.error_kind, details=details)
         ctx = MatchContext(case=job.case, output=completion.output, tool_calls=completion.tool_calls)
         return await self.matchers[job.eval.id](ctx)
 

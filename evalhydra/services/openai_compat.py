@@ -636,7 +636,7 @@ class OpenAICompatService:
                 retry_after = response.headers.get("retry-after")
             finally:
                 await response.aclose()
-        if not 200 <= status < 300:
+        if status != 200:  # zig_eval: any other status, a 201 or 204 too, is a failed call
             return AttemptResult(
                 status_code=status,
                 error_kind=classify_status(status),

@@ -157,12 +157,15 @@ def render_error_completion(error: RenderError, model: str) -> Completion:
         model: The model the cell would have used.
 
     Returns:
-        A failed Completion with error kind ``render_error`` and no attempts.
+        A failed Completion with error kind ``render_error``: as in zig_eval, its reason
+        is the error's name (``InvalidAttachmentText``) and it counts one attempt; what
+        exactly is wrong goes to ``error_detail``.
     """
     return Completion(
         output="",
         model=model,
-        attempt_count=0,
+        attempt_count=1,
         error_kind=ErrorKind.RENDER_ERROR,
-        error_message=error.message,
+        error_message=error.reason,
+        error_detail=error.message,
     )

@@ -85,13 +85,14 @@ _STRATEGIES = ("linear", "exponential")
 
 
 def classify_status(code: int) -> ErrorKind:
-    """Map a non-2xx HTTP status to an error kind.
+    """Map an HTTP status other than 200 to an error kind.
 
     Args:
         code: The HTTP status.
 
     Returns:
-        ``rate_limited`` for 429, ``server_error`` for 5xx, else ``client_error``.
+        ``rate_limited`` for 429, ``server_error`` for 5xx, else ``client_error`` (a 201
+        or a 3xx too: zig_eval accepts only 200).
     """
     if code == 429:
         return ErrorKind.RATE_LIMITED
