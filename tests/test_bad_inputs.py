@@ -227,6 +227,12 @@ CATALOGUE: dict[str, Bad] = {
     "duplicate eval ids": Bad(
         lambda root: _reg_args(_registry(root, evals={"g/f.json": smoke_eval()})), "g.e", "id"
     ),
+    "repeated key in an eval": Bad(_eval_text('{"id": "g.e",\n "id": "g.f"}'), "e.json:2", "written twice"),
+    "repeated key in services.json": Bad(_services('[{"name": "svc",\n "name": "x"}]'), "services.json:2",
+                                         "written twice"),
+    "tool without description": Bad(_eval_spec(tools=[{"name": "search", "parameters_json": "{}"}],
+                                               matcher={"kind": "tool_call"}), "e.json:1", "description"),
+    "numeric case id": Bad(_dataset('{"id": 5, "input": "a", "ideal": "b"}\n'), "test.jsonl:1", '"5"'),
     "dataset file missing": Bad(
         _eval_spec(dataset_path="data/nope.jsonl"), "data/nope.jsonl", "dataset_path"
     ),

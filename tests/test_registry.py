@@ -75,7 +75,11 @@ def test_bad_line_names_path_and_line(tmp_path: Path, line: str, message: str) -
         ({"default_run_count": 0}, "default_run_count must be a positive integer"),
         ({"description": "  "}, "required field 'description' is missing or empty"),
         ({"dataset_path": "data/missing.jsonl"}, "dataset file not found"),
-        ({"tools": [{"name": "t", "parameters_json": "[1]"}]}, r"parameters_json must be a JSON object"),
+        ({"tools": [{"name": "t", "description": "d", "parameters_json": "[1]"}]},
+         r"parameters_json must be a JSON object"),
+        # zig_eval refuses a tool without a description; the error names the file and the tool's line
+        ({"tools": [{"name": "t", "parameters_json": "{}"}]},
+         r"e\.json:1: tools\[0\]: required field 'description' is missing or empty"),
     ],
 )
 def test_eval_validation(tmp_path: Path, change: dict[str, object], message: str) -> None:
@@ -86,6 +90,13 @@ def test_eval_validation(tmp_path: Path, change: dict[str, object], message: str
     )
     with pytest.raises(EvalHydraError, match=message):
         load_registry(root)
+
+
+def test_a_numeric_case_id_is_refused_as_in_zig_eval(tmp_path: Path) -> None:
+    root = write_registry(tmp_path / "reg", evals={"g/e.json": smoke_eval()},
+                          data={"data/g/e/test.jsonl": '{"id":"a","input":"x"}\n{"id":7,"input":"x"}\n'})
+    with pytest.raises(EvalHydraError, match=r"test\.jsonl:2: 'id' must be a string, not the number 7"):
+        list(iter_cases(root, "data/g/e/test.jsonl"))
 
 
 def test_duplicate_eval_id_and_service_name(tmp_path: Path) -> None:

@@ -156,8 +156,9 @@ def _parse_case(raw: Any, root: Path, where: str, number: int, check: bool,
 
 
 def _case_id(value: Any, number: int, numbered: bool, where: str) -> str:
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):  # zig_eval refuses it too
+        raise EvalHydraError(f"{where}: 'id' must be a string, not the number {value}.",
+                             f'Quote it: "id": "{value}".')
     if (value is None or value == "") and numbered:
         return str(number)
     if not isinstance(value, str) or not value.strip(WHITESPACE):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -175,7 +176,8 @@ def _clean(value: Any) -> Any:
 def _require(spec: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
     for name in fields:
         if spec.get(name) is None:
-            raise EvalHydraError(f"{where}: required field '{name}' is missing or empty.")
+            raise EvalHydraError(f"{where}: required field '{name}' is missing or empty.",
+                                 f'Add "{name}" with a non-empty value (zig_eval requires it).')
 
 
 def _load_services(root: Path) -> dict[str, dict[str, Any]]:
@@ -271,24 +273,36 @@ def _eval_spec(raw: Any, root: Path, path: Path) -> dict[str, Any]:
         raise EvalHydraError(f"{where}: max_attempts must be an integer in 1..10.")
     if not isinstance(spec["matcher"], dict) or "kind" not in spec["matcher"]:
         raise EvalHydraError(f"{where}: matcher must be an object with a 'kind'.")
-    spec["tools"] = [_tool_spec(t, f"{where}: tools[{i}]") for i, t in enumerate(spec.get("tools") or [])]
+    tools = spec.get("tools") or []
+    spec["tools"] = [_tool_spec(tool, f"{_at(path, tool)}: tools[{i}]") for i, tool in enumerate(tools)]
     if not is_agent:
         dataset_file(root, spec["dataset_path"], where)
     spec["source"] = where
     return spec
 
 
+def _at(path: Path, tool: Any) -> str:
+    """``path:line`` of a tool's name in its eval file (``path`` when it cannot be found)."""
+    name = tool.get("name") if isinstance(tool, dict) else None
+    if isinstance(name, str):
+        text = path.read_text(encoding="utf-8")
+        found = re.search(r'"name"\s*:\s*' + re.escape(json.dumps(name)), text)
+        if found:
+            return f"{path}:{text.count(chr(10), 0, found.start()) + 1}"
+    return str(path)
+
+
 def _tool_spec(tool: Any, where: str) -> dict[str, Any]:
     if not isinstance(tool, dict):
         raise EvalHydraError(f"{where}: must be an object.")
-    _require(tool, ("name",), where)
+    _require(tool, ("name", "description"), where)  # zig_eval requires both
     params = tool.get("parameters_json") or "{}"
     parsed = params if isinstance(params, dict) else _parse_json(params, f"{where}.parameters_json")
     if not isinstance(parsed, dict):
         raise EvalHydraError(f"{where}.parameters_json must be a JSON object.")
     return {
         "name": tool["name"],
-        "description": tool.get("description") or "",
+        "description": tool["description"],
         "parameters_json": json.dumps(parsed, separators=(",", ":")),
     }
 
