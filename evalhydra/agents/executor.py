@@ -44,6 +44,7 @@ from evalhydra.agents.models import (
 )
 from evalhydra.agents.trace import trace_from_history
 from evalhydra.agents.usage import TokenUsage, cost_usd, last_json_object, parse_usage
+from evalhydra.agents.zrb_compat import trace_for_validator
 from evalhydra.config.schema import ServiceConfig
 
 __all__ = ["TrialPaths", "run_trial", "trial_paths", "verification_marker"]
@@ -288,7 +289,7 @@ async def _validate(
 
 def _call_validator(validator: Any, workdir: Path, log: str, trace: TrialTrace) -> ValidationResult:
     if _accepts_trace(validator.validate):
-        raw = validator.validate(workdir, log, trace=trace)
+        raw = validator.validate(workdir, log, trace=trace_for_validator(trace))
     else:  # a validator written before traces existed
         raw = validator.validate(workdir, log)
     return ValidationResult.coerce(raw)

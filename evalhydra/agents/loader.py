@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.agents.models import ValidatorProtocol
+from evalhydra.agents.zrb_compat import provide_zrb_names
 from evalhydra.errors import EvalHydraError
 
 __all__ = ["AgentCase", "CaseLoadError", "load_cases", "load_validator"]
@@ -206,6 +207,7 @@ def _import_file(path: Path) -> Any:
     if spec is None or spec.loader is None:
         raise EvalHydraError(f"Cannot import {path}")
     module = importlib.util.module_from_spec(spec)
+    provide_zrb_names()  # validators written for zrb import zrb_llm_evaluator's names
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)

@@ -45,6 +45,10 @@ class ValidationCheck:
         """Return ``{name, passed, message}``."""
         return {"name": self.name, "passed": self.passed, "message": self.message}
 
+    def model_dump(self) -> dict[str, Any]:
+        """zrb's (pydantic) spelling of :meth:`to_dict`."""
+        return self.to_dict()
+
 
 @dataclass(frozen=True, slots=True)
 class ValidationResult:
@@ -79,6 +83,10 @@ class ValidationResult:
             "score": float(self.score),
             "details": [check.to_dict() for check in self.details],
         }
+
+    def model_dump(self) -> dict[str, Any]:
+        """zrb's (pydantic) spelling of :meth:`to_dict`."""
+        return self.to_dict()
 
     @classmethod
     def coerce(cls, value: Any) -> ValidationResult:
@@ -149,6 +157,10 @@ class TrialTrace:
             "assistant_text": self.assistant_text,
             "turn_count": self.turn_count,
         }
+
+    def model_dump(self) -> dict[str, Any]:
+        """zrb's (pydantic) spelling of :meth:`to_dict`."""
+        return self.to_dict()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> TrialTrace:
