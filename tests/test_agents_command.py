@@ -21,7 +21,7 @@ def cfg(**overrides: object) -> ServiceConfig:
 
 def test_defaults_follow_the_seed() -> None:
     config = cfg()
-    assert (config.env_prefix, config.timeout_s, config.honor_verification_marker) == ("ZRB", 300.0, False)
+    assert (config.env_prefix, config.timeout_s, config.honor_verification_marker) == ("ZRB", 300.0, True)
     validate_command_service(config, "openai:gpt-4o")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -189,7 +190,7 @@ def test_trial_result_dict_has_the_seed_keys() -> None:
         "stdout_log_path", "verification_result", "total_tokens", "input_tokens", "output_tokens",
         "cache_read_tokens", "tool_calls", "tool_call_count",
     ]  # fmt: skip
-    assert len(row["id"]) == 32 and int(row["id"], 16) >= 0  # uuid4 hex
+    assert uuid.UUID(row["id"]).version == 4 and len(row["id"]) == 36  # a dashed uuid4, as zrb writes
     extended = result.to_dict(extended=True)
     assert (extended["cost_usd"], extended["trial_dir"], extended["trace"]["turn_count"]) == (0.25, "/t", 0)
     assert TrialResult.from_dict(json.loads(json.dumps(extended))) == result

@@ -21,10 +21,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from evalhydra.agents.models import DEFAULT_CLI, MIN_TIMEOUT_S
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.errors import EvalHydraError, did_you_mean
 
@@ -36,10 +38,12 @@ __all__ = [
     "TEMPLATES",
     "build_argv",
     "build_env",
+    "cli_version",
     "safe_model_name",
     "session_name",
     "template_name",
     "validate_command_service",
+    "version_argv",
 ]
 
 TEMPLATES: dict[str, tuple[str, ...]] = {
@@ -50,9 +54,7 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
     "claude-code": ("{cli}", "-p", "{instruction}", "--output-format", "json", "--model", "{model}"),
     "opencode": ("{cli}", "run", "--model", "{model}", "{instruction}"),
 }  # fmt: skip
-DEFAULT_CLI = {"zrb": "zrb", "claude-code": "claude", "opencode": "opencode"}
 PLACEHOLDERS = frozenset({"cli", "model", "instruction", "session", "workdir", "python"})
-MIN_TIMEOUT_S = 30.0
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -212,3 +214,20 @@ def build_env(
     env[f"{cfg.env_prefix}_LLM_HISTORY_DIR"] = str(history_dir)
     env[f"{cfg.env_prefix}_LLM_JOURNAL_DIR"] = str(notes_dir)
     return env
+
+
+def version_argv(cfg: ServiceConfig) -> list[str]:
+    """The command that prints the agent CLI's version: its program (``python -m pkg``
+    too) and ``--version``."""
+    argv = build_argv(cfg, "", "", "", ".")
+    program = argv[:3] if argv[1:2] == ["-m"] else argv[:1]
+    return [*program, "--version"]
+
+
+def cli_version(cfg: ServiceConfig) -> str:
+    """What ``<cli> --version`` prints (stdout, else stderr), or "" when it cannot run, as zrb does."""
+    try:
+        done = subprocess.run(version_argv(cfg), capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() or done.stderr.strip()

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
+    "DEFAULT_CLI",
+    "MIN_TIMEOUT_S",
     "STATUSES",
     "TERMINAL_STATUSES",
     "VALIDATION_STATUSES",
@@ -25,6 +27,10 @@ __all__ = [
     "ValidatorProtocol",
 ]
 
+#: The program each built-in template runs when ``cli_name`` is not set.
+DEFAULT_CLI = {"zrb": "zrb", "claude-code": "claude", "opencode": "opencode"}
+#: zrb's least trial timeout (seconds).
+MIN_TIMEOUT_S = 30.0
 #: Statuses a validator (or a ``VERIFICATION_RESULT:`` marker) may give.
 VALIDATION_STATUSES = ("EXCELLENT", "PASS", "FAIL")
 #: Every trial status, in the report's canonical order.
@@ -239,7 +245,7 @@ class TrialResult:
     cost_usd: float = 0.0
     trial_dir: str = ""
     trace: TrialTrace = field(default_factory=TrialTrace)
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))  # dashed, as zrb writes it
 
     def to_dict(self, *, extended: bool = False) -> dict[str, Any]:
         """Return the seed's ``results.json`` entry.

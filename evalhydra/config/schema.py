@@ -99,7 +99,7 @@ class ServiceConfig:
     cli_name: str | None = None
     env_prefix: str = "ZRB"
     timeout_s: float = 300.0
-    honor_verification_marker: bool = False
+    honor_verification_marker: bool = True  # zrb 0.1.13 honours VERIFICATION_RESULT: lines; false opts out
     template: str | None = None  # zrb | claude-code | opencode
     argv: list[str] | None = None
 

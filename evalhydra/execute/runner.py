@@ -35,6 +35,8 @@ import trio
 
 import evalhydra
 from evalhydra import fastpath
+from evalhydra.agents.command import cli_version
+from evalhydra.agents.loader import load_cases
 from evalhydra.config.redact import redact_overrides
 from evalhydra.execute.agent_cell import AgentCellRunner
 from evalhydra.execute.chat_cell import ChatCellRunner
@@ -135,6 +137,10 @@ async def execute(
     total = count_cells(plan) if total is None else total
     done = store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors)
     row = run_row(plan, run_id, total)
+    if plan.service.kind == "command":  # what zrb's experiment.json records
+        row["agent_cli_version"] = await trio.to_thread.run_sync(cli_version, plan.service)
+        row["agent_case_dirs"] = [str(case.path) for ev in plan.evals
+                                  for case in load_cases(ev.cases, plan.registry_root)]
     claims = Claims(store.path, run_id, row["started_at"], resend_errors=plan.resend_errors)
     try:
         return await execute_cells(plan, store, row, planned_cells(plan),

@@ -41,7 +41,8 @@ from evalhydra.reports.selection import Selection, select_runs
 from evalhydra.reports.streams import write_runs_json
 from evalhydra.reports.trials import trials_json
 from evalhydra.reports.zig import SCHEMA_VERSION, format_text_report
-from evalhydra.reports.zrb import write_agent_artifacts
+from evalhydra.reports.zrb import experiment_from_store, write_agent_artifacts
+from evalhydra.reports.zrb_markdown import render_zrb_report
 from evalhydra.store.db import Store
 from evalhydra.zignum import integral_numbers
 
@@ -121,14 +122,13 @@ def _json_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
 
 
 def _text_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
-                formats: Sequence[str], comparison: dict[str, Any] | None = None) -> list[Path]:
+                formats: Sequence[str], comparison: dict[str, Any] | None = None,
+                experiment: dict[str, Any] | None = None) -> list[Path]:
     if data is None:
         return []
     written = []
     if "md" in formats:
-        write_text_atomic(out_dir / "report.md", render_markdown(data))
-        write_text_atomic(out_dir / "summary.md", render_summary_md(data))
-        written += [out_dir / "report.md", out_dir / "summary.md"]
+        written += _markdown_files(data, out_dir, experiment)
     if "text" in formats:
         write_text_atomic(out_dir / "report.txt", format_text_report(data.evals_doc))
         written.append(out_dir / "report.txt")
@@ -140,6 +140,19 @@ def _text_files(conn: sqlite3.Connection, data: Any, sel: Any, out_dir: Path,
                       lambda out: write_html(conn, sel, data, out, comparison=comparison))
         written.append(out_dir / "report.html")
     return written
+
+
+def _markdown_files(data: Any, out_dir: Path, experiment: dict[str, Any] | None) -> list[Path]:
+    """report.md and summary.md. For agent trials only, report.md is zrb's document and
+    evalhydra's own report goes to ``evalhydra_report.md``."""
+    ours = render_markdown(data)
+    write_text_atomic(out_dir / "summary.md", render_summary_md(data))
+    if experiment is None or len(experiment["results"]) != data.cases.total:
+        write_text_atomic(out_dir / "report.md", ours)
+        return [out_dir / "report.md", out_dir / "summary.md"]
+    write_text_atomic(out_dir / "report.md", render_zrb_report(experiment))
+    write_text_atomic(out_dir / "evalhydra_report.md", ours)
+    return [out_dir / "report.md", out_dir / "evalhydra_report.md", out_dir / "summary.md"]
 
 
 def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
@@ -174,29 +187,30 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
         if set(fmts) - {"jsonl"}:  # aiwg's records alone need no aggregates
             data = collect(conn, sel, runs, baseline_service=baseline_service,
                            baseline_models=baseline_models)
+        experiment = _agent_experiment(store, runs)
         written = _json_files(conn, data, sel, out_dir, fmts)
-        written += _text_files(conn, data, sel, out_dir, fmts, comparison)
-        if "json" in fmts:
-            written += _agent_files(store, runs, out_dir)
+        written += _text_files(conn, data, sel, out_dir, fmts, comparison, experiment)
+        if "json" in fmts and experiment is not None:
+            written += write_agent_artifacts(experiment, out_dir)
         for job in jobs:
             written += job.result()
     return written
 
 
-def _agent_files(store: Store, runs: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """zrb's ``results.json`` and ``experiment.json`` when the runs hold agent trials.
+def _agent_experiment(store: Store, runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """zrb's experiment document when the runs hold agent trials (None otherwise).
 
     Only agent runs (``runs.kind``) hold agent trials, so chat runs cost no query.
     """
     agent_runs = [r["run_id"] for r in runs if r.get("kind") == "agent"]
     if not agent_runs:
-        return []
+        return None
     marks = ",".join("?" * len(agent_runs))
     rows = list(store.query(
         "select distinct r.* from run_cells rc join results r on r.cell_key = rc.cell_key "
         f"where rc.run_id in ({marks}) and r.kind = 'agent' "
         "order by r.model, r.case_id, r.run_index", agent_runs))
-    return write_agent_artifacts(runs, rows, out_dir) if rows else []
+    return experiment_from_store([r for r in runs if r.get("kind") == "agent"], rows) if rows else None
 
 
 def _submit_streams(pool: ThreadPoolExecutor, store: Store, sel: Selection, out_dir: Path,

@@ -8,11 +8,14 @@ functions of the store; :func:`status_label`, :func:`summary_row` and
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import uuid
 from pathlib import Path
 from typing import Any
 
-from evalhydra.agents.models import TrialResult
+from evalhydra.agents.models import DEFAULT_CLI, MIN_TIMEOUT_S, TrialResult
 from evalhydra.atomic import write_json_atomic
 
 __all__ = [
@@ -107,7 +110,7 @@ def trial_from_row(row: dict[str, Any]) -> TrialResult:
     details = row.get("details")
     details = json.loads(details) if isinstance(details, str) else (details or {})
     return TrialResult(
-        id=details.get("trial_id") or row["cell_key"],
+        id=_trial_id(details.get("trial_id"), row["cell_key"]),
         model=row["model"],
         test_case=row["case_id"],
         trial_index=row["run_index"],
@@ -128,25 +131,60 @@ def trial_from_row(row: dict[str, Any]) -> TrialResult:
     )
 
 
+def _trial_id(stored: str | None, cell_key: str) -> str:
+    """zrb's dashed uuid4 (rows stored before ids were dashed hold 32 hex digits)."""
+    if stored and len(stored) == 32:
+        return str(uuid.UUID(hex=stored))
+    return stored or uuid4_from(cell_key)
+
+
 def experiment_from_store(runs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """zrb's ``experiment.json`` for the agent rows of some runs (a pure function of the store)."""
+    """zrb's ``experiment.json`` for the agent rows of some runs (a pure function of the store).
+
+    ``zrb-llm-evaluator report --dir`` reads it (its ``Experiment`` model): the id is a
+    uuid4 derived from the first run's id, and ``config`` is zrb's ``ExperimentConfig``
+    rebuilt from the run's own config.
+    """
     first = runs[0] if runs else {}
-    config = first.get("config")
     trials = [trial_from_row(r).to_dict() for r in rows if r.get("kind") == "agent"]
     return {
-        "id": first.get("run_id"),
-        "config": json.loads(config) if isinstance(config, str) else config,
+        "id": uuid4_from(str(first.get("run_id"))),
+        "config": _zrb_config(runs, trials),
         "results": trials,
         "started_at": first.get("started_at"),
         "completed_at": runs[-1].get("finished_at") if runs else None,
     }
 
 
-def write_agent_artifacts(
-    runs: list[dict[str, Any]], rows: list[dict[str, Any]], out_dir: Path
-) -> list[Path]:
-    """Write zrb's ``results.json`` and ``experiment.json`` (atomically) when there are agent rows."""
-    experiment = experiment_from_store(runs, rows)
+def uuid4_from(text: str) -> str:
+    """A dashed uuid4 made from ``text`` (the same text gives the same id)."""
+    return str(uuid.UUID(bytes=hashlib.sha256(text.encode()).digest()[:16], version=4))
+
+
+def _zrb_config(runs: list[dict[str, Any]], trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """zrb's ``ExperimentConfig`` of the runs: models, case dirs, trials, parallelism, CLI."""
+    first = runs[0] if runs else {}
+    config = _json(first.get("config")) or {}
+    service, run = config.get("service") or {}, config.get("run") or {}
+    dirs = [d for r in runs for d in _json(r.get("agent_case_dirs")) or []]
+    return {
+        "models": list(dict.fromkeys(t["model"] for t in trials)),
+        "test_case_dirs": list(dict.fromkeys(dirs)) or sorted({t["test_case"] for t in trials}),
+        "trials": max((t["trial_index"] for t in trials), default=1),
+        "parallelism": int(run.get("concurrency") or 1),
+        "timeout": max(int(MIN_TIMEOUT_S), math.ceil(float(service.get("timeout_s") or MIN_TIMEOUT_S))),
+        "cli_name": service.get("cli_name") or DEFAULT_CLI.get(service.get("template") or "", "zrb"),
+        "cli_version": first.get("agent_cli_version") or "",
+        "env_prefix": service.get("env_prefix") or "ZRB",
+    }
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def write_agent_artifacts(experiment: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Write zrb's ``results.json`` and ``experiment.json`` (atomically) when there are agent trials."""
     if not experiment["results"]:
         return []
     write_json_atomic(out_dir / "results.json", experiment["results"])

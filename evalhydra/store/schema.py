@@ -283,7 +283,16 @@ def _migration_6(db: sqlite_utils.Database) -> None:
     db.conn.execute("create index if not exists idx_claims_run_id on claims (run_id)")
 
 
+def _migration_7(db: sqlite_utils.Database) -> None:
+    """What zrb's experiment.json records of an agent run: the CLI's ``--version`` and the case dirs."""
+    columns = {row[1] for row in db.conn.execute("pragma table_info(runs)")}
+    if "agent_cli_version" not in columns:
+        db.conn.execute("alter table runs add column agent_cli_version text")
+    if "agent_case_dirs" not in columns:
+        db.conn.execute("alter table runs add column agent_case_dirs text")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
-    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6,
+    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalhydra import __version__
+
 __all__ = ["main"]
 
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\"}
@@ -280,7 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(encoding="utf-8")
-    mode, args = _parse(list(sys.argv[1:] if argv is None else argv))
+    args_given = list(sys.argv[1:] if argv is None else argv)
+    if args_given == ["--version"]:
+        print(f"fake_agent {__version__}")
+        return 0
+    mode, args = _parse(args_given)
     session = getattr(args, "session", None) if mode == "zrb" else None
     run = _Run(instruction=args.message or "", model=args.model or "", session=session)
     _note(run, f"session {session} started")

@@ -1,0 +1,91 @@
+"""An agent run's report.md is zrb-llm-evaluator 0.1.13's document: zrb itself renders the same bytes
+from evalhydra's experiment.json (``zrb-llm-evaluator report --dir``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_cli
+
+VALIDATOR = """
+from pathlib import Path
+from evalhydra.agents import ValidationCheck, ValidationResult
+
+class V:
+    def validate(self, output_dir, log_content, trace=None):
+        text = (output_dir / "out.txt").read_text().strip() if (output_dir / "out.txt").exists() else ""
+        check = ValidationCheck("content", text in ("ok", "great"), repr(text))
+        if text == "great":
+            return ValidationResult("EXCELLENT", 1.0, [check])
+        if text == "ok":
+            return ValidationResult("PASS", 0.9, [check])
+        return ValidationResult("FAIL", 0.25, [check])
+
+validator = V()
+"""
+CASES = {
+    "passes": "WRITE out.txt great\nTOKENS 120 30 5\n",
+    "ok": "WRITE out.txt ok\n",
+    "fails": "WRITE out.txt nope\n",
+    "errors": "SAY giving up\nEXIT 3\n",
+    "marked": "WRITE out.txt nope\nMARKER PASS\n",  # zrb 0.1.13 honours the marker by default
+}
+
+
+def _registry(root: Path) -> Path:
+    for name, instruction in CASES.items():
+        case = root / "reg" / "agent_cases" / name
+        case.mkdir(parents=True)
+        (case / "instruction.txt").write_text(instruction)
+        (case / "validator.py").write_text(VALIDATOR)
+    (root / "reg" / "services.json").write_text("[]")
+    return root / "reg"
+
+
+@pytest.mark.slow
+def test_report_md_is_the_document_zrb_renders_from_our_experiment_json(tmp_path: Path) -> None:
+    zrb_cli = shutil.which("zrb-llm-evaluator") or pytest.skip("zrb-llm-evaluator is a test extra")
+    res = run_cli(
+        f"registry={_registry(tmp_path)}",
+        "eval=agent_cases",
+        "service=fake_agent",
+        "trials=2",
+        "run.progress=false",
+        f"store.path={tmp_path / 's.db'}",
+        "hydra.run.dir=out",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = tmp_path / "out"
+    experiment = json.loads((out / "experiment.json").read_text())
+    assert re.fullmatch(
+        r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", experiment["id"]
+    )
+    assert all(re.fullmatch(r"[0-9a-f-]{36}", t["id"]) for t in experiment["results"])
+    assert experiment["config"]["cli_version"] == "fake_agent 0.1.0"
+    (tmp_path / "zrb").mkdir()
+    shutil.copy(out / "experiment.json", tmp_path / "zrb")
+    done = subprocess.run([zrb_cli, "report", "--dir", str(tmp_path / "zrb")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    ours = (out / "report.md").read_text(encoding="utf-8")
+    assert ours == (tmp_path / "zrb" / "report.md").read_text(encoding="utf-8")
+    assert ours.startswith("# Experiment Report\n- **Experiment ID**: ")
+    assert "- **Zrb Version**: fake_agent 0.1.0\n" in ours and "## Leaderboard" in ours
+    statuses = {t["test_case"]: t["status"] for t in experiment["results"]}
+    assert statuses == {
+        "passes": "EXCELLENT",
+        "ok": "PASS",
+        "fails": "FAIL",
+        "errors": "ERROR",
+        "marked": "PASS",
+    }
+    results = json.loads((out / "results.json").read_text())
+    passes = next(t for t in results if t["test_case"] == "passes")
+    assert f"| {passes['total_tokens']} | 120 | 30 | 5 |" in ours.replace("**", "")  # Total Tokens as parsed
+    assert (out / "evalhydra_report.md").read_text().startswith("#")  # evalhydra's own report, beside it
