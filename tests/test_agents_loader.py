@@ -137,3 +137,15 @@ def test_content_hash_tracks_every_case_file(tmp_path: Path) -> None:
         (case / path).write_text(text)
         hashes.add(load_cases("c", tmp_path)[0].content_hash)
     assert len(hashes) == 4
+
+
+def test_a_case_directory_without_an_instruction_says_so(tmp_path: Path) -> None:
+    write_case(tmp_path / "suite", "good")
+    write_case(tmp_path / "suite", "half", instruction=None)  # a validator, but no instruction.txt
+    (tmp_path / "suite" / "notes").mkdir()  # not meant as a case: ignored
+    with pytest.raises(EvalHydraError) as info:
+        load_cases("suite", tmp_path)
+    assert info.value.message == (
+        f"Test case loading failed: Test case directory {tmp_path / 'suite' / 'half'} has no instruction.txt")
+    with pytest.raises(EvalHydraError, match=r"Test case directory .*half has no instruction\.txt"):
+        load_cases("suite/half", tmp_path)

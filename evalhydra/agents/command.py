@@ -155,7 +155,9 @@ def _check_argv(cfg: ServiceConfig) -> None:
 
 def _check_model(template: str | None, model: str) -> None:
     if not model or not model.strip():
-        raise EvalHydraError("The model name is empty", "Set service.model or service.default_model")
+        raise EvalHydraError("service.model: the model name is empty.",
+                             "Set service.model=provider:name (or service.default_model), "
+                             "e.g. openai:gpt-4o.")
     if template != "zrb":
         return
     provider, sep, name = model.partition(":")

@@ -113,12 +113,22 @@ def _case_dirs(entries: Iterable[Any], root: Path, errors: list[str]) -> list[Pa
             errors.append(f"Test case path is not a directory: {path}")
         elif (path / INSTRUCTION_FILE).is_file():
             found.append(path)
+        elif _looks_like_a_case(path):
+            errors.append(f"Test case directory {path} has no {INSTRUCTION_FILE}")
         else:
-            subdirs = sorted(p for p in path.iterdir() if (p / INSTRUCTION_FILE).is_file())
-            if not subdirs:
+            subdirs = sorted(p for p in path.iterdir() if p.is_dir())
+            cases = [p for p in subdirs if (p / INSTRUCTION_FILE).is_file()]
+            errors += [f"Test case directory {p} has no {INSTRUCTION_FILE}" for p in subdirs
+                       if p not in cases and _looks_like_a_case(p)]
+            if not subdirs or not (cases or any(_looks_like_a_case(p) for p in subdirs)):
                 errors.append(f"No test cases in {path}: no {INSTRUCTION_FILE} in it or its subdirectories")
-            found.extend(subdirs)
+            found.extend(cases)
     return list(dict.fromkeys(found))
+
+
+def _looks_like_a_case(path: Path) -> bool:
+    """A directory meant as a case: it has a validator.py or a workdir/ (but maybe no instruction.txt)."""
+    return (path / VALIDATOR_FILE).is_file() or (path / WORKDIR).is_dir()
 
 
 def _duplicate_names(loaded: list[AgentCase]) -> list[str]:
