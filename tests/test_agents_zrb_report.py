@@ -89,3 +89,18 @@ def test_report_md_is_the_document_zrb_renders_from_our_experiment_json(tmp_path
     passes = next(t for t in results if t["test_case"] == "passes")
     assert f"| {passes['total_tokens']} | 120 | 30 | 5 |" in ours.replace("**", "")  # Total Tokens as parsed
     assert (out / "evalhydra_report.md").read_text().startswith("#")  # evalhydra's own report, beside it
+
+
+@pytest.mark.slow
+def test_several_models_share_one_run_and_one_pool(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    common = ("eval=agent_cases", "service=fake_agent", "run.progress=false", f"store.path={db}")
+    res = run_cli(*common, "service.models=[fake:model-a,fake:lazy-b]", "run.concurrency=2",
+                  "hydra.run.dir=out", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "run eval-agents-" in res.stdout and ": 6 cells," in res.stdout  # 2 models × 3 cases, one run
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    by_model = report.split("## By Model")[1].split("## By Test Case")[0]
+    assert "| fake:model-a | 3 |" in by_model and "| fake:lazy-b | 3 |" in by_model
+    again = run_cli(*common, "service.model=fake:model-a", cwd=tmp_path)  # the same cells, one model
+    assert again.returncode == 0 and "(0 run now, 3 resumed from the store)" in again.stdout, again.stdout

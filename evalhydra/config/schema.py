@@ -102,6 +102,7 @@ class ServiceConfig:
     honor_verification_marker: bool = True  # zrb 0.1.13 honours VERIFICATION_RESULT: lines; false opts out
     template: str | None = None  # zrb | claude-code | opencode
     argv: list[str] | None = None
+    models: list[str] = field(default_factory=list)  # several models in one run and one pool (zrb's --models)
 
 
 @dataclass

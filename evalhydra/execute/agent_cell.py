@@ -41,7 +41,7 @@ class AgentCellRunner:
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Run one agent trial; return its result row (no HTTP attempts to record)."""
         case: AgentCase = job.case
-        trial = await run_trial(case, self.plan.service, self.plan.model, job.trial, self.root)
+        trial = await run_trial(case, self.plan.service, job.model or self.plan.model, job.trial, self.root)
         return row_from_trial(trial, case, job, self.run_id, self.plan.service.name), []
 
 

@@ -43,7 +43,8 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
     root = resolve_registry_root(conf.registry)
     registry = load_registry(root)
     service = _check_service(conf.service, registry)
-    model = service.model or service.default_model
+    models = _models(service)
+    model = models[0]
     evals, skipped = _plan_evals(conf, registry, service.name)
     if not evals:
         raise EvalHydraError(
@@ -51,7 +52,7 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
             f"'{service.name}' in its service_allowlist ({', '.join(skipped)}).",
             "Choose another service=, or another eval=.",
         )
-    _check_kinds_match(service, model, evals)
+    _check_kinds_match(service, models, evals)
     judges = _judges(conf, registry, evals, service)
     plain = redact(OmegaConf.to_container(cfg, resolve=True))
     return RunPlan(
@@ -66,10 +67,23 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
         config=plain,
         overrides=tuple(overrides),
         skipped=tuple(skipped),
+        models=models if len(models) > 1 else (),
     )
 
 
-def _check_kinds_match(service: ServiceConfig, model: str, evals: list[EvalPlan]) -> None:
+def _models(service: ServiceConfig) -> tuple[str, ...]:
+    """The run's models: ``service.models`` (agent CLIs, one pool for all, as zrb's ``--models a,b``),
+    else ``service.model`` or the default."""
+    listed = tuple(dict.fromkeys(str(m).strip() for m in service.models))
+    if not listed:
+        return (service.model or service.default_model,)
+    if service.kind != "command":
+        raise EvalHydraError(
+            f"service.models={list(service.models)}: several models in one run are for agent CLIs.",
+            "Sweep chat models instead: -m service.model=a,b")
+    return listed
+
+def _check_kinds_match(service: ServiceConfig, models: tuple[str, ...], evals: list[EvalPlan]) -> None:
     """Agent evals need a command service and chat evals an HTTP one."""
     for ev in evals:
         is_agent = ev.cases is not None
@@ -84,8 +98,9 @@ def _check_kinds_match(service: ServiceConfig, model: str, evals: list[EvalPlan]
                 "Choose an agent eval, e.g. eval=agent_cases.",
             )
     if service.kind == "command":
-        validate_command_service(service, model)
-        check_executable(service, model)
+        for model in models:
+            validate_command_service(service, model)
+        check_executable(service, models[0])
 
 
 def _check_run(run: RunConfig) -> RunConfig:

@@ -39,6 +39,7 @@ class CellJob:
     eval: EvalPlan
     case: Any  # Case for chat evals, AgentCase for agent evals
     trial: int
+    model: str = ""  # the cell's model when the run has several (agent CLIs), else the plan's
     parent: Any = None  # re-judging: the stored result scored again (evalhydra.execute.rejudge.StoredResult)
 
 
@@ -98,7 +99,8 @@ def iter_plan_cases(plan: RunPlan, ev: EvalPlan, *, check: bool = True) -> Itera
 
 def count_cells(plan: RunPlan) -> int:
     """Validate every dataset (streaming) and count the run's cells."""
-    return sum(sum(1 for _ in iter_plan_cases(plan, ev)) * ev.trials for ev in plan.evals)
+    per_case = len(plan.run_models)
+    return sum(sum(1 for _ in iter_plan_cases(plan, ev)) * ev.trials * per_case for ev in plan.evals)
 
 
 def planned_cells(plan: RunPlan) -> Iterator[CellJob]:
@@ -112,8 +114,9 @@ def planned_cells(plan: RunPlan) -> Iterator[CellJob]:
         for case in iter_plan_cases(plan, ev, check=False):
             case_id, case_hash = _case_id(case), _case_hash(case)
             for trial in range(1, ev.trials + 1):
-                key = cell_key(ev, case_id, case_hash, plan.service.name, plan.model, trial, svc_hash)
-                yield CellJob(key=key, eval=ev, case=case, trial=trial)
+                for model in plan.run_models:  # models interleaved: one model's hang holds no other back
+                    key = cell_key(ev, case_id, case_hash, plan.service.name, model, trial, svc_hash)
+                    yield CellJob(key=key, eval=ev, case=case, trial=trial, model=model)
 
 
 def _case_hash(case: Any) -> str:

@@ -48,6 +48,12 @@ class RunPlan:
     overrides: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()  # evals left out by their service_allowlist
     sweep_dir: str | None = None  # the multirun sweep directory this job belongs to
+    models: tuple[str, ...] = ()  # agent CLIs: every model of the run (``service.models``); else (model,)
+
+    @property
+    def run_models(self) -> tuple[str, ...]:
+        """The models whose cells this run holds: ``models``, or just ``model``."""
+        return self.models or (self.model,)
 
     @property
     def resend_errors(self) -> bool:
