@@ -95,8 +95,13 @@ def test_report_md_is_the_document_zrb_renders_from_our_experiment_json(tmp_path
 def test_several_models_share_one_run_and_one_pool(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     common = ("eval=agent_cases", "service=fake_agent", "run.progress=false", f"store.path={db}")
-    res = run_cli(*common, "service.models=[fake:model-a,fake:lazy-b]", "run.concurrency=2",
-                  "hydra.run.dir=out", cwd=tmp_path)
+    res = run_cli(
+        *common,
+        "service.models=[fake:model-a,fake:lazy-b]",
+        "run.concurrency=2",
+        "hydra.run.dir=out",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "run eval-agents-" in res.stdout and ": 6 cells," in res.stdout  # 2 models × 3 cases, one run
     report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
@@ -104,3 +109,29 @@ def test_several_models_share_one_run_and_one_pool(tmp_path: Path) -> None:
     assert "| fake:model-a | 3 |" in by_model and "| fake:lazy-b | 3 |" in by_model
     again = run_cli(*common, "service.model=fake:model-a", cwd=tmp_path)  # the same cells, one model
     assert again.returncode == 0 and "(0 run now, 3 resumed from the store)" in again.stdout, again.stdout
+
+
+@pytest.mark.slow
+def test_the_sweep_report_keeps_models_with_slashes_and_absolute_path_overrides(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    res = run_cli(
+        "-m",
+        "service=fake_agent",
+        "eval=agent_cases",
+        "service.model=openrouter:org/model-a,fake:model-b",
+        f"run.agent_trials_dir={tmp_path / 'trials'}",
+        "run.progress=false",
+        f"store.path={db}",
+        "hydra.sweep.dir=sweep",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "sweep report (2 jobs)" in res.stdout, res.stdout
+    report = (tmp_path / "sweep" / "report" / "report.md").read_text(encoding="utf-8")
+    assert "| openrouter:org/model-a | 3 |" in report and "| fake:model-b | 3 |" in report
+    again = run_cli("report", "--sweep", "sweep", "--store", str(db), "--out", "again", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    for name in ("report.md", "experiment.json", "evals.json"):
+        assert (tmp_path / "again" / name).read_bytes() == (
+            tmp_path / "sweep" / "report" / name
+        ).read_bytes(), name

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -56,11 +57,12 @@ def run_app(args: list[str]) -> int:
 def hydra_main(cfg: DictConfig) -> None:
     """Run one job (a single run, or one job of a multirun sweep)."""
     hc = HydraConfig.get()
+    multirun = hc.mode == RunMode.MULTIRUN
     code = run_config(
         cfg,
         overrides=list(hc.overrides.task),
         output_dir=hc.runtime.output_dir,
-        job_num=hc.job.num if hc.mode == RunMode.MULTIRUN else None,
+        sweep_dir=str(Path(hc.sweep.dir).resolve()) if multirun else None,
     )
     _EXIT[0] = max(_EXIT[0], code)
     if code == 130:

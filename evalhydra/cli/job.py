@@ -57,7 +57,7 @@ def run_config(
     *,
     overrides: Sequence[str] = (),
     output_dir: str | None = None,
-    job_num: int | None = None,
+    sweep_dir: str | None = None,
 ) -> int:
     """Run a composed config; print the summary; return the process exit code.
 
@@ -66,8 +66,8 @@ def run_config(
     """
     try:
         plan = build_plan(cfg, overrides)
-        if job_num is not None and output_dir:  # a sweep job: its runs row names the sweep
-            plan = replace(plan, sweep_dir=str(Path(output_dir).resolve().parent))
+        if sweep_dir:  # a sweep job: its runs row names Hydra's sweep directory itself (not the job
+            plan = replace(plan, sweep_dir=sweep_dir)  # folder's parent: a swept value may hold "/")
         return run_plan(plan, output_dir=Path(output_dir) if output_dir else None)
     except EvalHydraError as exc:
         print(f"error: {exc}", file=sys.stderr)
