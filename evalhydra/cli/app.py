@@ -13,7 +13,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from evalhydra.cli.hydra_errors import explain
-from evalhydra.cli.job import run_config
+from evalhydra.cli.job import note_exit_code, run_config, worst_exit_code
 from evalhydra.config.compose import params_overrides, register
 from evalhydra.config.registry_options import activate
 from evalhydra.errors import EvalHydraError
@@ -21,12 +21,11 @@ from evalhydra.errors import EvalHydraError
 __all__ = ["exit_code", "hydra_main", "run_app"]
 
 register()
-_EXIT: list[int] = [0]
 
 
 def exit_code() -> int:
-    """The worst exit code of the jobs run in this process."""
-    return _EXIT[0]
+    """The worst exit code of the jobs run by this process (or, in a sweep, by its launcher)."""
+    return worst_exit_code()
 
 
 def run_app(args: list[str]) -> int:
@@ -64,7 +63,7 @@ def hydra_main(cfg: DictConfig) -> None:
         output_dir=hc.runtime.output_dir,
         sweep_dir=str(Path(hc.sweep.dir).resolve()) if multirun else None,
     )
-    _EXIT[0] = max(_EXIT[0], code)
+    note_exit_code(code)
     if code == 130:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the process is on its way out: no traceback
         raise SystemExit(130)

@@ -8,12 +8,14 @@ with the sweep directory), never from in-memory state. ``evalhydra report
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from evalhydra.cli.job import note_exit_code, sweep_exit_code
 from evalhydra.config.defaults import SWEEP_REPORT_FORMATS
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Store, open_store
@@ -24,9 +26,21 @@ __all__ = ["SweepReport"]
 class SweepReport(Callback):
     """Writes ``<sweep dir>/report/`` comparing every job of the sweep."""
 
+    def __init__(self) -> None:
+        self.started = 0.0
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Note when the sweep began (exit codes older than that are another sweep's)."""
+        self.started = time.time() - 1.0  # file times may be a little coarse
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Build the sweep report from the store."""
+        """Build the sweep report from the store, and take the jobs' worst exit code.
+
+        Jobs run in other processes under joblib, submitit and Ray; each leaves its
+        exit code in its folder, so the launching process exits with the worst.
+        """
         sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
+        note_exit_code(sweep_exit_code(sweep_dir, self.started))
         store_path = Path(str(config.store.path)).expanduser().resolve()
         if not store_path.exists():
             return

@@ -68,10 +68,43 @@ def run_config(
         plan = build_plan(cfg, overrides)
         if sweep_dir:  # a sweep job: its runs row names Hydra's sweep directory itself (not the job
             plan = replace(plan, sweep_dir=sweep_dir)  # folder's parent: a swept value may hold "/")
-        return run_plan(plan, output_dir=Path(output_dir) if output_dir else None)
+        code = run_plan(plan, output_dir=Path(output_dir) if output_dir else None)
     except EvalHydraError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        code = EXIT_USAGE
+    if sweep_dir and output_dir:
+        record_job_exit(Path(output_dir), code)
+    return code
+
+
+#: A sweep job's exit code, in its output folder (the launching process reads them all).
+JOB_EXIT_FILE = ".evalhydra-exit-code"
+
+
+#: The worst exit code of this process's jobs and sweeps (the command exits with it).
+_WORST_EXIT: list[int] = [0]
+
+
+def note_exit_code(code: int) -> None:
+    """Keep ``code`` if it is worse than any seen in this process."""
+    _WORST_EXIT[0] = max(_WORST_EXIT[0], code)
+
+
+def worst_exit_code() -> int:
+    """The worst exit code noted in this process."""
+    return _WORST_EXIT[0]
+
+
+def record_job_exit(output_dir: Path, code: int) -> None:
+    """Leave a sweep job's exit code where the sweep's end can find it, whatever the launcher."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / JOB_EXIT_FILE).write_text(f"{code}\n", encoding="utf-8")
+
+
+def sweep_exit_code(sweep_dir: Path, since: float = 0.0) -> int:
+    """The worst exit code the sweep's jobs left since ``since`` (a unix time; 0 when none did)."""
+    files = [p for p in sweep_dir.rglob(JOB_EXIT_FILE) if p.stat().st_mtime >= since]
+    return max((int(p.read_text(encoding="utf-8").strip() or 0) for p in files), default=0)
 
 
 def run_plan(plan: RunPlan, *, output_dir: Path | None = None) -> int:
@@ -102,7 +135,7 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
         return JobResult(EXIT_OK)
     store = open_store(plan.store_path)
     try:
-        progress = Progress(total, enabled=plan.run.progress, label=f"[{plan.service.name}] ")
+        progress = Progress(total, enabled=plan.run.progress, label=f"[{plan.service.name}{_shard(plan)}] ")
         outcome = trio.run(partial(execute, plan, store, total=total, progress=progress))
         with _further_interrupts_ignored(outcome.interrupted):
             return _finish(plan, store, outcome, output_dir)
@@ -117,7 +150,9 @@ def _finish(plan: RunPlan, store: Store, outcome: RunOutcome, output_dir: Path |
         store, outcome, out, formats=report_formats(plan), fail_under=plan.run.fail_under,
         per_eval=plan.run.fail_under_per_eval, header=run_header(plan),
         hints=fix_hints(plan, store, outcome.run_id))
-    return JobResult(_exit_code(plan, outcome, stats, gate_failed), outcome.run_id, stats)
+    code = _exit_code(plan, outcome, stats, gate_failed)
+    store.finish_run(outcome.run_id, exit_code=code)
+    return JobResult(code, outcome.run_id, stats)
 
 
 def _exit_code(plan: RunPlan, outcome: RunOutcome, stats: list[dict[str, Any]], gate_failed: bool) -> int:
@@ -139,7 +174,13 @@ def _exit_code(plan: RunPlan, outcome: RunOutcome, stats: list[dict[str, Any]], 
 def run_header(plan: RunPlan) -> str:
     """The summary's first line: which registry and store this run used."""
     origin = registry_origin(plan.registry_root)
-    return f"registry: {plan.registry_root} ({origin}) · store: {plan.store_path}"
+    return f"registry: {plan.registry_root} ({origin}) · store: {plan.store_path}{_shard(plan)}"
+
+
+def _shard(plan: RunPlan) -> str:
+    """`` · shard 2/4`` for a sharded run (1-based), else ""."""
+    run = plan.run
+    return f" · shard {run.shard_index + 1}/{run.shard_count}" if run.shard_count > 1 else ""
 
 
 def report_formats(plan: RunPlan) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
 """Expose a registry's services and evals as Hydra config-group options.
 
-The primary config lists ``evalhydra-registry://active`` in ``hydra.searchpath``.
+The search path holds ``evalhydra-registry://<registry path>`` (added by the plugin in
+``hydra_plugins/evalhydra_registry``; launchers carry it to their workers).
 That source answers for ``service/<name>`` (every entry of ``services.json``),
 ``eval/<group>`` (every eval of a group) and ``eval/<id>`` (one eval), so they
 are selected, overridden, swept and listed ("Available options") exactly like
@@ -48,9 +49,9 @@ def active_root() -> Path:
     return _ACTIVE["root"]
 
 
-def registry_options() -> tuple[Registry, dict[str, list[str]]]:
-    """The active registry and its option names per group (``service``, ``eval``)."""
-    registry = load_registry(active_root())
+def registry_options(root: Path | None = None) -> tuple[Registry, dict[str, list[str]]]:
+    """A registry (the active one by default) and its option names per group (``service``, ``eval``)."""
+    registry = load_registry(root or active_root())
     evals = list(registry.evals) + [g for g in registry.groups() if g not in registry.evals]
     return registry, {"service": list(registry.services), "eval": evals}
 

@@ -183,6 +183,8 @@ class RunConfig:
     progress: bool = True
     batch_size: int = 1000
     agent_trials_dir: str | None = None  # where agent trials run; default: <store dir>/agent_trials
+    shard_index: int = 0  # run only the cells of shard shard_index of shard_count (by cell key)
+    shard_count: int = 1
 
 
 @dataclass

@@ -112,6 +112,11 @@ def _check_run(run: RunConfig) -> RunConfig:
         raise EvalHydraError(f"run.fail_under={run.fail_under}: must be in 0..1.")
     if not 0 <= run.max_error_rate <= 1:
         raise EvalHydraError(f"run.max_error_rate={run.max_error_rate}: must be in 0..1.")
+    if run.shard_count < 1 or not 0 <= run.shard_index < run.shard_count:
+        raise EvalHydraError(
+            f"run.shard_index={run.shard_index} run.shard_count={run.shard_count}: the index must be in "
+            "0..shard_count-1.",
+            "Split one eval N ways with -m run.shard_index=0,1,...,N-1 run.shard_count=N.")
     return run
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "iter_plan_cases",
     "planned_cells",
     "service_result_hash",
+    "shard_of",
 ]
 
 
@@ -98,25 +99,38 @@ def iter_plan_cases(plan: RunPlan, ev: EvalPlan, *, check: bool = True) -> Itera
 
 
 def count_cells(plan: RunPlan) -> int:
-    """Validate every dataset (streaming) and count the run's cells."""
+    """Validate every dataset (streaming) and count the run's cells (its shard's, when sharded)."""
+    if plan.run.shard_count > 1:
+        for ev in plan.evals:  # validate first: a bad line is an error, whatever shard it falls in
+            for _ in iter_plan_cases(plan, ev):
+                pass
+        return sum(1 for _ in planned_cells(plan))
     per_case = len(plan.run_models)
     return sum(sum(1 for _ in iter_plan_cases(plan, ev)) * ev.trials * per_case for ev in plan.evals)
 
 
 def planned_cells(plan: RunPlan) -> Iterator[CellJob]:
-    """Every cell of the plan with its resume key: each case's trials together.
+    """Every cell of the plan (of its shard, with ``run.shard_count`` > 1) with its resume key:
+    each case's trials together.
 
     Datasets are streamed once per eval (each line is parsed once, whatever the
     trial count).
     """
     svc_hash = service_result_hash(plan.service)
+    index, count = plan.run.shard_index, plan.run.shard_count
     for ev in plan.evals:
         for case in iter_plan_cases(plan, ev, check=False):
             case_id, case_hash = _case_id(case), _case_hash(case)
             for trial in range(1, ev.trials + 1):
                 for model in plan.run_models:  # models interleaved: one model's hang holds no other back
                     key = cell_key(ev, case_id, case_hash, plan.service.name, model, trial, svc_hash)
-                    yield CellJob(key=key, eval=ev, case=case, trial=trial, model=model)
+                    if count == 1 or shard_of(key, count) == index:
+                        yield CellJob(key=key, eval=ev, case=case, trial=trial, model=model)
+
+
+def shard_of(key: str, count: int) -> int:
+    """The shard (0..count-1) of a cell: from its key, so the same on every machine and rerun."""
+    return int(key[:15], 16) % count
 
 
 def _case_hash(case: Any) -> str:

@@ -7,6 +7,7 @@ of failing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sqlite3
@@ -74,7 +75,11 @@ class Store:
                               "(select run_id from runs where status != 'running')")
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection; a writable store is checkpointed first, so the file alone holds
+        every row (a shard can be copied without its ``-wal`` file)."""
+        if not self.read_only:  # busy (another process reading): its checkpoint folds the WAL in
+            with contextlib.suppress(sqlite3.OperationalError):
+                self.conn.execute("pragma wal_checkpoint(truncate)")
         self.conn.close()
 
     # -- writes -----------------------------------------------------------

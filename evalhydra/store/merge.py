@@ -8,6 +8,7 @@ from pathlib import Path
 
 from evalhydra.errors import EvalHydraError
 from evalhydra.store.db import immediate, open_store
+from evalhydra.store.rows import RESULT_FIELDS, infra_error_sql
 from evalhydra.store.schema import SCHEMA_VERSION
 
 __all__ = ["merge_stores"]
@@ -17,7 +18,10 @@ def merge_stores(target: Path, shards: Iterable[Path]) -> int:
     """Merge shard stores (e.g. one per SLURM job) into ``target`` exactly.
 
     Results are keyed by cell, so merging twice, or merging overlapping shards,
-    never duplicates a result. Returns the number of result rows in ``target``.
+    never duplicates a result. When two shards hold the same cell the order of
+    the shards does not matter: a scored result beats an infrastructure error,
+    then the later ``evaluated_at`` (then the larger run id) wins. Runs, their
+    cell links and attempts are kept. Returns the number of result rows in ``target``.
     """
     shards = list(shards)
     for shard in shards:  # every shard must be a readable store before the target is touched
@@ -27,12 +31,23 @@ def merge_stores(target: Path, shards: Iterable[Path]) -> int:
         for shard in shards:
             store.conn.execute("attach database ? as shard", (str(shard),))
             with immediate(store.conn):
-                for table in ("runs", "results", "run_cells", "attempts"):
+                for table in ("runs", "run_cells", "attempts"):
                     store.conn.execute(f"insert or ignore into main.{table} select * from shard.{table}")
+                store.conn.execute(_MERGE_RESULTS)
             store.conn.execute("detach database shard")
         return int(store.conn.execute("select count(*) from results").fetchone()[0])
     finally:
         store.close()
+
+
+_COLUMNS = ", ".join(f'"{c}"' for c in RESULT_FIELDS)
+_EXCLUDED = ", ".join(f'excluded."{c}"' for c in RESULT_FIELDS)
+#: The shard's row replaces the target's when it ranks higher: scored over error, then later, then run id.
+_MERGE_RESULTS = f"""
+    insert into main.results ({_COLUMNS}) select {_COLUMNS} from shard.results where true
+    on conflict (cell_key) do update set ({_COLUMNS}) = ({_EXCLUDED})
+    where (not {infra_error_sql("excluded.")}, coalesce(excluded.evaluated_at, ''), excluded.run_id)
+        > (not {infra_error_sql("results.")}, coalesce(results.evaluated_at, ''), results.run_id)"""
 
 
 def _check_shard(shard: Path) -> None:

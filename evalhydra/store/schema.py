@@ -284,12 +284,12 @@ def _migration_6(db: sqlite_utils.Database) -> None:
 
 
 def _migration_7(db: sqlite_utils.Database) -> None:
-    """What zrb's experiment.json records of an agent run: the CLI's ``--version`` and the case dirs."""
+    """``runs.exit_code`` (what the invocation exited with, for sweeps on any launcher), and what
+    zrb's experiment.json records of an agent run: the CLI's ``--version`` and the case dirs."""
     columns = {row[1] for row in db.conn.execute("pragma table_info(runs)")}
-    if "agent_cli_version" not in columns:
-        db.conn.execute("alter table runs add column agent_cli_version text")
-    if "agent_case_dirs" not in columns:
-        db.conn.execute("alter table runs add column agent_case_dirs text")
+    for name, kind in (("exit_code", "integer"), ("agent_cli_version", "text"), ("agent_case_dirs", "text")):
+        if name not in columns:
+            db.conn.execute(f"alter table runs add column {name} {kind}")
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [

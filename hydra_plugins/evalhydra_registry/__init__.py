@@ -13,7 +13,7 @@ from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSou
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import OmegaConf
 
-REGISTRY_PATH = "evalhydra-registry://active"
+SCHEME = "evalhydra-registry"
 _ENABLED: list[bool] = [False]
 
 
@@ -26,12 +26,19 @@ def enable() -> None:
 
 
 class EvalHydraSearchPath(SearchPathPlugin):
-    """Adds the active registry to every evalhydra search path (so ``--help`` lists its options)."""
+    """Adds the active registry to every evalhydra search path (so ``--help`` lists its options).
+
+    The entry names the registry's absolute path (``evalhydra-registry:///abs/registry``):
+    launchers (joblib, submitit, Ray) carry the search path to their workers, so a worker
+    serves the same registry without any process-global state.
+    """
 
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        """Append ``evalhydra-registry://active`` once."""
-        if _ENABLED[0] and not any(e.path == REGISTRY_PATH for e in search_path.get_path()):
-            search_path.append(provider="evalhydra-registry", path=REGISTRY_PATH)
+        """Append ``evalhydra-registry://<active registry>`` once."""
+        from evalhydra.config.registry_options import active_root
+
+        if _ENABLED[0] and not any(e.path.startswith(f"{SCHEME}://") for e in search_path.get_path()):
+            search_path.append(provider=SCHEME, path=f"{SCHEME}://{active_root()}")
 
 
 class EvalHydraRegistrySource(ConfigSource):
@@ -45,11 +52,13 @@ class EvalHydraRegistrySource(ConfigSource):
         return "evalhydra-registry"
 
     def _options(self) -> tuple[object, dict[str, list[str]]]:
+        from pathlib import Path
+
         from evalhydra.config.registry_options import registry_options
         from evalhydra.errors import EvalHydraError
 
         try:
-            return registry_options()
+            return registry_options(Path(self.path))
         except EvalHydraError as exc:
             raise ConfigCompositionException(str(exc)) from None
 

@@ -1,0 +1,269 @@
+"""Scale-out on existing engines: shards of one eval, launchers that keep the config and the exit
+code, and an exact, order-independent merge."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import DictConfig
+
+from evalhydra.errors import EvalHydraError
+from evalhydra.plan.build import build_plan
+from evalhydra.plan.cells import count_cells, planned_cells
+from evalhydra.store.db import Batch, open_store
+from evalhydra.store.merge import merge_stores
+from tests.helpers import chat_requests, mock_process, numbered_registry, run_cli, stored_results
+
+Compose = Callable[..., DictConfig]
+
+
+def test_shards_are_disjoint_and_cover_the_plan(compose: Compose, tmp_path: Path) -> None:
+    registry = numbered_registry(tmp_path / "reg", 50)
+    whole = {
+        job.key for job in planned_cells(build_plan(compose(f"registry={registry}", "eval=g", "trials=3")))
+    }
+    parts = []
+    for index in range(4):
+        plan = build_plan(
+            compose(
+                f"registry={registry}", "eval=g", "trials=3", f"run.shard_index={index}", "run.shard_count=4"
+            )
+        )
+        keys = [job.key for job in planned_cells(plan)]
+        assert count_cells(plan) == len(keys) > 0
+        parts.append(set(keys))
+    assert set().union(*parts) == whole and sum(map(len, parts)) == len(whole) == 150
+    again = build_plan(
+        compose(f"registry={registry}", "eval=g", "trials=3", "run.shard_index=2", "run.shard_count=4")
+    )
+    assert {job.key for job in planned_cells(again)} == parts[2]  # stable across runs and machines
+
+
+@pytest.mark.parametrize("index,count", [(4, 4), (-1, 2), (0, 0)])
+def test_a_shard_out_of_range_is_refused(compose: Compose, index: int, count: int) -> None:
+    with pytest.raises(EvalHydraError, match="run.shard_index"):
+        build_plan(compose(f"run.shard_index={index}", f"run.shard_count={count}"))
+
+
+def _row(key: str, run: str, at: str, error: str | None = None) -> dict[str, Any]:
+    return {
+        "cell_key": key,
+        "run_id": run,
+        "group": "g",
+        "eval_id": "g.e",
+        "service_name": "s",
+        "model": "m",
+        "run_index": 1,
+        "case_id": key,
+        "kind": "chat",
+        "status": "ERROR" if error else "PASS",
+        "passed": error is None,
+        "error_kind": error,
+        "evaluated_at": at,
+        "output": f"{run}@{at}",
+    }
+
+
+def _shard(path: Path, run: str, rows: list[dict[str, Any]]) -> Path:
+    store = open_store(path)
+    store.start_run({"run_id": run, "status": "completed", "started_at": "2026-01-01T00:00:00.000Z"})
+    store.write(Batch(results=rows, members=[(run, r["cell_key"]) for r in rows]))
+    store.close()
+    return path
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_merge_is_order_independent_scored_beats_error_then_latest(
+    tmp_path: Path, order: tuple[int, int]
+) -> None:
+    shards = [
+        _shard(
+            tmp_path / "a.db",
+            "run-a",
+            [
+                _row("k1", "run-a", "2026-01-01T00:00:09.000Z", error="timeout"),
+                _row("k2", "run-a", "2026-01-01T00:00:01.000Z"),
+            ],
+        ),
+        _shard(
+            tmp_path / "b.db",
+            "run-b",
+            [
+                _row("k1", "run-b", "2026-01-01T00:00:01.000Z"),
+                _row("k2", "run-b", "2026-01-01T00:00:05.000Z"),
+            ],
+        ),
+    ]
+    target = tmp_path / "all.db"
+    assert merge_stores(target, [shards[i] for i in order]) == 2
+    assert merge_stores(target, [shards[i] for i in order]) == 2  # idempotent
+    conn = sqlite3.connect(target)
+    got = dict(conn.execute("select cell_key, output from results").fetchall())
+    links = set(conn.execute("select run_id, cell_key from run_cells").fetchall())
+    conn.close()
+    # k1: the scored result beats the (later) error; k2: the later scored result wins
+    assert got == {"k1": "run-b@2026-01-01T00:00:01.000Z", "k2": "run-b@2026-01-01T00:00:05.000Z"}
+    assert links == {("run-a", "k1"), ("run-a", "k2"), ("run-b", "k1"), ("run-b", "k2")}
+
+
+def test_a_closed_store_is_self_contained(tmp_path: Path) -> None:
+    path = _shard(tmp_path / "s.db", "run-a", [_row(f"k{i}", "run-a", "t") for i in range(500)])
+    shutil.copy(path, tmp_path / "copy.db")  # the file alone, as a job's shard copied after it ended
+    assert stored_results(tmp_path / "copy.db") == 500
+
+
+def _without_latency(doc: Any) -> Any:
+    if isinstance(doc, dict):
+        return {k: _without_latency(v) for k, v in doc.items() if k != "latency"}
+    if isinstance(doc, list):
+        return [_without_latency(v) for v in doc]
+    return doc
+
+
+@pytest.mark.slow
+def test_eight_shards_merged_equal_one_process(tmp_path: Path) -> None:
+    registry = numbered_registry(tmp_path / "reg", 40)
+    common = (f"registry={registry}", "eval=g", "trials=2", "run.progress=false")
+    single = run_cli(*common, f"store.path={tmp_path / 'single.db'}", "hydra.run.dir=single", cwd=tmp_path)
+    assert single.returncode == 0, single.stderr
+    res = run_cli(
+        "-m",
+        *common,
+        "run.shard_index=0,1,2,3,4,5,6,7",
+        "run.shard_count=8",
+        "store.path=shards/${run.shard_index}.db",
+        "hydra.sweep.dir=sweep",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert merge_stores(tmp_path / "all.db", sorted((tmp_path / "shards").glob("*.db"))) == 80
+    report = run_cli(
+        "report",
+        "--store",
+        str(tmp_path / "all.db"),
+        "--out",
+        "merged",
+        *[r for r in _run_ids(tmp_path / "all.db")],
+        cwd=tmp_path,
+    )
+    assert report.returncode == 0, report.stderr
+    merged = json.loads((tmp_path / "merged" / "evals.json").read_text())
+    one = json.loads((tmp_path / "single" / "evals.json").read_text())
+    assert _without_latency(merged) == _without_latency(one)
+
+
+def _run_ids(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    ids = [r[0] for r in conn.execute("select run_id from runs order by started_at")]
+    conn.close()
+    return ids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["joblib", "ray"])
+def test_a_custom_registry_eval_split_over_a_launcher_sends_each_cell_once(
+    launcher: str, tmp_path: Path
+) -> None:
+    pytest.importorskip(
+        "hydra_plugins.hydra_joblib_launcher" if launcher == "joblib" else "hydra_plugins.hydra_ray_launcher"
+    )
+    extra = (
+        ["hydra.launcher.n_jobs=2"]
+        if launcher == "joblib"
+        else ["+hydra.launcher.ray.init.num_cpus=2", "+hydra.launcher.ray.init.include_dashboard=false"]
+    )
+    numbered_registry(tmp_path / "reg", 30, eval_id="hidden.e")  # passed as the relative registry=reg
+    db = tmp_path / "s.db"
+    with mock_process("--latency-ms", "20") as url:
+        args = (
+            "-m",
+            f"hydra/launcher={launcher}",
+            *extra,
+            "registry=reg",
+            "eval=hidden",
+            "trials=2",
+            "service=mock",
+            "service.mock.enabled=false",
+            f"service.base_url={url}",
+            "run.shard_index=0,1",
+            "run.shard_count=2",
+            "run.progress=false",
+            f"store.path={db}",
+            "hydra.sweep.dir=sweep",
+        )
+        res = run_cli(*args, cwd=tmp_path, timeout=300)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert chat_requests(url) == 60 and stored_results(db) == 60  # every cell sent once, stored once
+        assert "sweep report (2 jobs)" in res.stdout
+        again = run_cli(*args, cwd=tmp_path, timeout=300)
+        assert again.returncode == 0 and chat_requests(url) == 60  # a rerun sends nothing
+    failing = run_cli(
+        "-m",
+        f"hydra/launcher={launcher}",
+        *extra,
+        "registry=reg",
+        "eval=hidden",
+        "service.model=m1,m2",
+        "service.mock.fail_rate=1",
+        "run.progress=false",
+        f"store.path={tmp_path / 'f.db'}",
+        "hydra.sweep.dir=sweep2",
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert failing.returncode == 3, failing.stdout + failing.stderr  # the worst job's code, not 0
+
+
+@pytest.mark.slow
+def test_a_ray_cluster_on_loopback_runs_a_custom_registry_sweep(tmp_path: Path) -> None:
+    ray = shutil.which("ray") or pytest.skip("ray is a test extra")
+    numbered_registry(tmp_path / "reg", 5, eval_id="hidden.e")
+    port = str(_free_port())
+    started = subprocess.run(
+        [
+            ray,
+            "start",
+            "--head",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 0, started.stderr
+    try:
+        res = run_cli(
+            "-m",
+            "hydra/launcher=ray",
+            "+hydra.launcher.ray.init.address=auto",  # the cluster just started (with its token)
+            "+hydra.launcher.ray.init.object_store_memory=null",
+            "registry=reg",
+            "eval=hidden",
+            "service.model=m1,m2",
+            "run.progress=false",
+            f"store.path={tmp_path / 's.db'}",
+            "hydra.sweep.dir=sweep",
+            cwd=tmp_path,
+            timeout=300,
+        )
+    finally:
+        subprocess.run([ray, "stop", "--force"], capture_output=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "sweep report (2 jobs)" in res.stdout and stored_results(tmp_path / "s.db") == 10
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
