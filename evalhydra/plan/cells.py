@@ -121,16 +121,23 @@ def planned_cells(plan: RunPlan) -> Iterator[CellJob]:
     for ev in plan.evals:
         for case in iter_plan_cases(plan, ev, check=False):
             case_id, case_hash = _case_id(case), _case_hash(case)
+            first = {m: cell_key(ev, case_id, case_hash, plan.service.name, m, 1, svc_hash)
+                     for m in plan.run_models}
             for trial in range(1, ev.trials + 1):
                 for model in plan.run_models:  # models interleaved: one model's hang holds no other back
                     key = cell_key(ev, case_id, case_hash, plan.service.name, model, trial, svc_hash)
-                    if count == 1 or shard_of(key, count) == index:
+                    if count == 1 or shard_of(first[model], trial, count) == index:
                         yield CellJob(key=key, eval=ev, case=case, trial=trial, model=model)
 
 
-def shard_of(key: str, count: int) -> int:
-    """The shard (0..count-1) of a cell: from its key, so the same on every machine and rerun."""
-    return int(key[:15], 16) % count
+def shard_of(first_key: str, trial: int, count: int) -> int:
+    """The shard (0..count-1) of a cell, from its identity alone (the same on every machine and rerun).
+
+    A case's trials go round the shards from a start given by the key of its first
+    trial, so a case with many trials (an agent eval's 16 slow trials) is split evenly,
+    and cases with one trial spread by their keys.
+    """
+    return (int(first_key[:15], 16) + trial) % count
 
 
 def _case_hash(case: Any) -> str:
