@@ -167,19 +167,24 @@ def _run_ids(db: Path) -> list[str]:
     return ids
 
 
+#: Each launcher: the plugin it needs, and the overrides that size it for this machine.
+LAUNCHERS = {
+    "joblib": ("hydra_plugins.hydra_joblib_launcher", ["hydra.launcher.n_jobs=2"]),
+    "ray": (
+        "hydra_plugins.hydra_ray_launcher",
+        ["+hydra.launcher.ray.init.num_cpus=2", "+hydra.launcher.ray.init.include_dashboard=false"],
+    ),
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", []),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", ["joblib", "ray"])
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
 def test_a_custom_registry_eval_split_over_a_launcher_sends_each_cell_once(
     launcher: str, tmp_path: Path
 ) -> None:
-    pytest.importorskip(
-        "hydra_plugins.hydra_joblib_launcher" if launcher == "joblib" else "hydra_plugins.hydra_ray_launcher"
-    )
-    extra = (
-        ["hydra.launcher.n_jobs=2"]
-        if launcher == "joblib"
-        else ["+hydra.launcher.ray.init.num_cpus=2", "+hydra.launcher.ray.init.include_dashboard=false"]
-    )
+    plugin, extra = LAUNCHERS[launcher]
+    pytest.importorskip(plugin)
     numbered_registry(tmp_path / "reg", 30, eval_id="hidden.e")  # passed as the relative registry=reg
     db = tmp_path / "s.db"
     with mock_process("--latency-ms", "20") as url:
@@ -203,6 +208,9 @@ def test_a_custom_registry_eval_split_over_a_launcher_sends_each_cell_once(
         assert res.returncode == 0, res.stdout + res.stderr
         assert chat_requests(url) == 60 and stored_results(db) == 60  # every cell sent once, stored once
         assert "sweep report (2 jobs)" in res.stdout
+        job_logs = "".join(p.read_text() for p in (tmp_path / "sweep").rglob("*_log.out"))  # submitit's
+        logs = res.stdout + job_logs
+        assert "· shard 1/2" in logs and "· shard 2/2" in logs  # each job's summary names its shard
         again = run_cli(*args, cwd=tmp_path, timeout=300)
         assert again.returncode == 0 and chat_requests(url) == 60  # a rerun sends nothing
     failing = run_cli(

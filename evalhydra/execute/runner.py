@@ -26,6 +26,7 @@ import socket
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -137,15 +138,21 @@ async def execute(
     total = count_cells(plan) if total is None else total
     done = store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors)
     row = run_row(plan, run_id, total)
-    if plan.service.kind == "command":  # what zrb's experiment.json records
-        row["agent_cli_version"] = await trio.to_thread.run_sync(cli_version, plan.service)
-        row["agent_case_dirs"] = [str(case.path) for ev in plan.evals
-                                  for case in load_cases(ev.cases, plan.registry_root)]
     claims = Claims(store.path, run_id, row["started_at"], resend_errors=plan.resend_errors)
     try:
-        return await execute_cells(plan, store, row, planned_cells(plan),
-                                   partial(open_plan_runner, plan, run_id),
-                                   done=done, progress=progress, claims=claims)
+        if plan.service.kind != "command":
+            return await execute_cells(plan, store, row, planned_cells(plan),
+                                       partial(open_plan_runner, plan, run_id),
+                                       done=done, progress=progress, claims=claims)
+        row["agent_case_dirs"] = [str(case.path) for ev in plan.evals  # as zrb's experiment.json has them
+                                  for case in load_cases(ev.cases, plan.registry_root)]
+        with ThreadPoolExecutor(1) as side:  # `<cli> --version` while the trials run, not before them
+            version = side.submit(cli_version, plan.service)
+            outcome = await execute_cells(plan, store, row, planned_cells(plan),
+                                          partial(open_plan_runner, plan, run_id),
+                                          done=done, progress=progress, claims=claims)
+            store.finish_run(run_id, agent_cli_version=version.result())
+        return outcome
     finally:
         claims.close()
 
