@@ -81,10 +81,19 @@ def main() -> None:
                           f"run.shard_index={shard_ids}", f"run.shard_count={args.shards}",
                           f"store.path={root / 'sharded.db'}", f"hydra.sweep.dir={root / 'sweep'}"], root)
         stored = (_results(root / "single.db"), _results(root / "sharded.db"))
+        # the launcher's fixed cost: the same sweep, one trial per shard that does not sleep
+        quick = _registry(root / "quick", 0.0)
+        floor = _timed(["-m", "hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.shards}",
+                        f"registry={quick}", *common[1:3], f"trials={args.shards}", *common[4:],
+                        f"run.shard_index={shard_ids}", f"run.shard_count={args.shards}",
+                        f"store.path={root / 'floor.db'}", f"hydra.sweep.dir={root / 'floor'}"], root)
+    per_shard = args.trials / args.shards * args.sleep
     print(f"agent eval: {args.trials} trials × {args.sleep:g} s sleep, run.concurrency=1")
     print(f"single job            wall={single:6.2f} s  passed={stored[0]}")
     print(f"{args.shards} shards on joblib    wall={sharded:6.2f} s  passed={stored[1]}")
-    print(f"sharded / single = {sharded / single:.3f}  (target ≤ 0.4)")
+    print(f"launcher floor        wall={floor:6.2f} s  ({args.shards} jobs of one trial without sleep)")
+    print(f"sharded / single = {sharded / single:.3f}  (target ≤ 0.4); "
+          f"floor + {per_shard:g} s of sleep per shard = {(floor + per_shard) / single:.3f} of single")
 
 
 if __name__ == "__main__":
