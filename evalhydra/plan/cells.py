@@ -122,7 +122,7 @@ def planned_cells(plan: RunPlan) -> Iterator[CellJob]:
         for case in iter_plan_cases(plan, ev, check=False):
             case_id, case_hash = _case_id(case), _case_hash(case)
             first = {m: cell_key(ev, case_id, case_hash, plan.service.name, m, 1, svc_hash)
-                     for m in plan.run_models}
+                     for m in plan.run_models} if count > 1 else {}
             for trial in range(1, ev.trials + 1):
                 for model in plan.run_models:  # models interleaved: one model's hang holds no other back
                     key = cell_key(ev, case_id, case_hash, plan.service.name, model, trial, svc_hash)
