@@ -139,18 +139,17 @@ async def execute(
     done = store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors)
     row = run_row(plan, run_id, total)
     claims = Claims(store.path, run_id, row["started_at"], resend_errors=plan.resend_errors)
-    try:
-        if plan.service.kind != "command":
-            return await execute_cells(plan, store, row, planned_cells(plan),
-                                       partial(open_plan_runner, plan, run_id),
-                                       done=done, progress=progress, claims=claims)
-        row["agent_case_dirs"] = [str(case.path) for ev in plan.evals  # as zrb's experiment.json has them
+    agent = plan.service.kind == "command"
+    if agent:  # as zrb's experiment.json has them
+        row["agent_case_dirs"] = [str(case.path) for ev in plan.evals
                                   for case in load_cases(ev.cases, plan.registry_root)]
+    try:
         with ThreadPoolExecutor(1) as side:  # `<cli> --version` while the trials run, not before them
-            version = side.submit(cli_version, plan.service)
+            version = side.submit(cli_version, plan.service) if agent else None
             outcome = await execute_cells(plan, store, row, planned_cells(plan),
                                           partial(open_plan_runner, plan, run_id),
                                           done=done, progress=progress, claims=claims)
+        if version is not None:
             store.finish_run(run_id, agent_cli_version=version.result())
         return outcome
     finally:

@@ -125,9 +125,10 @@ def planned_cells(plan: RunPlan) -> Iterator[CellJob]:
                      for m in plan.run_models} if count > 1 else {}
             for trial in range(1, ev.trials + 1):
                 for model in plan.run_models:  # models interleaved: one model's hang holds no other back
+                    if count > 1 and shard_of(first[model], trial, count) != index:
+                        continue  # another shard's cell: not hashed here
                     key = cell_key(ev, case_id, case_hash, plan.service.name, model, trial, svc_hash)
-                    if count == 1 or shard_of(first[model], trial, count) == index:
-                        yield CellJob(key=key, eval=ev, case=case, trial=trial, model=model)
+                    yield CellJob(key=key, eval=ev, case=case, trial=trial, model=model)
 
 
 def shard_of(first_key: str, trial: int, count: int) -> int:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,30 +78,32 @@ def summary_row(r: Row, best: dict[str, Any] | None) -> str:
     )
 
 
-def trial_details(r: Row) -> list[str]:
+def trial_details(r: Mapping[str, Any], text: Callable[[Any], str] = inline_text) -> list[str]:
+    """zrb's Per-Trial Details block of one trial; ``text`` renders labels (one line by default,
+    as they are for zrb's own report.md)."""
     lines = [
-        f"### {inline_text(r['model'])} / {inline_text(r['test_case'])} / Trial {r['trial_index']}\n\n",
+        f"### {text(r['model'])} / {text(r['test_case'])} / Trial {r['trial_index']}\n\n",
         f"- **Status**: {status_label(r['status'])}\n",
         f"- **Duration**: {float(r['duration']):.2f}s\n",
         f"- **Exit code**: {r['exit_code']}\n",
-        f"- **History path**: {inline_text(r['log_path'])}\n",
+        f"- **History path**: {text(r['log_path'])}\n",
     ]
     if r.get("stdout_log_path"):
-        lines.append(f"- **Stdout log path**: {inline_text(r['stdout_log_path'])}\n")
+        lines.append(f"- **Stdout log path**: {text(r['stdout_log_path'])}\n")
     lines.append(
         f"- **Tokens**: total={r['total_tokens']}, input={r['input_tokens']}, "
         f"output={r['output_tokens']}, cache={r['cache_read_tokens']}\n"
     )
     if r["tool_call_count"] > 0:
-        names = ", ".join(inline_text(n) for n in r["tool_calls"])
+        names = ", ".join(text(n) for n in r["tool_calls"])
         lines.append(f"- **Tool calls** ({r['tool_call_count']}): {names}\n")
     verdict = r.get("verification_result")
     if verdict is not None:
         lines.append(f"- **Validation score**: {float(verdict['score'])}\n")
         for check in verdict.get("details") or []:
             mark = "✓" if check["passed"] else "✗"
-            message = inline_text(check.get("message", ""))
-            lines.append(f"  - {inline_text(check['name'])}: {mark} {message}\n")
+            message = text(check.get("message", ""))
+            lines.append(f"  - {text(check['name'])}: {mark} {message}\n")
     lines.append("\n")
     return lines
 

@@ -15,13 +15,13 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from evalhydra.agents.models import STATUSES
+from evalhydra.reports.zrb import PASSING, STATUS_ICONS, trial_details
+
 __all__ = ["render_zrb_report"]
 
 Trial = Mapping[str, Any]
 
-_ICONS = {"EXCELLENT": "👍", "PASS": "✅", "FAIL": "❌", "TIMEOUT": "⏱️", "ERROR": "⚠️"}
-_ORDER = ("EXCELLENT", "PASS", "FAIL", "TIMEOUT", "ERROR")
-_PASSING = frozenset({"EXCELLENT", "PASS"})
 _FAILING = frozenset({"FAIL", "TIMEOUT", "ERROR"})
 _DASH = "—"
 
@@ -49,7 +49,7 @@ def _trial_order(trial: Trial) -> tuple[str, str, int]:
 
 
 def _icon_status(status: str) -> str:
-    icon = _ICONS.get(status, "")
+    icon = STATUS_ICONS.get(status, "")
     return f"{icon} {status}" if icon else status
 
 
@@ -83,14 +83,14 @@ def _counts(trials: Iterable[Trial]) -> Counter[str]:
 
 
 def _status_cells(counts: Counter[str]) -> str:
-    return " | ".join(str(counts[status]) for status in _ORDER)
+    return " | ".join(str(counts[status]) for status in STATUSES)
 
 
 def _overall(trials: list[Trial]) -> str:
     counts = _counts(trials)
     rows = [
         f"| {_icon_status(s)} | {counts[s]} | {counts[s] / len(trials) * 100.0:.1f} |\n"
-        for s in _ORDER
+        for s in STATUSES
         if counts[s]
     ]
     return (
@@ -175,7 +175,7 @@ def _grid(trials: list[Trial]) -> str:
         row = [model]
         for case in cases:
             mine = sorted((t for t in cells[model] if t["test_case"] == case), key=lambda t: t["trial_index"])
-            row.append(" ".join(_ICONS.get(t["status"], "") for t in mine) if mine else _DASH)
+            row.append(" ".join(STATUS_ICONS.get(t["status"], "") for t in mine) if mine else _DASH)
         lines.append("| " + " | ".join(row) + " |\n")
     return "".join(lines)
 
@@ -194,7 +194,7 @@ def _stability(trials: list[Trial]) -> str:
         "|-------|-----------|-----------|-----------|\n",
     ]
     for (model, case), group in sorted(cells.items()):
-        passing, total = sum(t["status"] in _PASSING for t in group), len(group)
+        passing, total = sum(t["status"] in PASSING for t in group), len(group)
         verdict = "🟢 STABLE" if passing == total else "🔴 BROKEN" if passing == 0 else "🟡 FLAKY"
         lines.append(f"| {model} | {case} | {passing}/{total} ({passing / total * 100:.0f}%) | {verdict} |\n")
     return "".join(lines)
@@ -220,7 +220,7 @@ def _failing(trials: list[Trial]) -> str:
 def _best(trials: list[Trial]) -> dict[str, dict[str, Any]]:
     """Per case, the best value of each bold column among PASS and EXCELLENT trials."""
     best: dict[str, dict[str, Any]] = {}
-    for case, group in _by([t for t in trials if t["status"] in _PASSING], "test_case").items():
+    for case, group in _by([t for t in trials if t["status"] in PASSING], "test_case").items():
         scores = [s for t in group if (s := _score(t)) is not None]
         best[case] = {
             "duration": min(float(t["duration"]) for t in group),
@@ -241,7 +241,7 @@ def _summary(trials: list[Trial]) -> str:
         "-------|------------|\n",
     ]
     for trial in trials:
-        top = best.get(trial["test_case"], {}) if trial["status"] in _PASSING else {}
+        top = best.get(trial["test_case"], {}) if trial["status"] in PASSING else {}
         duration, score = float(trial["duration"]), _score(trial)
         total, tools = trial["total_tokens"], trial["tool_call_count"]
         score_text = "" if score is None else _bold(f"{score:.2f}", score == top.get("score"))
@@ -261,29 +261,5 @@ def _bold(text: str, condition: bool) -> str:
 
 
 def _details(trials: list[Trial]) -> str:
-    lines = ["\n## Per-Trial Details\n\n"]
-    for t in trials:
-        lines += [
-            f"### {t['model']} / {t['test_case']} / Trial {t['trial_index']}\n\n",
-            f"- **Status**: {_icon_status(t['status'])}\n",
-            f"- **Duration**: {float(t['duration']):.2f}s\n",
-            f"- **Exit code**: {t['exit_code']}\n",
-            f"- **History path**: {t['log_path']}\n",
-        ]
-        if t.get("stdout_log_path"):
-            lines.append(f"- **Stdout log path**: {t['stdout_log_path']}\n")
-        lines.append(
-            f"- **Tokens**: total={t['total_tokens']}, input={t['input_tokens']}, "
-            f"output={t['output_tokens']}, cache={t['cache_read_tokens']}\n"
-        )
-        if t["tool_call_count"] > 0:
-            lines.append(f"- **Tool calls** ({t['tool_call_count']}): {', '.join(t['tool_calls'])}\n")
-        verdict = t.get("verification_result")
-        if verdict is not None:
-            lines.append(f"- **Validation score**: {float(verdict['score'])}\n")
-            for check in verdict.get("details") or []:
-                lines.append(
-                    f"  - {check['name']}: {'✓' if check['passed'] else '✗'} {check.get('message', '')}\n"
-                )
-        lines.append("\n")
-    return "".join(lines)
+    blocks = [line for trial in trials for line in trial_details(trial, text=str)]  # zrb writes labels as is
+    return "\n## Per-Trial Details\n\n" + "".join(blocks)

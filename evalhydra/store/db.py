@@ -69,10 +69,11 @@ class Store:
         rows = self.conn.execute("select run_id, pid from runs where status = 'running' and hostname = ?",
                                  [socket.gethostname()]).fetchall()
         gone = [(run_id,) for run_id, pid in rows if pid is not None and not _process_alive(int(pid))]
+        if not gone and not self.conn.execute(f"select 1 {_ENDED_CLAIMS} limit 1").fetchone():
+            return  # nothing to mend: opening the store takes no write lock
         with immediate(self.conn):
             self.conn.executemany("update runs set status = 'interrupted' where run_id = ?", gone)
-            self.conn.execute("delete from claims where run_id in "
-                              "(select run_id from runs where status != 'running')")
+            self.conn.execute(f"delete {_ENDED_CLAIMS}")
 
     def close(self) -> None:
         """Close the connection; a writable store is checkpointed first, so the file alone holds
@@ -147,6 +148,10 @@ class Store:
             marks = ",".join("?" * len(run_ids))
             return list(self.query(f"select * from runs where run_id in ({marks})", list(run_ids)))
         return list(self.query("select * from runs order by started_at desc, run_id"))
+
+
+#: Claims left by runs that are no longer running (released at their end, unless they crashed).
+_ENDED_CLAIMS = "from claims where run_id in (select run_id from runs where status != 'running')"
 
 
 def _process_alive(pid: int) -> bool:
