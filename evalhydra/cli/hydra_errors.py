@@ -75,7 +75,7 @@ def _value_hint(exc: BaseException) -> str | None:
         return None
     wanted = _TYPE_EXAMPLES.get(match.group(1), f"a value of type {match.group(1)}")
     key = getattr(exc, "full_key", None)
-    return f"Give {key or 'it'} {wanted}." if key else f"Give {wanted}."
+    return f"Give {key} {wanted}." if key else f"Give {wanted}."
 
 
 def schema_keys(dotted: str) -> list[str]:
