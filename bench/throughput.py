@@ -1,25 +1,32 @@
-"""Throughput of evalhydra against the ideal and against a bare trio + httpx loop.
+"""Throughput of evalhydra against the strongest floors, in one run against one mock server.
 
-Both sides send the same N chat requests at concurrency C to the built-in mock
-(its own process, fixed latency L); each side runs in its own subprocess so CPU
-time and peak RSS are its own. The figures that matter are ratios measured in
-the same run, so they survive a noisy machine:
+Every side sends the same N chat requests at concurrency C to the built-in mock
+(one process for the whole run, fixed latency L) and checks each reply's
+content; each side runs in its own subprocess, so its CPU time and peak RSS are
+its own. The sides:
 
-* ``evalhydra wall / bare wall`` (target ≤ 1.15 at N=20000, C=200, L=50 ms)
-* ``efficiency = ideal / wall`` with ideal = N·L/C (target ≥ 0.95 at N=10000, C=500, L=1000 ms)
-* ``peak RSS`` (target < 300 MB at N=200000)
+* ``raw trio``: C trio workers, each on one raw ``SocketStream``, writing a
+  pre-encoded request and reading the reply by its ``Content-Length`` (the
+  floor under trio: no HTTP library at all);
+* ``aiohttp``: C asyncio workers over one ``aiohttp.ClientSession`` with C
+  connections (what a user would write instead; ``pip install -e '.[bench]'``);
+* ``bare lean``: C trio workers sending ``httpx.Request``s straight to one
+  :class:`~evalhydra.http.lean.LeanTransport` (evalhydra's wire, nothing else);
+* ``evalhydra lean`` / ``evalhydra httpx``: a registry eval with exact_match,
+  run by evalhydra's runner into a real store, with ``service.transport`` set.
 
-The bare loop is the issue's floor: ``httpx.AsyncClient.post`` over several
-clients of 16 connections. evalhydra itself sends through ``httpx`` transports
-directly (``evalhydra/http/pool.py``), which skips the client's
-per-request work; ``--floor transport`` makes the bare loop do the same, so
-the ratio then shows evalhydra's own overhead alone.
+Figures that matter are ratios within the run, so they survive a noisy machine:
+evalhydra (lean) wall ÷ raw trio wall (target ≤ 1.3), evalhydra (lean) wall ÷
+aiohttp wall (target ≤ 1), efficiency = ideal ÷ wall with ideal = N·L/C, and
+evalhydra's own CPU per cell: (evalhydra lean CPU − bare lean CPU) ÷ N, the
+runner, matcher, row building, store writer and progress on top of the wire
+(target ≤ 60 µs). CPU is counted from the first request to the last result
+(evalhydra: ``execute``; the store's writer thread included), not start-up.
 
 Usage:
     python bench/throughput.py --n 20000 --c 200 --latency-ms 50
-    python bench/throughput.py --n 20000 --c 200 --latency-ms 50 --floor transport
-    python bench/throughput.py --n 10000 --c 500 --latency-ms 1000
-    python bench/throughput.py --n 200000 --c 200 --latency-ms 0 --skip-bare
+    python bench/throughput.py --n 10000 --c 500 --latency-ms 1000 --sides raw,evalhydra-lean
+    python bench/throughput.py --n 200000 --c 200 --latency-ms 0 --sides evalhydra-lean
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import resource
 import subprocess
 import sys
@@ -36,61 +44,34 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
 CASES_MAX = 2000  # the dataset repeats over trials beyond this many cases
+SIDES = ("raw", "aiohttp", "bare-lean", "evalhydra-lean", "evalhydra-httpx")
+_LENGTH = re.compile(rb"content-length:[ \t]*(\d+)", re.I)
 
 
-def _usage() -> dict[str, float]:
+def _cpu_s() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    return {"cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss / 1024}
+    return ru.ru_utime + ru.ru_stime
 
 
-def _payload(i: int) -> dict[str, Any]:
-    return {
-        "model": "mock-model",
-        "messages": [{"role": "user", "content": f"Reply with exactly V{i}."}],
-        "stream": False,
-    }
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def _bare(url: str, n: int, c: int, floor: str = "client") -> int:
-    """A well-built bare loop: C long-lived workers over ceil(C/16) clients of 16 connections
-    (``floor="transport"``: over ceil(C/16) ``httpx.AsyncHTTPTransport`` of 16 connections,
-    with the URL and headers built once, as evalhydra sends)."""
-    import httpx
-
-    limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)
-    shards = math.ceil(c / 16)
-    if floor == "transport":
-        pool: list[Any] = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(shards)]
-        target = httpx.URL(f"{url}/chat/completions")
-        headers = httpx.Headers({"content-type": "application/json", "accept": "application/json"})
-        timeout = {"timeout": httpx.Timeout(60.0).as_dict()}
-
-        async def call(k: int, i: int) -> bool:
-            body = json.dumps(_payload(i)).encode()
-            request = httpx.Request("POST", target, content=body, headers=headers, extensions=timeout)
-            response = await pool[k % shards].handle_async_request(request)
-            try:
-                raw = await response.aread()
-            finally:
-                await response.aclose()
-            return bool(json.loads(raw)["choices"][0]["message"]["content"] == f"V{i}")
-    else:
-        pool = [httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0)) for _ in range(shards)]
-
-        async def call(k: int, i: int) -> bool:
-            resp = await pool[k % shards].post(f"{url}/chat/completions", json=_payload(i))
-            return bool(resp.json()["choices"][0]["message"]["content"] == f"V{i}")
-
-    try:
-        return await _workers(n, c, call)
-    finally:
-        for item in pool:
-            await item.aclose()
+def _payload(i: int) -> bytes:
+    message = {"role": "user", "content": f"Reply with exactly V{i}."}
+    return json.dumps({"model": "mock-model", "messages": [message], "stream": False},
+                      separators=(",", ":")).encode()
 
 
-async def _workers(n: int, c: int, call: Callable[[int, int], Awaitable[bool]]) -> int:
+def _right(body: bytes, i: int) -> bool:
+    return bool(json.loads(body)["choices"][0]["message"]["content"] == f"V{i}")
+
+
+# ---------------------------------------------------------------- trio sides
+
+
+async def _trio_workers(n: int, c: int, call: Callable[[int, int], Awaitable[bool]]) -> int:
     """C long-lived workers make N calls ``call(worker, i)``; returns how many were right."""
     import trio
 
@@ -116,6 +97,106 @@ async def _workers(n: int, c: int, call: Callable[[int, int], Awaitable[bool]]) 
     return ok[0]
 
 
+async def _raw(url: str, n: int, c: int) -> int:
+    """Raw trio sockets: one connection per worker, the request pre-encoded, the reply read by length."""
+    import trio
+
+    host_port = url.split("://", 1)[1].split("/", 1)[0]
+    host, port = host_port.rsplit(":", 1)
+    path = "/" + url.split("://", 1)[1].split("/", 1)[1] + "/chat/completions"
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host_port}\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\n\r\n").encode()
+    requests = [head % len(body) + body for body in map(_payload, range(min(n, CASES_MAX)))]
+    streams = [await trio.open_tcp_stream(host, int(port)) for _ in range(c)]
+
+    async def call(k: int, i: int) -> bool:
+        stream = streams[k]
+        await stream.send_all(requests[i])
+        data = b""
+        while (end := data.find(b"\r\n\r\n")) < 0:
+            data += await stream.receive_some(65536)
+        match = _LENGTH.search(data, 0, end)
+        assert match is not None
+        total = end + 4 + int(match.group(1))
+        while len(data) < total:
+            data += await stream.receive_some(65536)
+        return _right(data[end + 4:total], i)
+
+    try:
+        return await _trio_workers(n, c, call)
+    finally:
+        for stream in streams:
+            await stream.aclose()
+
+
+async def _bare_lean(url: str, n: int, c: int) -> int:
+    """httpx.Request straight to evalhydra's LeanTransport, headers and URL built once."""
+    import httpx
+
+    from evalhydra.http.lean import LeanTransport
+
+    transport = LeanTransport(c)
+    target = httpx.URL(f"{url}/chat/completions")
+    headers = [(b"host", target.netloc), (b"content-type", b"application/json"),
+               (b"accept", b"application/json")]
+    timeout = {"timeout": httpx.Timeout(60.0).as_dict()}
+    bodies = [_payload(i) for i in range(min(n, CASES_MAX))]
+
+    async def call(k: int, i: int) -> bool:
+        body = bodies[i]
+        request = httpx.Request("POST", target, headers=[*headers, (b"content-length", b"%d" % len(body))],
+                                stream=httpx.ByteStream(body), extensions=timeout)
+        response = await transport.handle_async_request(request)
+        try:
+            raw = await response.aread()
+        finally:
+            await response.aclose()
+        return _right(raw, i)
+
+    try:
+        return await _trio_workers(n, c, call)
+    finally:
+        await transport.aclose()
+
+
+# ---------------------------------------------------------------- aiohttp
+
+
+def _aiohttp(url: str, n: int, c: int) -> tuple[int, float, float]:
+    """asyncio + aiohttp: C workers over one session of C connections. Returns (ok, wall, cpu)."""
+    import asyncio
+
+    import aiohttp
+
+    bodies = [_payload(i) for i in range(min(n, CASES_MAX))]
+    target = f"{url}/chat/completions"
+    headers = {"content-type": "application/json"}
+
+    async def run() -> tuple[int, float, float]:
+        queue: asyncio.Queue[int] = asyncio.Queue(c)
+        ok = [0]
+        connector = aiohttp.TCPConnector(limit=c)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            async def work() -> None:
+                while (i := await queue.get()) >= 0:
+                    async with session.post(target, data=bodies[i], headers=headers) as response:
+                        ok[0] += _right(await response.read(), i)
+
+            start, cpu = time.perf_counter(), _cpu_s()
+            workers = [asyncio.create_task(work()) for _ in range(c)]
+            for i in range(n):
+                await queue.put(i % CASES_MAX)
+            for _ in range(c):
+                await queue.put(-1)
+            await asyncio.gather(*workers)
+            return ok[0], time.perf_counter() - start, _cpu_s() - cpu
+
+    return asyncio.run(run())
+
+
+# ---------------------------------------------------------------- evalhydra
+
+
 def _registry(root: Path, n: int) -> tuple[Path, int]:
     cases = min(n, CASES_MAX)
     trials = math.ceil(n / cases)
@@ -123,146 +204,147 @@ def _registry(root: Path, n: int) -> tuple[Path, int]:
     data.mkdir(parents=True)
     with (data / "test.jsonl").open("w") as out:
         for i in range(cases):
-            out.write(
-                json.dumps({"id": f"c{i}", "input": f"Reply with exactly V{i}.", "ideal": f"V{i}"}) + "\n"
-            )
+            case = {"id": f"c{i}", "input": f"Reply with exactly V{i}.", "ideal": f"V{i}"}
+            out.write(json.dumps(case) + "\n")
     (root / "evals").mkdir()
-    (root / "evals" / "e.json").write_text(
-        json.dumps(
-            {
-                "id": "bench.e",
-                "group": "bench",
-                "description": "throughput",
-                "dataset_path": "data/b/e/test.jsonl",
-                "split": "test",
-                "matcher": {"kind": "exact_match"},
-                "default_run_count": trials,
-            }
-        )
-    )
+    (root / "evals" / "e.json").write_text(json.dumps({
+        "id": "bench.e", "group": "bench", "description": "throughput", "dataset_path": "data/b/e/test.jsonl",
+        "split": "test", "matcher": {"kind": "exact_match"}, "default_run_count": trials}))
     (root / "services.json").write_text("[]")
     return root, cases * trials
 
 
-def _evalhydra(url: str, n: int, c: int, workdir: Path) -> dict[str, Any]:
+def _evalhydra(url: str, n: int, c: int, workdir: Path, transport: str) -> dict[str, Any]:
     import trio
 
     from evalhydra.config.compose import compose_config
     from evalhydra.execute.runner import execute
     from evalhydra.plan.build import build_plan
     from evalhydra.plan.cells import count_cells
+    from evalhydra.reports.writer import write_run_reports
     from evalhydra.store.db import open_store
 
     registry, cells = _registry(workdir / "reg", n)
-    cfg = compose_config(
-        [
-            f"registry={registry}",
-            "service=mock",
-            "service.mock.enabled=false",
-            f"service.base_url={url}",
-            f"service.max_concurrency={c}",
-            f"run.concurrency={c}",
-            f"store.path={workdir / 'bench.db'}",
-            "run.progress=false",
-            "eval=bench.e",
-        ]
-    )
+    cfg = compose_config([
+        f"registry={registry}", "service=mock", "service.mock.enabled=false", f"service.base_url={url}",
+        f"service.max_concurrency={c}", f"service.transport={transport}", f"run.concurrency={c}",
+        f"store.path={workdir / 'bench.db'}", "run.progress=false", "eval=bench.e",
+    ])
     plan = build_plan(cfg)
     store = open_store(plan.store_path)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_s()
     outcome = trio.run(lambda: execute(plan, store, total=count_cells(plan)))
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, _cpu_s() - cpu
     passed = store.conn.execute("select sum(passed) from results").fetchone()[0]
     stored = store.conn.execute("select count(*) from results").fetchone()[0]
     start = time.perf_counter()
-    from evalhydra.reports.writer import write_run_reports
-
     write_run_reports(store, [outcome.run_id], workdir / "report", formats=("json", "md"))
     report_s = time.perf_counter() - start
-    return {"wall_s": wall, "ok": passed, "stored": stored, "cells": cells, "report_s": report_s}
+    return {"wall_s": wall, "cpu_s": cpu, "ok": passed, "stored": stored, "cells": cells,
+            "report_s": report_s}
 
 
-def worker(kind: str, url: str, n: int, c: int, floor: str = "client") -> None:
-    """Run one side and print its figures as JSON (called in a subprocess)."""
+def worker(side: str, url: str, n: int, c: int) -> dict[str, Any]:
+    """Run one side in this process and return its figures (imports are not counted)."""
+    import httpx  # noqa: F401
     import trio
 
-    with tempfile.TemporaryDirectory() as tmp:
-        if kind == "bare":
-            start = time.perf_counter()
-            ok = trio.run(_bare, url, n, c, floor)
-            result: dict[str, Any] = {"wall_s": time.perf_counter() - start, "ok": ok}
-        else:
-            result = _evalhydra(url, n, c, Path(tmp))
-    print(json.dumps({**result, **_usage()}))
+    import evalhydra.http.lean  # noqa: F401
+
+    if side == "aiohttp":
+        ok, wall, cpu = _aiohttp(url, n, c)
+        return {"wall_s": wall, "cpu_s": cpu, "ok": ok}
+    if side.startswith("evalhydra-"):
+        with tempfile.TemporaryDirectory() as tmp:
+            return _evalhydra(url, n, c, Path(tmp), side.removeprefix("evalhydra-"))
+    loop = {"raw": _raw, "bare-lean": _bare_lean}[side]
+    start, cpu = time.perf_counter(), _cpu_s()
+    ok = trio.run(loop, url, n, c)
+    return {"wall_s": time.perf_counter() - start, "cpu_s": _cpu_s() - cpu, "ok": ok}
 
 
-def _run_side(kind: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
+def _run_side(side: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", kind, "--url", url, "--n", str(args.n), "--c", str(args.c),
-         "--floor", args.floor],
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, __file__, "--worker", side, "--url", url, "--n", str(args.n), "--c", str(args.c)],
+        capture_output=True, text=True, check=False,
     )
+    if out.returncode != 0:
+        raise SystemExit(f"side {side} failed:\n{out.stderr}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def _start_mock(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "evalhydra.testing.mock", "--port", "0", "--latency-ms", str(latency_ms)],
-        stdout=subprocess.PIPE,
-        text=True,
+        stdout=subprocess.PIPE, text=True,
     )
     assert proc.stdout is not None
     return proc, proc.stdout.readline().strip().rsplit(" ", 1)[-1]
 
 
 def main() -> None:
-    """Parse arguments, run both sides, print the comparison."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    """Parse arguments, run every side against one mock, print the table and the ratios."""
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=20000)
     parser.add_argument("--c", type=int, default=200)
     parser.add_argument("--latency-ms", type=float, default=50.0)
-    parser.add_argument("--skip-bare", action="store_true")
-    parser.add_argument("--floor", choices=["client", "transport"], default="client",
-                        help="the bare loop: AsyncClient.post (the issue's floor) or httpx transports")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="alternate the two sides this many times; report the median ratio")
-    parser.add_argument("--worker", choices=["bare", "evalhydra"], help=argparse.SUPPRESS)
+    parser.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of {', '.join(SIDES)}")
+    parser.add_argument("--rounds", type=int, default=1, help="run every side this many times, interleaved")
+    parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.url, args.n, args.c, args.floor)
+        result = worker(args.worker, args.url, args.n, args.c)
+        print(json.dumps({**result, "peak_rss_mb": _peak_rss_mb()}))
         return
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    unknown = sorted(set(sides) - set(SIDES))
+    if unknown:
+        parser.error(f"unknown side(s) {', '.join(unknown)}; choose from {', '.join(SIDES)}")
     mock, url = _start_mock(args.latency_ms)
-    rounds: list[dict[str, dict[str, Any]]] = []
+    results: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     try:
         for _ in range(args.rounds):
-            sides = {} if args.skip_bare else {"bare trio+httpx": _run_side("bare", url, args)}
-            sides["evalhydra"] = _run_side("evalhydra", url, args)
-            rounds.append(sides)
+            for side in sides:
+                results[side].append(_run_side(side, url, args))
     finally:
         mock.terminate()
         mock.wait(10)
+    _print_table(results, args)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def _print_table(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> None:
     ideal = args.n * args.latency_ms / 1000 / args.c
-    print(f"N={args.n} C={args.c} L={args.latency_ms:g} ms  ideal={ideal:.2f} s  rounds={args.rounds}"
-          f"  floor={args.floor}")
-    for sides in rounds:
-        for name, r in sides.items():
-            _print_side(name, r, ideal, args.n)
-    if not args.skip_bare:
-        ratios = sorted(s["evalhydra"]["wall_s"] / s["bare trio+httpx"]["wall_s"] for s in rounds)
-        print("evalhydra wall / bare wall = " + ", ".join(f"{r:.3f}" for r in ratios)
-              + f"  (median {ratios[len(ratios) // 2]:.3f})")
+    print(f"N={args.n} C={args.c} L={args.latency_ms:g} ms  ideal={ideal:.2f} s  rounds={args.rounds}")
+    wall = {side: _median([r["wall_s"] for r in rs]) for side, rs in results.items()}
+    floor = wall.get("raw")
+    print(f"{'side':16s} {'wall s':>8s} {'÷ raw':>6s} {'effic.':>6s} {'CPU µs/req':>10s} {'peak MB':>8s}  ok")
+    for side, rs in results.items():
+        r = min(rs, key=lambda x: abs(x["wall_s"] - wall[side]))
+        ratio = f"{wall[side] / floor:6.3f}" if floor else "     -"
+        eff = ideal / wall[side] if wall[side] else 0.0
+        extra = f"  stored={r['stored']} report={r['report_s']:.2f} s" if "stored" in r else ""
+        print(f"{side:16s} {wall[side]:8.2f} {ratio} {eff:6.3f} {r['cpu_s'] / args.n * 1e6:10.1f} "
+              f"{r['peak_rss_mb']:8.1f}  {r['ok']}{extra}")
+    if "evalhydra-lean" in wall:
+        for base in ("raw", "aiohttp"):
+            if base in wall:
+                runs = [e["wall_s"] / b["wall_s"] for e, b in zip(results["evalhydra-lean"], results[base],
+                                                                  strict=True)]
+                print(f"evalhydra-lean wall / {base} wall = " + ", ".join(f"{x:.3f}" for x in runs)
+                      + f"  (median {_median(runs):.3f})")
+        if "bare-lean" in wall:
+            own = [(e["cpu_s"] - b["cpu_s"]) / args.n * 1e6
+                   for e, b in zip(results["evalhydra-lean"], results["bare-lean"], strict=True)]
+            print("evalhydra own CPU per cell (evalhydra-lean − bare-lean) = "
+                  + ", ".join(f"{x:.1f}" for x in own) + f" µs  (median {_median(own):.1f})")
 
-
-def _print_side(name: str, r: dict[str, Any], ideal: float, n: int) -> None:
-    eff = ideal / r["wall_s"] if r["wall_s"] else 0.0
-    extra = f"  stored={r['stored']} report={r['report_s']:.2f} s" if "stored" in r else ""
-    print(f"{name:16s} wall={r['wall_s']:7.2f} s  efficiency={eff:5.3f}  req/s={n / r['wall_s']:8.1f}  "
-          f"cpu={r['cpu_s']:6.2f} s  peak_rss={r['peak_rss_mb']:6.1f} MB  ok={r['ok']}{extra}")
 
 if __name__ == "__main__":
     main()

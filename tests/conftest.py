@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig
 
+from evalhydra.http.pool import TRANSPORTS, TransportPool
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"  # vendored copies of the seed systems' real data
 ZIG_FIXTURE = FIXTURES / "zig_eval_registry"
@@ -108,3 +110,20 @@ def url(mock_url: str) -> str:
     mock_call(mock_url, "config", MockSettings().to_dict())
     mock_call(mock_url, "reset", {})
     return mock_url
+
+
+@pytest.fixture(params=TRANSPORTS)
+def wire(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once per transport: a service left at ``transport: lean`` gets this one.
+
+    In-process services only (a CLI subprocess keeps its config's transport).
+    """
+    original = TransportPool.__init__
+    chosen = str(request.param)
+
+    def init(self: TransportPool, url: str, concurrency: int, transport: Any = None, *,
+             kind: str = "lean", proxy: str | None = None) -> None:
+        original(self, url, concurrency, transport, kind=chosen if kind == "lean" else kind, proxy=proxy)
+
+    monkeypatch.setattr(TransportPool, "__init__", init)
+    return chosen

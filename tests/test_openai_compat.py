@@ -19,6 +19,7 @@ import trio
 import trio.testing
 
 from evalhydra.config.schema import PricingConfig, RateLimitConfig, RetryConfig, ServiceConfig
+from evalhydra.errors import EvalHydraError
 from evalhydra.http.pool import environment_proxy
 from evalhydra.services.base import Service
 from evalhydra.services.openai_compat import (
@@ -629,19 +630,42 @@ async def test_concurrency_is_capped(tmp_path: Path, autojump_clock: trio.testin
     await svc.aclose()
 
 
-async def test_connection_pool_is_sharded(tmp_path: Path) -> None:
-    svc = OpenAICompatService(make_cfg(max_concurrency=64), registry_root=tmp_path)
+async def test_httpx_connection_pool_is_sharded(tmp_path: Path) -> None:
+    svc = OpenAICompatService(make_cfg(max_concurrency=64, transport="httpx"), registry_root=tmp_path)
     pool = svc._pool
     assert len(pool.transports) == 4
-    svc_small = OpenAICompatService(make_cfg(max_concurrency=5), registry_root=tmp_path)
+    svc_small = OpenAICompatService(make_cfg(max_concurrency=5, transport="httpx"), registry_root=tmp_path)
     assert len(svc_small._pool.transports) == 1
-    with pool.lease() as a, pool.lease() as b, pool.lease() as c:
-        assert len({id(a), id(b), id(c)}) == 3  # least-loaded: spread over idle shards
-        assert pool.in_flight == [1, 1, 1, 0]
+    leased = [pool.acquire(), pool.acquire(), pool.acquire()]
+    assert len(set(leased)) == 3  # least-loaded: spread over idle shards
+    assert pool.in_flight == [1, 1, 1, 0]
+    for index in leased:
+        pool.release(index)
     assert pool.in_flight == [0, 0, 0, 0]
     await svc.aclose()
     await svc_small.aclose()
     await svc.aclose()  # idempotent
+
+
+async def test_lean_transport_is_one_pool_sized_by_max_concurrency(tmp_path: Path) -> None:
+    svc = OpenAICompatService(make_cfg(max_concurrency=64), registry_root=tmp_path)
+    assert svc._pool.kind == "lean"
+    assert [type(t).__name__ for t in svc._pool.transports] == ["LeanTransport"]
+    assert svc._pool.transports[0]._slots.value == 64  # type: ignore[attr-defined]
+    await svc.aclose()
+
+
+async def test_a_proxied_service_uses_httpx(tmp_path: Path) -> None:
+    svc = OpenAICompatService(make_cfg(proxy="http://127.0.0.1:9"), registry_root=tmp_path)
+    assert svc._pool.kind == "httpx"
+    assert all(isinstance(t, httpx.AsyncHTTPTransport) for t in svc._pool.transports)
+    await svc.aclose()
+
+
+def test_an_unknown_transport_is_refused_with_a_hint(tmp_path: Path) -> None:
+    with pytest.raises(EvalHydraError, match="service.transport 'laen'") as info:
+        OpenAICompatService(make_cfg(transport="laen"), registry_root=tmp_path)
+    assert "Did you mean: lean?" in str(info.value.hint)
 
 
 @pytest.mark.parametrize(("env", "url", "expected"), [

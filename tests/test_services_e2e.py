@@ -42,6 +42,9 @@ from evalhydra.types import ChatRequest, ErrorKind, ToolCall, ToolSpec
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli
 
+# Every test here runs on both transports (service.transport: lean and httpx), on real sockets.
+pytestmark = pytest.mark.usefixtures("wire")
+
 SEARCH_WEB = ToolSpec(
     name="search_web",
     description="Search the web for current information.",
@@ -105,6 +108,15 @@ def closed_port() -> int:
 
 
 ASK = ChatRequest("Reply with exactly OK.")
+
+
+async def test_the_suite_runs_on_the_chosen_transport(wire: str, tmp_path: Path) -> None:
+    async with mock() as (server, _), service(server.url, tmp_path) as svc:
+        done = await svc.complete(ASK)
+    assert svc._pool.kind == wire
+    assert [type(t).__name__ for t in svc._pool.transports][0] == (
+        "LeanTransport" if wire == "lean" else "AsyncHTTPTransport")
+    assert done.output == "OK"
 
 
 # --------------------------------------------------------------------------- 12. every fault

@@ -1,4 +1,4 @@
-"""bench/throughput.py runs end to end at a tiny size (the full run is a manual benchmark)."""
+"""bench/throughput.py runs every side end to end at a tiny size (the full run is a manual benchmark)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,22 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "throughput.py"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("floor", ["client", "transport"])
-def test_throughput_bench_runs_both_sides_against_the_mock(floor: str) -> None:
-    res = subprocess.run([sys.executable, str(BENCH), "--n", "300", "--c", "20", "--latency-ms", "1",
-                          "--floor", floor], capture_output=True, text=True, timeout=120)
+def test_throughput_bench_runs_every_side_against_one_mock() -> None:
+    res = subprocess.run([sys.executable, str(BENCH), "--n", "300", "--c", "20", "--latency-ms", "1"],
+                         capture_output=True, text=True, timeout=180)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert f"floor={floor}" in res.stdout
-    assert re.search(r"^bare trio\+httpx .* ok=300$", res.stdout, re.M), res.stdout
-    assert re.search(r"^evalhydra .* ok=300  stored=300 ", res.stdout, re.M), res.stdout
-    assert re.search(r"evalhydra wall / bare wall = \d+\.\d{3}", res.stdout), res.stdout
+    for side in ("raw", "aiohttp", "bare-lean"):
+        row = rf"^{side} +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+  300$"
+        assert re.search(row, res.stdout, re.M), res.stdout
+    for side in ("evalhydra-lean", "evalhydra-httpx"):
+        assert re.search(rf"^{side} .*  300  stored=300 report=", res.stdout, re.M), res.stdout
+    assert re.search(r"^evalhydra-lean wall / raw wall = \d+\.\d{3}", res.stdout, re.M), res.stdout
+    assert re.search(r"^evalhydra-lean wall / aiohttp wall = \d+\.\d{3}", res.stdout, re.M), res.stdout
+    assert re.search(r"^evalhydra own CPU per cell .* = -?\d+\.\d µs", res.stdout, re.M), res.stdout
+
+
+def test_an_unknown_side_is_refused() -> None:
+    res = subprocess.run([sys.executable, str(BENCH), "--sides", "raw,curl"], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 2
+    assert "unknown side(s) curl" in res.stderr

@@ -90,6 +90,8 @@ class ServiceConfig:
     system_prompt: str | None = None
     retry: RetryConfig = field(default_factory=RetryConfig)
     max_concurrency: int = 64
+    transport: str = "lean"  # lean (httptools on trio) | httpx (httpcore); a proxied service uses httpx
+    proxy: str | None = None  # an HTTP(S) proxy URL for this service (else HTTPS_PROXY & co. apply)
     headers: dict[str, str] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
     rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)

@@ -1,33 +1,42 @@
-"""Connection shards for one service: httpx transports, leased least-loaded.
+"""A service's connections: one lean transport, or httpx transports leased least-loaded.
 
-A service sends every request through one of several
-``httpx.AsyncHTTPTransport`` shards of :data:`CONNECTIONS_PER_SHARD`
-connections each. One shared pool on trio collapses under high concurrency
-(httpcore's pool contention: a few hundred requests per second where
-thousands are possible), so requests are spread over shards, and each request
-goes to the shard with the fewest in flight, so no shard queues a request
-while another idles.
+``service.transport`` picks the wire:
+
+* ``lean`` (the default): one :class:`~evalhydra.http.lean.LeanTransport` with
+  a pool of ``max_concurrency`` keep-alive connections, replies parsed by
+  ``httptools``; several times less CPU per request than httpcore + h11.
+* ``httpx``: ``httpx.AsyncHTTPTransport`` shards of :data:`CONNECTIONS_PER_SHARD`
+  connections each. One shared httpcore pool on trio collapses under high
+  concurrency (a few hundred requests per second where thousands are
+  possible), so requests are spread over shards, each to the shard with the
+  fewest in flight.
+
+A service whose URL goes through a proxy (``service.proxy``, or ``HTTPS_PROXY``,
+``HTTP_PROXY``, ``ALL_PROXY`` without a matching ``NO_PROXY``) always uses the
+``httpx`` shards: the lean transport does not speak to proxies.
 
 Requests go to the transport directly rather than through
 ``httpx.AsyncClient``: a service needs none of the client's per-request work
-(cookies, redirects, auth flows, event hooks, URL merging), and skipping it
-cuts httpx's CPU cost per request by about a quarter (``bench/throughput.py``).
-What the client would take from the environment is applied here: proxies
-(``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) and the CA
-bundle (``SSL_CERT_FILE``, ``SSL_CERT_DIR``).
+(cookies, redirects, auth flows, event hooks, URL merging).
+What the client would take from the environment is applied here: proxies and
+the CA bundle (``SSL_CERT_FILE``, ``SSL_CERT_DIR``).
 """
 
 from __future__ import annotations
 
 import math
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import httpx
 
-__all__ = ["CONNECTIONS_PER_SHARD", "TransportPool", "environment_proxy"]
+from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.http.lean import LeanTransport
+
+__all__ = ["CONNECTIONS_PER_SHARD", "TRANSPORTS", "TransportPool", "environment_proxy"]
+
+#: The values of ``service.transport``.
+TRANSPORTS = ("lean", "httpx")
 
 CONNECTIONS_PER_SHARD = 16
 
@@ -50,42 +59,59 @@ def environment_proxy(url: str) -> str | None:
 
 
 class TransportPool:
-    """Transport shards for requests to one URL, sized for a concurrency.
+    """The transports for requests to one URL, sized for a concurrency.
 
     Args:
         url: Where requests go (chooses the environment's proxy).
         concurrency: Most requests in flight (the service's ``max_concurrency``).
         transport: A transport to use instead (tests: ``httpx.MockTransport``).
+        kind: ``lean`` or ``httpx`` (``service.transport``).
+        proxy: A proxy URL for every request (``service.proxy``); None takes
+            the environment's.
+
+    Raises:
+        EvalHydraError: For an unknown ``kind``.
     """
 
-    def __init__(self, url: str, concurrency: int,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, url: str, concurrency: int, transport: httpx.AsyncBaseTransport | None = None,
+                 *, kind: str = "lean", proxy: str | None = None) -> None:
+        if kind not in TRANSPORTS:
+            raise EvalHydraError(f"service.transport {kind!r} is not a transport",
+                                 did_you_mean(kind, TRANSPORTS))
+        proxy = proxy or environment_proxy(url)
+        #: ``lean`` or ``httpx``: what this pool actually sends with.
+        self.kind = "httpx" if proxy else kind
         if transport is not None:
             self.transports: list[httpx.AsyncBaseTransport] = [transport]
+        elif self.kind == "lean":
+            self.transports = [LeanTransport(max(1, concurrency))]
         else:
-            self.transports = _shards(url, max(1, math.ceil(concurrency / CONNECTIONS_PER_SHARD)))
+            self.transports = _shards(proxy, max(1, math.ceil(concurrency / CONNECTIONS_PER_SHARD)))
         self.in_flight = [0] * len(self.transports)
 
-    @contextmanager
-    def lease(self) -> Iterator[httpx.AsyncBaseTransport]:
-        """Lend the shard with the fewest requests in flight for one request."""
-        index = min(range(len(self.transports)), key=self.in_flight.__getitem__)
+    def acquire(self) -> int:
+        """The index of the transport with the fewest requests in flight, now counted as one more.
+
+        Give it back with :meth:`release` once the response is closed.
+        """
+        index = 0 if len(self.transports) == 1 else min(range(len(self.transports)),
+                                                          key=self.in_flight.__getitem__)
         self.in_flight[index] += 1
-        try:
-            yield self.transports[index]
-        finally:
-            self.in_flight[index] -= 1
+        return index
+
+    def release(self, index: int) -> None:
+        """One request on transport ``index`` is done."""
+        self.in_flight[index] -= 1
 
     async def aclose(self) -> None:
-        """Close every shard's connections (idempotent)."""
+        """Close every transport's connections (idempotent)."""
         for transport in self.transports:
             await transport.aclose()
 
 
-def _shards(url: str, count: int) -> list[httpx.AsyncBaseTransport]:
+def _shards(proxy: str | None, count: int) -> list[httpx.AsyncBaseTransport]:
     limits = httpx.Limits(max_connections=CONNECTIONS_PER_SHARD,
                           max_keepalive_connections=CONNECTIONS_PER_SHARD, keepalive_expiry=30)
     ssl_context = httpx.create_ssl_context()  # load the CA bundle once for all shards
-    proxy = environment_proxy(url)
     return [httpx.AsyncHTTPTransport(verify=ssl_context, limits=limits, proxy=proxy)
             for _ in range(count)]

@@ -3,9 +3,9 @@
 One :class:`OpenAICompatService` per configured service, created inside the
 run's trio loop. It owns:
 
-* a :class:`~evalhydra.http.pool.TransportPool` of httpx transport
-  shards (one per 16 concurrent slots; one shared pool degrades badly at high
-  concurrency, see library notes §3.1), the least-loaded one per attempt;
+* a :class:`~evalhydra.http.pool.TransportPool`: the lean transport
+  (``service.transport: lean``, the default) or httpx transport shards
+  (``httpx``, or any service behind a proxy);
 * a ``trio.CapacityLimiter(max_concurrency)`` held for the whole call;
 * the ``rpm``/``tpm`` buckets (:mod:`evalhydra.services.ratelimit`);
 * the retry policy (:mod:`evalhydra.services.retry`).
@@ -442,24 +442,29 @@ async def _read_capped(response: httpx.Response, cap: int) -> bytes | None:
 
     The cap counts what the body decodes to: a gzip or deflate body is inflated here,
     at most ``cap + 1`` bytes of it, so a small compressed reply cannot expand past
-    the cap in memory (``Content-Length`` is the compressed size).
+    the cap in memory (``Content-Length`` is the compressed size). A body without a
+    ``Content-Encoding`` is read from the response's raw stream: httpx's decoding
+    layers would only copy it.
     """
     encoding = response.headers.get("content-encoding", "").strip().lower()
     # A response built in memory (already read) is already decoded; the paths below count it.
-    if encoding in _INFLATE_WBITS and not response.is_stream_consumed:
+    raw = not response.is_stream_consumed and isinstance(response.stream, httpx.AsyncByteStream)
+    if raw and encoding in _INFLATE_WBITS:
         return await _inflate_capped(response, cap, encoding)
     length = response.headers.get("content-length")
-    if length is not None and length.isdigit() and not encoding:
-        if int(length) > cap:
-            return None
-        return await response.aread()  # declared and within the cap: one read, no chunk loop
-    buf = bytearray()
-    async with aclosing(response.aiter_bytes()) as chunks:  # type: ignore[type-var]
+    if length is not None and length.isdigit() and int(length) > cap:
+        return None
+    plain = raw and encoding in ("", "identity")
+    source = aiter(response.stream) if plain else response.aiter_bytes()  # type: ignore[arg-type]
+    parts: list[bytes] = []
+    size = 0
+    async with aclosing(source) as chunks:  # type: ignore[type-var]
         async for chunk in chunks:
-            buf += chunk
-            if len(buf) > cap:
+            parts.append(chunk)
+            size += len(chunk)
+            if size > cap:
                 return None
-    return bytes(buf)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 #: zlib window bits per Content-Encoding (gzip header, or the zlib wrapper of deflate).
@@ -520,6 +525,7 @@ class OpenAICompatService:
         self.registry_root = registry_root
         self._url = normalize_chat_url(config.base_url if base_url is None else base_url)
         self._http_url = httpx.URL(self._url)  # parsed once, not per request
+        self._host = self._http_url.netloc.decode("ascii")
         self._policy = RetryPolicy.from_config(config.retry)
         self._timeout_s = config.timeout_ms / 1000.0
         self._deadline_s = config.deadline_ms / 1000.0 if config.deadline_ms else None
@@ -531,7 +537,8 @@ class OpenAICompatService:
         self._auth_env = None if "authorization" in user_keys else config.api_key_env
         timeout = httpx.Timeout(connect=10.0, read=self._timeout_s, write=30.0, pool=None)
         self._extensions = {"timeout": timeout.as_dict()}
-        self._pool = TransportPool(self._url, config.max_concurrency, transport)
+        self._pool = TransportPool(self._url, config.max_concurrency, transport,
+                                   kind=config.transport, proxy=config.proxy)
         self._rng = rng or random.Random()
 
     @property
@@ -552,17 +559,21 @@ class OpenAICompatService:
     def base_url(self, value: str) -> None:
         self._url = normalize_chat_url(value)
         self._http_url = httpx.URL(self._url)
+        self._host = self._http_url.netloc.decode("ascii")
 
     @property
     def limiter(self) -> trio.CapacityLimiter:
         """The per-service in-flight cap (``total_tokens`` may be changed at runtime)."""
         return self._limiter
 
-    def _request_headers(self) -> httpx.Headers:
-        """The headers of one call; secrets are read now and never stored."""
-        if self._auth_env is None and not self._dynamic_headers:
-            return self._static_headers  # httpx.Request copies it
+    def _request_headers(self, length: int) -> httpx.Headers:
+        """The headers of one call, ``Host`` and ``Content-Length`` included; secrets are read
+        now and never stored."""
         headers = self._static_headers.copy()
+        headers["host"] = self._host
+        headers["content-length"] = str(length)
+        if self._auth_env is None and not self._dynamic_headers:
+            return headers
         key = _read_env(self._auth_env)
         if key is not None:
             headers["authorization"] = f"Bearer {key}"
@@ -596,7 +607,7 @@ class OpenAICompatService:
         except (TypeError, ValueError) as exc:
             return _failed(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
         estimate = self._estimate(body, request) if self._rate.counts_tokens else 0
-        attempt = partial(self._attempt, body, self._request_headers(), model, estimate)
+        attempt = partial(self._attempt, body, self._request_headers(len(body)), model, estimate)
         before = partial(self._rate.acquire, estimate) if self._rate.enabled else None
         async with fastpath.Holding(self._limiter):
             outcome = await run_with_retries(
@@ -626,16 +637,20 @@ class OpenAICompatService:
         estimate: int,
         attempt: int,
     ) -> AttemptResult[ChatAnswer]:
-        request = httpx.Request("POST", self._http_url, content=body, headers=headers,
+        # stream=: the headers are complete, so httpx has nothing to add or read
+        request = httpx.Request("POST", self._http_url, headers=headers, stream=httpx.ByteStream(body),
                                 extensions=self._extensions)
-        with self._pool.lease() as transport:
-            response = await transport.handle_async_request(request)
+        index = self._pool.acquire()
+        try:
+            response = await self._pool.transports[index].handle_async_request(request)
             try:
                 status = response.status_code
                 raw = await _read_capped(response, MAX_RESPONSE_BYTES)
                 retry_after = response.headers.get("retry-after")
             finally:
                 await response.aclose()
+        finally:
+            self._pool.release(index)
         if status != 200:  # zig_eval: any other status, a 201 or 204 too, is a failed call
             return AttemptResult(
                 status_code=status,

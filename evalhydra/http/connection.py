@@ -1,0 +1,214 @@
+"""One HTTP connection's byte stream: a plain non-blocking socket, or TLS over trio.
+
+:class:`PlainConnection` calls the socket itself and waits on trio's I/O only
+when the kernel would block (``trio.SocketStream`` adds an error-translating
+context manager and two checkpoints to every call). :class:`TLSConnection` is
+a ``trio.SSLStream``. Both raise httpx's exception types, so a caller of the
+transport sees what ``httpx.AsyncHTTPTransport`` would raise:
+
+* a timeout (``None``: none) runs out: ``httpx.ConnectTimeout``, ``WriteTimeout``
+  or ``ReadTimeout``;
+* the peer resets or the socket fails: ``httpx.ConnectError``, ``WriteError``
+  or ``ReadError``;
+* a reused connection turns out closed before any byte of the reply:
+  :class:`StaleConnection`, which the transport answers with a fresh connection.
+
+A wait gets a cancel scope of its own only when the enclosing deadline (an
+attempt's ``fail_after``, say) would not end it first: a scope costs more than
+the rest of a read.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import ssl
+from collections.abc import Awaitable, Callable
+
+import httpx
+import trio
+
+__all__ = ["Connection", "PlainConnection", "StaleConnection", "TLSConnection", "open_connection"]
+
+READ_SIZE = 65536
+Origin = tuple[bytes, str, int]
+
+
+class StaleConnection(Exception):
+    """A reused connection was closed by the server before any byte of the reply."""
+
+
+async def open_connection(origin: Origin, timeout: float | None, request: httpx.Request,
+                          ssl_context: Callable[[], ssl.SSLContext]) -> Connection:
+    """Connect to ``origin`` (``(scheme, host, port)``), with TLS for ``https``.
+
+    Raises:
+        httpx.ConnectError: Refused, unreachable, unresolvable, or the TLS handshake failed.
+        httpx.ConnectTimeout: ``timeout`` seconds passed first.
+    """
+    scheme, host, port = origin
+    with trio.move_on_after(_seconds(timeout)):
+        try:
+            sock = await _connect_socket(host, port)
+            if scheme != b"https":
+                return PlainConnection(sock, origin)
+            return await TLSConnection.handshake(sock, origin, ssl_context())
+        except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
+            raise httpx.ConnectError(_describe(exc), request=request) from exc
+    raise httpx.ConnectTimeout("timed out while connecting", request=request)
+
+
+async def _connect_socket(host: str, port: int) -> socket.socket:
+    """A connected non-blocking TCP socket to the first address of ``host`` that answers."""
+    infos = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    error: OSError = OSError(errno.EADDRNOTAVAIL, f"no address for {host}")
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                sock.connect(address)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(sock)
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if code:
+                    raise OSError(code, os.strerror(code)) from None
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+        except BaseException:
+            sock.close()
+            raise
+    raise error
+
+
+class PlainConnection:
+    """HTTP over a plain TCP socket, calling it directly."""
+
+    __slots__ = ("sock", "origin", "idle_since")
+
+    def __init__(self, sock: socket.socket, origin: Origin) -> None:
+        self.sock = sock
+        self.origin = origin
+        self.idle_since = 0.0
+
+    async def send(self, data: bytes, timeout: float | None, request: httpx.Request, reused: bool) -> None:
+        """Write all of ``data``."""
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                await _wait(trio.lowlevel.wait_writable, self.sock, timeout, httpx.WriteTimeout, request)
+            except OSError as exc:
+                if reused:
+                    raise StaleConnection from exc
+                raise httpx.WriteError(_describe(exc), request=request) from exc
+
+    async def receive(self, timeout: float | None, request: httpx.Request, stale_if_reset: bool) -> bytes:
+        """The next bytes from the peer; ``b""`` once it has closed its side."""
+        while True:
+            try:
+                return self.sock.recv(READ_SIZE)
+            except BlockingIOError:
+                await _wait(trio.lowlevel.wait_readable, self.sock, timeout, httpx.ReadTimeout, request)
+            except OSError as exc:
+                if stale_if_reset:
+                    raise StaleConnection from exc
+                raise httpx.ReadError(_describe(exc), request=request) from exc
+
+    async def aclose(self) -> None:
+        """Close the socket (nothing waits on it: a connection has one user at a time)."""
+        self.close()
+
+    def close(self) -> None:
+        """Close the socket now."""
+        if self.sock.fileno() >= 0:
+            trio.lowlevel.notify_closing(self.sock)
+            self.sock.close()
+
+
+class TLSConnection:
+    """HTTP over TLS: a ``trio.SSLStream`` on the socket."""
+
+    __slots__ = ("stream", "origin", "idle_since")
+
+    def __init__(self, stream: trio.SSLStream[trio.SocketStream], origin: Origin) -> None:
+        self.stream = stream
+        self.origin = origin
+        self.idle_since = 0.0
+
+    @classmethod
+    async def handshake(cls, sock: socket.socket, origin: Origin, context: ssl.SSLContext) -> TLSConnection:
+        """Wrap a connected socket in TLS and complete the handshake (closing it on failure)."""
+        tcp = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+        stream = trio.SSLStream(tcp, context, server_hostname=origin[1], https_compatible=True)
+        try:
+            await stream.do_handshake()
+        except BaseException:
+            await trio.aclose_forcefully(tcp)
+            raise
+        return cls(stream, origin)
+
+    async def send(self, data: bytes, timeout: float | None, request: httpx.Request, reused: bool) -> None:
+        """Write all of ``data``."""
+        with trio.move_on_after(_seconds(timeout)):
+            try:
+                await self.stream.send_all(data)
+            except (trio.BrokenResourceError, OSError) as exc:
+                if reused:
+                    raise StaleConnection from exc
+                raise httpx.WriteError(_describe(exc), request=request) from exc
+            return
+        raise httpx.WriteTimeout("timed out while sending the request", request=request)
+
+    async def receive(self, timeout: float | None, request: httpx.Request, stale_if_reset: bool) -> bytes:
+        """The next bytes from the peer; ``b""`` once it has closed its side."""
+        with trio.move_on_after(_seconds(timeout)):
+            try:
+                return bytes(await self.stream.receive_some(READ_SIZE))
+            except (trio.BrokenResourceError, OSError) as exc:
+                if stale_if_reset:
+                    raise StaleConnection from exc
+                raise httpx.ReadError(_describe(exc), request=request) from exc
+        raise httpx.ReadTimeout("timed out while reading the reply", request=request)
+
+    async def aclose(self) -> None:
+        """Close the stream without waiting for the peer."""
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(self.stream)
+
+    def close(self) -> None:
+        """Close the underlying socket now (no TLS close_notify)."""
+        self.stream.transport_stream.socket.close()
+
+
+Connection = PlainConnection | TLSConnection
+
+
+async def _wait(wait: Callable[[socket.socket], Awaitable[None]], sock: socket.socket, timeout: float | None,
+                error: type[httpx.TimeoutException], request: httpx.Request) -> None:
+    """Wait until ``sock`` is ready, raising ``error`` after ``timeout`` seconds."""
+    if timeout is None:
+        await wait(sock)
+        return
+    deadline = trio.current_time() + timeout
+    if trio.current_effective_deadline() <= deadline:
+        await wait(sock)  # an enclosing scope ends first: no scope of our own needed
+        return
+    with trio.move_on_at(deadline):
+        await wait(sock)
+        return
+    raise error(f"timed out after {timeout:g} s", request=request)
+
+
+def _seconds(timeout: float | None) -> float:
+    return float("inf") if timeout is None else timeout
+
+
+def _describe(exc: BaseException) -> str:
+    cause = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ else exc
+    return str(cause) or type(cause).__name__
