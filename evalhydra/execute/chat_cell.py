@@ -29,6 +29,8 @@ from evalhydra.types import Case, Completion, MatchResult, Usage
 
 __all__ = ["ChatCellRunner"]
 
+_NO_USAGE = Usage()
+
 
 def _input_text(case: Case) -> str:
     """The text a refinement attempt rewrites: the input, or a conversation's last user message."""
@@ -157,7 +159,7 @@ class ChatCellRunner:
             candidate = [c for kind, c in calls if kind == "candidate"]
             judges = [c for kind, c in calls if kind == "judge"]
         usage = candidate[0].usage if len(candidate) == 1 else sum((c.usage for c in candidate), Usage())
-        judge_usage = sum((c.usage for c in judges), Usage())
+        judge_usage = sum((c.usage for c in judges), Usage()) if judges else _NO_USAGE
         return {
             "attempt_count": sum(c.attempt_count for _, c in calls),
             "retried": any(c.retried for _, c in calls),
@@ -171,7 +173,7 @@ class ChatCellRunner:
             "cached_tokens": usage.cached_tokens,
             "judge_prompt_tokens": judge_usage.prompt_tokens if judges else None,
             "judge_completion_tokens": judge_usage.completion_tokens if judges else None,
-            "cost_usd": sum(c.cost_usd for c in candidate),
+            "cost_usd": candidate[0].cost_usd if len(candidate) == 1 else sum(c.cost_usd for c in candidate),
             "judge_cost_usd": sum(c.cost_usd for c in judges) if judges else None,
         }
 

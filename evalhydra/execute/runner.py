@@ -308,7 +308,7 @@ class _Feed:
             claimed = set(result.claimed)
             jobs = [job for job in jobs if job.key in claimed]
         for job in jobs:
-            await self.jobs_tx.send(job)
+            await fastpath.send(self.jobs_tx, job)
 
     async def skip(self, keys: list[str]) -> None:
         """Record stored cells as members of this run without running them."""

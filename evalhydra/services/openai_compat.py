@@ -532,7 +532,7 @@ class OpenAICompatService:
         self._limiter = trio.CapacityLimiter(max(1, config.max_concurrency))
         self._rate = RateLimiter.from_config(config.rate_limit)
         static, self._dynamic_headers = _split_headers(config.headers)
-        self._static_headers = httpx.Headers({**_BASE_HEADERS, **{k.lower(): v for k, v in static.items()}})
+        self._static_headers = {**_BASE_HEADERS, **{k.lower(): v for k, v in static.items()}}
         user_keys = {key.lower() for key in config.headers}
         self._auth_env = None if "authorization" in user_keys else config.api_key_env
         timeout = httpx.Timeout(connect=10.0, read=self._timeout_s, write=30.0, pool=None)
@@ -566,22 +566,19 @@ class OpenAICompatService:
         """The per-service in-flight cap (``total_tokens`` may be changed at runtime)."""
         return self._limiter
 
-    def _request_headers(self, length: int) -> httpx.Headers:
+    def _request_headers(self, length: int) -> list[tuple[bytes, bytes]]:
         """The headers of one call, ``Host`` and ``Content-Length`` included; secrets are read
         now and never stored."""
-        headers = self._static_headers.copy()
-        headers["host"] = self._host
-        headers["content-length"] = str(length)
-        if self._auth_env is None and not self._dynamic_headers:
-            return headers
-        key = _read_env(self._auth_env)
-        if key is not None:
-            headers["authorization"] = f"Bearer {key}"
-        for name, template in self._dynamic_headers:
-            value = _resolve_header(template)
-            if value is not None:
-                headers[name.lower()] = value
-        return headers
+        headers = {"host": self._host, **self._static_headers, "content-length": str(length)}
+        if self._auth_env is not None or self._dynamic_headers:
+            key = _read_env(self._auth_env)
+            if key is not None:
+                headers["authorization"] = f"Bearer {key}"
+            for name, template in self._dynamic_headers:
+                value = _resolve_header(template)
+                if value is not None:
+                    headers[name.lower()] = value
+        return [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
 
     def _estimate(self, body: bytes, request: ChatRequest) -> int:
         n_images, image_chars = _count_image_chars(request.user_content)
@@ -632,7 +629,7 @@ class OpenAICompatService:
     async def _attempt(
         self,
         body: bytes,
-        headers: httpx.Headers,
+        headers: list[tuple[bytes, bytes]],
         model: str,
         estimate: int,
         attempt: int,

@@ -28,6 +28,8 @@ def cost_usd(usage: Usage, pricing: PricingConfig) -> float:
     Returns:
         The cost in USD (0.0 with the default, zero prices).
     """
+    if not (pricing.input_per_mtok or pricing.output_per_mtok or pricing.cached_input_per_mtok):
+        return 0.0  # the default: no prices set
     cached_price = pricing.cached_input_per_mtok
     if cached_price is None:
         cached_price = pricing.input_per_mtok

@@ -295,22 +295,21 @@ class RetryOutcome(Generic[T]):
 async def _attempt_once(
     fn: Callable[[int], Awaitable[AttemptResult[T]]], attempt: int, timeout_s: float | None
 ) -> AttemptResult[T]:
+    # A bare CancelScope, not fail_after: the one scope a cell's attempt costs is its largest
+    # fixed cost, and fail_after adds a second layer on top of it.
+    scope = trio.CancelScope(deadline=trio.current_time() + timeout_s if timeout_s else math.inf)
     try:
-        with trio.fail_after(timeout_s if timeout_s else math.inf):
+        with scope:
             return await fn(attempt)
-    except (httpx.TransportError, trio.TooSlowError) as exc:
-        return AttemptResult(
-            error_kind=classify_exception(exc),
-            error_message=error_name(exc),
-            transport=True,
-            detail=str(exc) or None,
-        )
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        return AttemptResult(
-            error_kind=classify_exception(exc),
-            error_message=error_name(exc),
-            detail=str(exc) or None,
-        )
+        exc: BaseException = trio.TooSlowError()  # the scope's deadline ended the attempt
+    except (httpx.TransportError, httpx.HTTPError, httpx.InvalidURL) as error:
+        exc = error
+    return AttemptResult(
+        error_kind=classify_exception(exc),
+        error_message=error_name(exc),
+        transport=isinstance(exc, httpx.TransportError | trio.TooSlowError),
+        detail=str(exc) or None,
+    )
 
 
 async def run_with_retries(
