@@ -2,7 +2,7 @@
 
 Shape of a run::
 
-    cell source ──jobs──▶ N workers (global CapacityLimiter, per-service limiter)
+    cell source ──jobs──▶ N workers (N = run.concurrency; each service's CapacityLimiter)
                                  │ rows
                                  ▼
                            one writer task ──batches──▶ SQLite (in a worker thread)
@@ -246,12 +246,11 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
 async def _work(work: _Work, source: _Source) -> None:
     concurrency = work.plan.run.concurrency
     jobs_tx, jobs_rx = trio.open_memory_channel[CellJob](concurrency)
-    limiter = trio.CapacityLimiter(concurrency)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_produce, work, source, jobs_tx, work.rows_tx.clone())
         async with jobs_rx:
             for _ in range(concurrency):
-                nursery.start_soon(_worker, work, jobs_rx.clone(), work.rows_tx.clone(), limiter)
+                nursery.start_soon(_worker, work, jobs_rx.clone(), work.rows_tx.clone())
 
 
 async def _produce(work: _Work, source: _Source, jobs_tx: trio.MemorySendChannel[CellJob],
@@ -332,7 +331,9 @@ def _over_budget(work: _Work) -> bool:
 
 
 async def _worker(work: _Work, jobs_rx: trio.MemoryReceiveChannel[CellJob],
-                  rows_tx: trio.MemorySendChannel[Batch], limiter: trio.CapacityLimiter) -> None:
+                  rows_tx: trio.MemorySendChannel[Batch]) -> None:
+    """One of ``run.concurrency`` workers: the worker count is the run's bound on cells in
+    flight (a CapacityLimiter of the same size around each cell could never block)."""
     outcome, runner = work.outcome, work.runner
     async with jobs_rx, rows_tx:
         while True:
@@ -343,8 +344,7 @@ async def _worker(work: _Work, jobs_rx: trio.MemoryReceiveChannel[CellJob],
             if _over_budget(work):
                 outcome.budget_exhausted = True
                 continue  # the budget is spent: drain queued cells without starting them
-            async with fastpath.Holding(limiter):
-                row, attempts = await runner.run(job)
+            row, attempts = await runner.run(job)
             outcome.executed += 1
             outcome.cost_usd += (row.cost_usd or 0.0) + (row.judge_cost_usd or 0.0)
             is_error = row.is_error

@@ -89,6 +89,8 @@ __all__ = [
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
 _ENV_REF = re.compile(r"\$\{env:([^}]+)\}")
+#: Request bodies: compact UTF-8 JSON, NaN refused (one encoder, not one per call).
+_BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _BASE_HEADERS = {"content-type": "application/json", "accept": "application/json",
                  "accept-encoding": "gzip, deflate", "user-agent": f"evalhydra/{__version__}"}
 
@@ -595,12 +597,7 @@ class OpenAICompatService:
         """
         model = resolve_model(self.config, request)
         try:
-            body = json.dumps(
-                build_payload(self.config, request),
-                ensure_ascii=False,
-                separators=(",", ":"),
-                allow_nan=False,
-            ).encode("utf-8")
+            body = _BODY_ENCODER.encode(build_payload(self.config, request)).encode("utf-8")
         except (TypeError, ValueError) as exc:
             return _failed(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
         estimate = self._estimate(body, request) if self._rate.counts_tokens else 0

@@ -146,14 +146,16 @@ _JSON_POSITIONS = [
     if name in ("input", "tool_calls", "details", "rubric_scores", "attempt_history")
 ]
 _OUTPUT_POSITION = RESULT_FIELDS.index("output")
+_ROW_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 
 
 def row_values(row: ResultRow) -> list[Any]:
     """The row's values in column order, containers as sorted-key JSON, ``output`` capped."""
     values = list(_VALUES(row))
     for i in _JSON_POSITIONS:
-        if isinstance(values[i], dict | list | tuple):
-            values[i] = json.dumps(values[i], ensure_ascii=False, sort_keys=True)
+        value = values[i]
+        if isinstance(value, dict | list | tuple):
+            values[i] = _ROW_JSON.encode(value) if value else ("{}" if isinstance(value, dict) else "[]")
     output = values[_OUTPUT_POSITION]
     if isinstance(output, str) and len(output) > MAX_STORED_OUTPUT_CHARS:
         values[_OUTPUT_POSITION] = cap_output(output)
