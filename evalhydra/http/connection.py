@@ -63,6 +63,7 @@ async def _connect_socket(host: str, port: int) -> socket.socket:
     """A connected non-blocking TCP socket to the first address of ``host`` that answers."""
     infos = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     error: OSError = OSError(errno.EADDRNOTAVAIL, f"no address for {host}")
+    failures = []
     for family, kind, proto, _, address in infos:
         sock = socket.socket(family, kind, proto)
         try:
@@ -78,10 +79,13 @@ async def _connect_socket(host: str, port: int) -> socket.socket:
             return sock
         except OSError as exc:
             sock.close()
-            error = exc
+            failures.append(exc)
         except BaseException:
             sock.close()
             raise
+    if failures:  # trio.open_tcp_stream's wording, which the summary has always shown
+        error = OSError(f"all attempts to connect to {host}:{port} failed")
+        error.__cause__ = failures[-1]
     raise error
 
 

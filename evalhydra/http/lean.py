@@ -31,6 +31,7 @@ proxy httpx's own transport.
 
 from __future__ import annotations
 
+import logging
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -43,6 +44,8 @@ from evalhydra.http.connection import Connection, Origin, StaleConnection, open_
 
 __all__ = ["LeanTransport"]
 
+#: DEBUG: each connection opened and each reply's status line (never a header or a body).
+log = logging.getLogger("evalhydra.http")
 _PORTS = {b"http": 80, b"https": 443}
 _BODILESS_STATUS = frozenset({204, 304})
 
@@ -129,6 +132,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 except StaleConnection:
                     pass  # the server closed it while idle: once more on a new connection
             connection = await open_connection(origin, timeouts.get("connect"), request, self._tls_context)
+            log.debug("connected to %s://%s:%d", origin[0].decode(), origin[1], origin[2])
             return await self._exchange(connection, request, message, timeouts, reused=False)
         except BaseException:
             self._slots.release()
@@ -197,6 +201,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
             await connection.aclose()
             raise
         status = reply.parser.get_status_code()
+        if log.isEnabledFor(logging.DEBUG):
+            reason = reply.reason.decode("latin-1")
+            log.debug('%s %s "HTTP/1.1 %d %s"', request.method, request.url, status, reason)
         if request.method == "HEAD" or status in _BODILESS_STATUS:
             reply.complete, reply.body = True, []
         body = _Body(self, connection, reply, read_timeout, request)

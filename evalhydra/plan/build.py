@@ -7,8 +7,9 @@ plain frozen objects that the runner and tests use directly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -280,32 +281,41 @@ def _judges(
     conf: Config, registry: Registry, evals: list[EvalPlan], service: ServiceConfig
 ) -> dict[str, ServiceConfig]:
     names = set().union(*(judge_services_of(e.matcher) for e in evals))
-    known = _known_services(registry)
-    known[service.name] = service
+    if not names and not conf.judge_service:
+        return {}  # no judge named anywhere: the service files need not be read
+    known = _known_service_sources(registry)
     judges = {}
     for name in sorted(names):
-        if name not in known:
+        if name == service.name:
+            judges[name] = service
+        elif name in known:
+            judges[name] = known[name]()
+        else:
             raise EvalHydraError(
                 f"Judge service '{name}' not found (JudgeServiceNotFound).",
-                did_you_mean(name, known) + "\nSet judge_service=NAME to choose another.",
+                did_you_mean(name, [*known, service.name]) + "\nSet judge_service=NAME to choose another.",
             )
-        judges[name] = known[name]
-    if conf.judge_service and conf.judge_service not in known:  # a typo is an error even when unused
+    if conf.judge_service and conf.judge_service not in known and conf.judge_service != service.name:
         raise EvalHydraError(f"judge_service={conf.judge_service}: there is no service of that name.",
-                             did_you_mean(conf.judge_service, known))
+                             did_you_mean(conf.judge_service, [*known, service.name]))  # a typo, even unused
     return judges
 
 
-def _known_services(registry: Registry) -> dict[str, ServiceConfig]:
-    """Services a judge may name: ``service/*.yaml`` of every config directory and the registry's."""
-    found: dict[str, ServiceConfig] = {}
+def _known_service_sources(registry: Registry) -> dict[str, Callable[[], ServiceConfig]]:
+    """Services a judge may name (``service/*.yaml`` of every config directory, then the
+    registry's), each read and type-checked only when asked for."""
     base = OmegaConf.structured(ServiceConfig)
+    found: dict[str, Callable[[], ServiceConfig]] = {}
     for directory in config_dirs():
         for path in sorted(Path(directory, "service").glob("*.yaml")):
-            node = OmegaConf.merge(base, OmegaConf.load(path))
-            found[path.stem] = OmegaConf.to_object(node)  # type: ignore[assignment]
+            found[path.stem] = partial(_service_from, base, path)
     for name, spec in registry.services.items():
-        found[name] = OmegaConf.to_object(OmegaConf.merge(base, spec))  # type: ignore[assignment]
+        found[name] = partial(_service_from, base, spec)
     return found
+
+
+def _service_from(base: DictConfig, source: Path | Any) -> ServiceConfig:
+    node = OmegaConf.merge(base, OmegaConf.load(source) if isinstance(source, Path) else source)
+    return OmegaConf.to_object(node)  # type: ignore[return-value]
 
 
