@@ -122,8 +122,8 @@ def wire(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     chosen = str(request.param)
 
     def init(self: TransportPool, url: str, concurrency: int, transport: Any = None, *,
-             kind: str = "lean", proxy: str | None = None) -> None:
-        original(self, url, concurrency, transport, kind=chosen if kind == "lean" else kind, proxy=proxy)
+             kind: str = "lean", **options: Any) -> None:
+        original(self, url, concurrency, transport, kind=chosen if kind == "lean" else kind, **options)
 
     monkeypatch.setattr(TransportPool, "__init__", init)
     return chosen

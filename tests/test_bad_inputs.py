@@ -194,6 +194,10 @@ CATALOGUE: dict[str, Bad] = {
         _args("store.path=/proc/nope/s.db"), "store.path=/proc/nope/s.db", "store.path=", own_store=True
     ),
     "unknown judge service": Bad(_args("judge_service=nojudge"), "judge_service=nojudge", "Available"),
+    "unknown transport": Bad(_args("service.transport=laen"), "service.transport=laen", "Did you mean: lean"),
+    "missing CA bundle": Bad(_args("service.ca_bundle=/nonexistent/ca.pem"), "service.ca_bundle", "PEM file"),
+    "CA bundle that is not one": Bad(_file_arg("ca.pem", "not a certificate\n", "service.ca_bundle={file}"),
+                                     "service.ca_bundle", "not a CA bundle"),
     # -- files in --config-dir --------------------------------------------------------------
     "broken YAML in a conf file": Bad(
         _conf("service/mine.yaml", "name: mine\nkind: [openai\n", "service=mine"), "mine.yaml", "YAML"

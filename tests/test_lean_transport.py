@@ -84,9 +84,9 @@ def chat_service(base_url: str, tmp_path: Path, transport: str, **cfg: Any) -> O
     return OpenAICompatService(config, registry_root=tmp_path, rng=random.Random(0))
 
 
-async def ask_once(base_url: str, tmp_path: Path, transport: str) -> Completion:
+async def ask_once(base_url: str, tmp_path: Path, transport: str, **cfg: Any) -> Completion:
     """One call through a new service on ``transport``, closed afterwards."""
-    svc = chat_service(base_url, tmp_path, transport)
+    svc = chat_service(base_url, tmp_path, transport, **cfg)
     try:
         return await svc.complete(ASK)
     finally:
@@ -120,6 +120,20 @@ async def test_an_untrusted_certificate_is_a_connect_error(
     assert (done.error_kind, done.error_message) == (ErrorKind.CONNECT_ERROR, "ConnectError")
     if transport == "lean":  # httpx's transport raises it with an empty message
         assert "CERTIFICATE_VERIFY_FAILED" in (done.attempts[0].error_message or "")
+
+
+@pytest.mark.parametrize("transport", ["lean", "httpx"])
+@pytest.mark.parametrize("setting", ["ca_bundle", "verify"])
+async def test_ca_bundle_and_verify_settings_reach_the_tls_context(
+    transport: str, setting: str, cert_files: tuple[Path, Path, Path], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bundle, chain, key = cert_files
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    cfg: dict[str, Any] = {"ca_bundle": str(bundle)} if setting == "ca_bundle" else {"verify": False}
+    async with hypercorn((chain, key)) as origin:
+        done = await ask_once(f"{origin}/v1", tmp_path, transport, **cfg)
+    assert (done.error_kind, done.output) == (None, "Reply with exactly OK."), done.error_message
 
 
 @pytest.mark.parametrize("transport", [

@@ -22,9 +22,11 @@ from omegaconf import DictConfig
 from evalhydra.cli.diagnose import fix_hints, unmeasured
 from evalhydra.cli.dry_run import print_dry_run
 from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
-from evalhydra.errors import EvalHydraError
+from evalhydra.config.schema import ServiceConfig
+from evalhydra.errors import EvalHydraError, did_you_mean
 from evalhydra.execute.progress import Progress
 from evalhydra.execute.runner import RunOutcome, execute
+from evalhydra.http.pool import TRANSPORTS, tls_context
 from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells
 from evalhydra.plan.model import RunPlan
@@ -225,6 +227,14 @@ def _further_interrupts_ignored(interrupted: bool) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _check_transport(svc: ServiceConfig) -> None:
+    """``service.transport`` names a transport, and ``service.ca_bundle`` (if set) holds CAs."""
+    if svc.transport not in TRANSPORTS:
+        raise EvalHydraError(f"service '{svc.name}': service.transport={svc.transport} is not a transport.",
+                             did_you_mean(svc.transport, TRANSPORTS))
+    tls_context(svc.verify, svc.ca_bundle)
+
+
 def _check_services(plan: RunPlan) -> None:
     """Check every key and header value can be sent, warn once per service whose
     ``api_key_env`` variable is unset (the seed does not fail), and say so when the
@@ -232,6 +242,7 @@ def _check_services(plan: RunPlan) -> None:
     services = {svc.name: svc for svc in [plan.service, *plan.judges.values()] if svc.kind == "openai"}
     for svc in services.values():
         check_header_values(svc)
+        _check_transport(svc)
     if plan.service.kind == "openai" and plan.run.concurrency > plan.service.max_concurrency:
         print(f"note: run.concurrency={plan.run.concurrency}, but service '{plan.service.name}' sends at "
               f"most {plan.service.max_concurrency} requests at once (service.max_concurrency); raise it to "

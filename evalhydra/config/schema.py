@@ -92,6 +92,8 @@ class ServiceConfig:
     max_concurrency: int = 64
     transport: str = "lean"  # lean (httptools on trio) | httpx (httpcore); a proxied service uses httpx
     proxy: str | None = None  # an HTTP(S) proxy URL for this service (else HTTPS_PROXY & co. apply)
+    verify: bool = True  # false: accept any TLS certificate (a self-signed test endpoint)
+    ca_bundle: str | None = None  # a PEM file (or a directory of them) of CAs to trust instead
     headers: dict[str, str] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
     rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)

@@ -25,7 +25,9 @@ the CA bundle (``SSL_CERT_FILE``, ``SSL_CERT_DIR``).
 from __future__ import annotations
 
 import math
+import ssl
 import urllib.request
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -33,7 +35,7 @@ import httpx
 from evalhydra.errors import EvalHydraError, did_you_mean
 from evalhydra.http.lean import LeanTransport
 
-__all__ = ["CONNECTIONS_PER_SHARD", "TRANSPORTS", "TransportPool", "environment_proxy"]
+__all__ = ["CONNECTIONS_PER_SHARD", "TRANSPORTS", "TransportPool", "environment_proxy", "tls_context"]
 
 #: The values of ``service.transport``.
 TRANSPORTS = ("lean", "httpx")
@@ -58,6 +60,30 @@ def environment_proxy(url: str) -> str | None:
     return proxy
 
 
+def tls_context(verify: bool = True, ca_bundle: str | None = None) -> ssl.SSLContext | None:
+    """The TLS context for ``service.verify`` and ``service.ca_bundle``; None for httpx's default
+    (the ``certifi`` bundle, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``), built when first needed.
+
+    Raises:
+        EvalHydraError: ``ca_bundle`` is not a file or directory, or holds no readable CA.
+    """
+    if not verify:
+        return httpx.create_ssl_context(verify=False)
+    if not ca_bundle:
+        return None
+    path = Path(ca_bundle).expanduser()
+    fix = "Give the path of a PEM file (or a directory of them) holding the CA certificates to trust."
+    if not path.exists():
+        raise EvalHydraError(f"service.ca_bundle={ca_bundle}: no such file or directory.", fix)
+    try:
+        context = ssl.create_default_context(cafile=str(path) if path.is_file() else None,
+                                             capath=str(path) if path.is_dir() else None)
+    except (ssl.SSLError, OSError) as exc:
+        raise EvalHydraError(f"service.ca_bundle={ca_bundle}: not a CA bundle ({exc}).", fix) from None
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
 class TransportPool:
     """The transports for requests to one URL, sized for a concurrency.
 
@@ -68,13 +94,15 @@ class TransportPool:
         kind: ``lean`` or ``httpx`` (``service.transport``).
         proxy: A proxy URL for every request (``service.proxy``); None takes
             the environment's.
+        ssl_context: For ``https`` (:func:`tls_context`); None: httpx's default.
 
     Raises:
         EvalHydraError: For an unknown ``kind``.
     """
 
     def __init__(self, url: str, concurrency: int, transport: httpx.AsyncBaseTransport | None = None,
-                 *, kind: str = "lean", proxy: str | None = None) -> None:
+                 *, kind: str = "lean", proxy: str | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         if kind not in TRANSPORTS:
             raise EvalHydraError(f"service.transport {kind!r} is not a transport",
                                  did_you_mean(kind, TRANSPORTS))
@@ -84,9 +112,10 @@ class TransportPool:
         if transport is not None:
             self.transports: list[httpx.AsyncBaseTransport] = [transport]
         elif self.kind == "lean":
-            self.transports = [LeanTransport(max(1, concurrency))]
+            self.transports = [LeanTransport(max(1, concurrency), ssl_context=ssl_context)]
         else:
-            self.transports = _shards(proxy, max(1, math.ceil(concurrency / CONNECTIONS_PER_SHARD)))
+            count = max(1, math.ceil(concurrency / CONNECTIONS_PER_SHARD))
+            self.transports = _shards(proxy, count, ssl_context or httpx.create_ssl_context())
         self.in_flight = [0] * len(self.transports)
 
     def acquire(self) -> int:
@@ -109,9 +138,9 @@ class TransportPool:
             await transport.aclose()
 
 
-def _shards(proxy: str | None, count: int) -> list[httpx.AsyncBaseTransport]:
+def _shards(proxy: str | None, count: int, ssl_context: ssl.SSLContext) -> list[httpx.AsyncBaseTransport]:
+    """``count`` httpx transports sharing one TLS context (the CA bundle is loaded once)."""
     limits = httpx.Limits(max_connections=CONNECTIONS_PER_SHARD,
                           max_keepalive_connections=CONNECTIONS_PER_SHARD, keepalive_expiry=30)
-    ssl_context = httpx.create_ssl_context()  # load the CA bundle once for all shards
     return [httpx.AsyncHTTPTransport(verify=ssl_context, limits=limits, proxy=proxy)
             for _ in range(count)]

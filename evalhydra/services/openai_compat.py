@@ -51,7 +51,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from evalhydra import __version__, fastpath, strictjson
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.errors import EvalHydraError
-from evalhydra.http.pool import TransportPool
+from evalhydra.http.pool import TransportPool, tls_context
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.pricing import cost_usd
 from evalhydra.services.ratelimit import RateLimiter, estimate_tokens
@@ -539,8 +539,9 @@ class OpenAICompatService:
         self._auth_env = None if "authorization" in user_keys else config.api_key_env
         timeout = httpx.Timeout(connect=10.0, read=self._timeout_s, write=30.0, pool=None)
         self._extensions = {"timeout": timeout.as_dict()}
-        self._pool = TransportPool(self._url, config.max_concurrency, transport,
-                                   kind=config.transport, proxy=config.proxy)
+        context = tls_context(config.verify, config.ca_bundle)
+        self._pool = TransportPool(self._url, config.max_concurrency, transport, kind=config.transport,
+                                   proxy=config.proxy, ssl_context=context)
         self._rng = rng or random.Random()
 
     @property
