@@ -1,46 +1,24 @@
-"""Trio primitives that skip the scheduling round when they need not wait.
+"""A trio primitive that skips the scheduling round when it need not wait.
 
-``await channel.send(x)``, ``await channel.receive()`` and ``async with
-limiter`` always yield to the scheduler, which puts the task at the back of
+``async with limiter`` always yields to the scheduler, which puts the task at the back of
 the run queue. When hundreds of replies arrive together (a fixed-latency
 upstream at high concurrency), every such yield between one reply and the
 next request costs the worker a round of the other ready tasks (a few ms each
-at C=500 in ``bench/throughput.py``). These helpers take the ``*_nowait``
-path when it succeeds and fall back to the waiting call, which checkpoints,
-only when they must wait. A worker still checkpoints on every HTTP read and
-write, so cancellation stays prompt.
+at C=500 in ``bench/throughput.py``). :class:`Holding` takes the ``acquire_nowait``
+path when it succeeds and falls back to the waiting call, which checkpoints,
+only when it must wait. (Jobs and rows move between the runner's tasks through
+:mod:`evalhydra.execute.jobqueue` and :class:`evalhydra.execute.writer.RowSink`,
+which need no switch per cell at all.) A worker still waits for every reply,
+so cancellation stays prompt.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TypeVar
 
 import trio
 
-__all__ = ["Holding", "receive", "send"]
-
-T = TypeVar("T")
-
-
-async def send(channel: trio.MemorySendChannel[T], value: T) -> None:
-    """Send ``value``, waiting only when the channel is full."""
-    try:
-        channel.send_nowait(value)
-    except trio.WouldBlock:
-        await channel.send(value)
-
-
-async def receive(channel: trio.MemoryReceiveChannel[T]) -> T:
-    """Receive a value, waiting only when the channel is empty.
-
-    Raises:
-        trio.EndOfChannel: When the channel is closed and empty.
-    """
-    try:
-        return channel.receive_nowait()
-    except trio.WouldBlock:
-        return await channel.receive()
+__all__ = ["Holding"]
 
 
 class Holding:

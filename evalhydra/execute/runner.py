@@ -2,15 +2,16 @@
 
 Shape of a run::
 
-    cell source ──jobs──▶ N workers (N = run.concurrency; each service's CapacityLimiter)
-                                 │ rows
+    cell source ──JobQueue──▶ N workers (N = run.concurrency; each service's CapacityLimiter)
+                                 │ RowSink
                                  ▼
                            one writer task ──batches──▶ SQLite (in a worker thread)
 
-The channels are bounded, so a slow store or service applies backpressure
-instead of growing a queue. SIGINT/SIGTERM cancel the work scope: in-flight
-calls are cancelled, finished results are flushed, and the run is marked
-``interrupted``.
+Both queues are bounded (a chunk of claimed cells; two batches of rows), so a
+slow store or service applies backpressure instead of growing a queue, and
+neither costs a task switch per cell while it has room and work. SIGINT/SIGTERM
+cancel the work scope: in-flight calls are cancelled, finished results are
+flushed, and the run is marked ``interrupted``.
 
 What a cell does is the :class:`CellRunner`'s business: :func:`execute` runs a
 plan's chat or agent cells; ``evalhydra rejudge`` runs the same loop over
@@ -35,19 +36,19 @@ from typing import Any, Protocol
 import trio
 
 import evalhydra
-from evalhydra import fastpath
 from evalhydra.agents.command import cli_version
 from evalhydra.agents.loader import load_cases
 from evalhydra.config.redact import redact_overrides
 from evalhydra.execute.agent_cell import AgentCellRunner
 from evalhydra.execute.chat_cell import ChatCellRunner
+from evalhydra.execute.jobqueue import JobQueue
 from evalhydra.execute.progress import Progress
 from evalhydra.execute.services import build_matchers, open_services
-from evalhydra.execute.writer import store_writer
+from evalhydra.execute.writer import RowSink, store_writer
 from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
 from evalhydra.store.claims import Claims
-from evalhydra.store.db import Batch, Store
+from evalhydra.store.db import Store
 from evalhydra.store.rows import ResultRow, now_iso
 
 __all__ = [
@@ -224,47 +225,53 @@ class _Work:
     plan: RunPlan
     run_id: str
     runner: CellRunner
-    rows_tx: trio.MemorySendChannel[Batch]
+    rows: RowSink
     outcome: RunOutcome
     progress: Progress
 
 
 async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRunner, outcome: RunOutcome,
                progress: Progress, work_scope: trio.CancelScope) -> None:
-    rows_tx, rows_rx = trio.open_memory_channel[Batch](plan.run.batch_size * 2)
+    rows = RowSink(plan.run.batch_size)
     async with trio.open_nursery() as outer:
-        outer.start_soon(store_writer, rows_rx, store, plan.run.batch_size)
-        async with rows_tx, trio.open_nursery() as helpers:
-            async with open_runner(helpers) as runner:
-                work = _Work(plan, outcome.run_id, runner, rows_tx, outcome, progress)
-                with work_scope:
-                    await _work(work, source)
-                outcome.interrupted = work_scope.cancelled_caught
-            helpers.cancel_scope.cancel()
+        outer.start_soon(store_writer, rows, store)
+        try:
+            async with trio.open_nursery() as helpers:
+                async with open_runner(helpers) as runner:
+                    work = _Work(plan, outcome.run_id, runner, rows, outcome, progress)
+                    with work_scope:
+                        await _work(work, source)
+                    outcome.interrupted = work_scope.cancelled_caught
+                helpers.cancel_scope.cancel()
+        finally:
+            rows.close()  # the writer writes what is pending, then ends
 
 
 async def _work(work: _Work, source: _Source) -> None:
     concurrency = work.plan.run.concurrency
-    jobs_tx, jobs_rx = trio.open_memory_channel[CellJob](concurrency)
+    jobs = JobQueue[CellJob](_chunk(work))
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_produce, work, source, jobs_tx, work.rows_tx.clone())
-        async with jobs_rx:
-            for _ in range(concurrency):
-                nursery.start_soon(_worker, work, jobs_rx.clone(), work.rows_tx.clone())
+        nursery.start_soon(_produce, work, source, jobs)
+        for _ in range(concurrency):
+            nursery.start_soon(_worker, work, jobs)
 
 
-async def _produce(work: _Work, source: _Source, jobs_tx: trio.MemorySendChannel[CellJob],
-                   rows_tx: trio.MemorySendChannel[Batch]) -> None:
+def _chunk(work: _Work) -> int:
+    """Cells claimed (and queued) at a time: at most ``run.concurrency``."""
+    return max(1, min(_CLAIM_CHUNK, work.plan.run.concurrency))
+
+
+async def _produce(work: _Work, source: _Source, jobs: JobQueue[CellJob]) -> None:
     """Send pending cells to the workers; record stored ones as members of this run.
 
     Pending cells are claimed a chunk at a time (a chunk is at most
     ``run.concurrency`` cells), so two processes on one store take turns
     instead of one claiming everything up front.
     """
-    feed = _Feed(work, source.claims, jobs_tx, rows_tx)
-    chunk = max(1, min(_CLAIM_CHUNK, work.plan.run.concurrency))
+    feed = _Feed(work, source.claims, jobs)
+    chunk = _chunk(work)
     pending: list[CellJob] = []
-    async with jobs_tx, rows_tx:
+    try:
         for job in source.jobs:
             if job.key in source.done:
                 await feed.skip([job.key])
@@ -278,6 +285,8 @@ async def _produce(work: _Work, source: _Source, jobs_tx: trio.MemorySendChannel
                     pending = []
         await feed.send(pending)
         await feed.flush_skipped()
+    finally:
+        jobs.close()
 
 
 #: Most cells claimed in one transaction.
@@ -290,8 +299,7 @@ class _Feed:
 
     work: _Work
     claims: Claims | None
-    jobs_tx: trio.MemorySendChannel[CellJob]
-    rows_tx: trio.MemorySendChannel[Batch]
+    jobs: JobQueue[CellJob]
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
     async def send(self, jobs: list[CellJob]) -> None:
@@ -306,8 +314,7 @@ class _Feed:
             self.work.progress.skip(len(result.held))
             claimed = set(result.claimed)
             jobs = [job for job in jobs if job.key in claimed]
-        for job in jobs:
-            await fastpath.send(self.jobs_tx, job)
+        await self.jobs.put(jobs)
 
     async def skip(self, keys: list[str]) -> None:
         """Record stored cells as members of this run without running them."""
@@ -319,7 +326,7 @@ class _Feed:
         """Send the recorded members to the writer."""
         if not self.skipped:
             return
-        await self.rows_tx.send(Batch(members=self.skipped[:]))
+        await self.work.rows.put(members=self.skipped[:])
         self.work.progress.skip(len(self.skipped))
         self.work.outcome.skipped += len(self.skipped)
         self.skipped.clear()
@@ -330,28 +337,21 @@ def _over_budget(work: _Work) -> bool:
     return cap is not None and work.outcome.cost_usd >= cap
 
 
-async def _worker(work: _Work, jobs_rx: trio.MemoryReceiveChannel[CellJob],
-                  rows_tx: trio.MemorySendChannel[Batch]) -> None:
+async def _worker(work: _Work, jobs: JobQueue[CellJob]) -> None:
     """One of ``run.concurrency`` workers: the worker count is the run's bound on cells in
     flight (a CapacityLimiter of the same size around each cell could never block)."""
-    outcome, runner = work.outcome, work.runner
-    async with jobs_rx, rows_tx:
-        while True:
-            try:
-                job = await fastpath.receive(jobs_rx)
-            except trio.EndOfChannel:
-                break
-            if _over_budget(work):
-                outcome.budget_exhausted = True
-                continue  # the budget is spent: drain queued cells without starting them
-            row, attempts = await runner.run(job)
-            outcome.executed += 1
-            outcome.cost_usd += (row.cost_usd or 0.0) + (row.judge_cost_usd or 0.0)
-            is_error = row.is_error
-            outcome.errors += is_error
-            work.progress.advance(passed=bool(row.passed), error=is_error)
-            await fastpath.send(rows_tx, Batch(results=[row], members=[(work.run_id, job.key)],
-                                               attempts=attempts))
+    outcome, runner, rows = work.outcome, work.runner, work.rows
+    while (job := await jobs.get()) is not None:
+        if _over_budget(work):
+            outcome.budget_exhausted = True
+            continue  # the budget is spent: drain queued cells without starting them
+        row, attempts = await runner.run(job)
+        outcome.executed += 1
+        outcome.cost_usd += (row.cost_usd or 0.0) + (row.judge_cost_usd or 0.0)
+        is_error = row.is_error
+        outcome.errors += is_error
+        work.progress.advance(passed=bool(row.passed), error=is_error)
+        await rows.put((row,), ((work.run_id, job.key),), attempts)
 
 
 async def watch_signals(scope: trio.CancelScope) -> None:

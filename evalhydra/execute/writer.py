@@ -1,42 +1,95 @@
-"""The store writer task: batches of results committed off the trio thread."""
+"""Rows on their way to the store, and the one task that writes them.
+
+Workers hand each cell's rows to a :class:`RowSink` without a task switch (a
+channel send per cell woke the writer once per cell); the writer task takes
+them a batch at a time and commits each batch off the trio thread.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 import trio
 
 from evalhydra.store.db import Batch, Store
+from evalhydra.store.rows import ResultRow
 
-__all__ = ["FLUSH_INTERVAL_S", "store_writer"]
+__all__ = ["FLUSH_INTERVAL_S", "RowSink", "store_writer"]
 
 FLUSH_INTERVAL_S = 0.25
 
 
-async def store_writer(
-    rows_rx: trio.MemoryReceiveChannel[Batch],
-    store: Store,
-    batch_size: int,
-    flush_interval: float = FLUSH_INTERVAL_S,
-) -> None:
-    """The only task that writes: one transaction per ``batch_size`` results or per
+class RowSink:
+    """Rows waiting for the writer, taken a batch at a time.
+
+    Args:
+        batch_size: Results (or run members) per transaction. Adding rows waits
+            while twice this many are pending, so a slow store slows the run
+            instead of growing memory.
+    """
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = max(1, batch_size)
+        self.pending = Batch()
+        self.closed = False
+        self._filled = trio.Event()  # a row is pending, or the sink is closed
+        self._full = trio.Event()  # a batch is pending, or the sink is closed
+        self._room = trio.lowlevel.ParkingLot()  # tasks waiting for the writer to take rows
+
+    async def put(self, results: Iterable[ResultRow] = (), members: Iterable[tuple[str, str]] = (),
+                  attempts: Iterable[dict[str, Any]] = ()) -> None:
+        """Add rows; waits only while the writer is two batches behind."""
+        pending = self.pending
+        pending.results.extend(results)
+        pending.members.extend(members)
+        pending.attempts.extend(attempts)
+        if not self._filled.is_set():
+            self._filled.set()
+        size = max(len(pending.results), len(pending.members))
+        if size >= self.batch_size:
+            self._full.set()
+            while max(len(self.pending.results), len(self.pending.members)) >= 2 * self.batch_size:
+                await self._room.park()
+
+    def take(self) -> Batch:
+        """Every pending row (the writer's); wakes the tasks waiting for room."""
+        batch, self.pending = self.pending, Batch()
+        self._filled, self._full = trio.Event(), trio.Event()
+        if self.closed:
+            self._filled.set()
+            self._full.set()
+        self._room.unpark_all()
+        return batch
+
+    def close(self) -> None:
+        """No more rows: the writer writes what is pending and ends."""
+        self.closed = True
+        self._filled.set()
+        self._full.set()
+
+    async def wait(self, interval: float) -> None:
+        """Until rows are pending and either a batch is full or ``interval`` has passed since."""
+        await self._filled.wait()  # no timer while nothing is pending
+        with trio.move_on_after(interval):
+            await self._full.wait()
+
+
+async def store_writer(sink: RowSink, store: Store, flush_interval: float = FLUSH_INTERVAL_S) -> None:
+    """The only task that writes: one transaction per batch of the sink, or per
     ``flush_interval`` seconds, whichever comes first, committed off the trio thread.
 
     A crash loses at most the last interval's results, which resume re-runs;
     nothing stored is ever duplicated.
     """
-    pending = Batch()
     try:
-        async with rows_rx:
-            async for batch in rows_rx:
-                pending.extend(batch)
-                with trio.move_on_after(flush_interval):
-                    while len(pending.results) < batch_size:
-                        try:
-                            pending.extend(await rows_rx.receive())
-                        except trio.EndOfChannel:
-                            break
-                current, pending = pending, Batch()
-                await trio.to_thread.run_sync(store.write, current)
+        while not (sink.closed and not len(sink.pending)):
+            await sink.wait(flush_interval)
+            batch = sink.take()
+            if len(batch):
+                await trio.to_thread.run_sync(store.write, batch)
     finally:
         with trio.CancelScope(shield=True):
-            if len(pending):
-                await trio.to_thread.run_sync(store.write, pending)
+            batch = sink.take()
+            if len(batch):
+                await trio.to_thread.run_sync(store.write, batch)
