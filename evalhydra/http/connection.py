@@ -108,9 +108,7 @@ class PlainConnection:
             except BlockingIOError:
                 await _wait(trio.lowlevel.wait_writable, self.sock, timeout, httpx.WriteTimeout, request)
             except OSError as exc:
-                if reused:
-                    raise StaleConnection from exc
-                raise httpx.WriteError(_describe(exc), request=request) from exc
+                raise _failure(exc, reused, httpx.WriteError, request) from exc
 
     async def receive(self, timeout: float | None, request: httpx.Request, stale_if_reset: bool) -> bytes:
         """The next bytes from the peer; ``b""`` once it has closed its side."""
@@ -120,9 +118,7 @@ class PlainConnection:
             except BlockingIOError:
                 await _wait(trio.lowlevel.wait_readable, self.sock, timeout, httpx.ReadTimeout, request)
             except OSError as exc:
-                if stale_if_reset:
-                    raise StaleConnection from exc
-                raise httpx.ReadError(_describe(exc), request=request) from exc
+                raise _failure(exc, stale_if_reset, httpx.ReadError, request) from exc
 
     async def aclose(self) -> None:
         """Close the socket (nothing waits on it: a connection has one user at a time)."""
@@ -163,9 +159,7 @@ class TLSConnection:
             try:
                 await self.stream.send_all(data)
             except (trio.BrokenResourceError, OSError) as exc:
-                if reused:
-                    raise StaleConnection from exc
-                raise httpx.WriteError(_describe(exc), request=request) from exc
+                raise _failure(exc, reused, httpx.WriteError, request) from exc
             return
         raise httpx.WriteTimeout("timed out while sending the request", request=request)
 
@@ -175,9 +169,7 @@ class TLSConnection:
             try:
                 return bytes(await self.stream.receive_some(READ_SIZE))
             except (trio.BrokenResourceError, OSError) as exc:
-                if stale_if_reset:
-                    raise StaleConnection from exc
-                raise httpx.ReadError(_describe(exc), request=request) from exc
+                raise _failure(exc, stale_if_reset, httpx.ReadError, request) from exc
         raise httpx.ReadTimeout("timed out while reading the reply", request=request)
 
     async def aclose(self) -> None:
@@ -207,6 +199,13 @@ async def _wait(wait: Callable[[socket.socket], Awaitable[None]], sock: socket.s
         await wait(sock)
         return
     raise error(f"timed out after {timeout:g} s", request=request)
+
+
+def _failure(exc: BaseException, stale: bool, error: type[httpx.TransportError],
+             request: httpx.Request) -> Exception:
+    """What a failed read or write raises: :class:`StaleConnection` on a reused connection
+    before any byte of the reply, else httpx's ``error``."""
+    return StaleConnection() if stale else error(_describe(exc), request=request)
 
 
 def _seconds(timeout: float | None) -> float:
