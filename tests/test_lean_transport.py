@@ -186,7 +186,10 @@ async def read_request(stream: trio.SocketStream) -> bytes:
     """Read one request head and its Content-Length body."""
     data = b""
     while b"\r\n\r\n" not in data:
-        chunk = await stream.receive_some(65536)
+        try:
+            chunk = await stream.receive_some(65536)
+        except trio.BrokenResourceError:  # the client reset it (closed with our bytes unread)
+            return b""
         if not chunk:
             return b""
         data += chunk
@@ -249,6 +252,30 @@ async def test_a_pooled_connection_the_server_closed_is_replaced_without_an_atte
     assert (first.output, second.output) == ("OK", "OK")
     assert (first.attempt_count, second.attempt_count) == (1, 1)
     assert accepted[0] == 2
+
+
+@pytest.mark.parametrize("when", ["with the reply", "after the reply"])
+async def test_stray_bytes_after_a_reply_retire_the_connection(when: str, tmp_path: Path) -> None:
+    body = asgi_chat.completion("OK")
+
+    async def handler(stream: trio.SocketStream) -> None:
+        while await read_request(stream):
+            if when == "with the reply":
+                await stream.send_all(reply(body) + b"HTTP/1.1 200 OK\r\n")  # a stray start of another
+            else:
+                await stream.send_all(reply(body))
+                await stream.send_all(b"garbage")
+
+    async with raw_server(handler) as (origin, accepted):
+        svc = chat_service(f"{origin}/v1", tmp_path, "lean")
+        try:
+            first = await svc.complete(ASK)
+            await trio.sleep(0.05)  # the stray bytes have arrived by now
+            second = await svc.complete(ASK)
+        finally:
+            await svc.aclose()
+    assert [(c.output, c.attempt_count) for c in (first, second)] == [("OK", 1), ("OK", 1)]
+    assert accepted[0] == 2  # the second call had a connection of its own
 
 
 async def test_a_server_that_closes_every_new_connection_too_fails_once() -> None:

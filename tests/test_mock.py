@@ -358,7 +358,7 @@ async def test_keep_alive_and_max_in_flight(client: httpx.AsyncClient, server: M
     for _ in range(50):
         assert (await chat(client)).status_code == 200
     assert server.stats.connections == 1
-    server.settings.latency_ms = 50
+    server.settings.latency_ms = 300  # long enough to overlap on a loaded machine
     async with trio.open_nursery() as nursery:
         for _ in range(5):
             nursery.start_soon(chat, client)

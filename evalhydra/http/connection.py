@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
@@ -120,6 +121,10 @@ class PlainConnection:
             except OSError as exc:
                 raise _failure(exc, stale_if_reset, httpx.ReadError, request) from exc
 
+    def readable(self) -> bool:
+        """Whether the idle socket has bytes or an end of stream waiting (see :func:`_readable`)."""
+        return _readable(self.sock.fileno())
+
     async def aclose(self) -> None:
         """Close the socket (nothing waits on it: a connection has one user at a time)."""
         self.close()
@@ -172,6 +177,10 @@ class TLSConnection:
                 raise _failure(exc, stale_if_reset, httpx.ReadError, request) from exc
         raise httpx.ReadTimeout("timed out while reading the reply", request=request)
 
+    def readable(self) -> bool:
+        """Whether the idle socket has bytes or an end of stream waiting (see :func:`_readable`)."""
+        return _readable(self.stream.transport_stream.socket.fileno())
+
     async def aclose(self) -> None:
         """Close the stream without waiting for the peer."""
         with trio.CancelScope(shield=True):
@@ -199,6 +208,16 @@ async def _wait(wait: Callable[[socket.socket], Awaitable[None]], sock: socket.s
         await wait(sock)
         return
     raise error(f"timed out after {timeout:g} s", request=request)
+
+
+def _readable(fd: int) -> bool:
+    """An idle connection's socket is readable only if the server closed it or sent stray bytes:
+    either way it must not carry the next request (httpcore drops such connections too)."""
+    if fd < 0:
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _failure(exc: BaseException, stale: bool, error: type[httpx.TransportError],

@@ -57,7 +57,8 @@ class _Reply:
     follows on the same parser.
     """
 
-    __slots__ = ("parser", "reason", "headers", "body", "headers_done", "complete", "started", "keep_alive")
+    __slots__ = ("parser", "reason", "headers", "body", "headers_done", "complete", "started", "keep_alive",
+                 "trailing")
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
@@ -68,6 +69,11 @@ class _Reply:
         self.complete = False
         self.started = False  # any byte of the reply received
         self.keep_alive = False  # read while parsing: llhttp forgets it once the message ends
+        self.trailing = False  # bytes came after the reply ended: the connection is not reused
+
+    def on_message_begin(self) -> None:
+        if self.complete:
+            self.trailing = True
 
     def on_status(self, reason: bytes) -> None:
         self.reason = reason
@@ -166,7 +172,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         now = time.monotonic()
         while connections:
             connection = connections.pop()
-            if now - connection.idle_since < self._keepalive_expiry:
+            if now - connection.idle_since < self._keepalive_expiry and not connection.readable():
                 return connection
             connection.close()
         return None
@@ -226,10 +232,13 @@ class LeanTransport(httpx.AsyncBaseTransport):
         reply.started = True
         try:
             reply.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            raise httpx.RemoteProtocolError("the server switched protocols", request=request) from None
-        except httptools.HttpParserError as exc:
-            raise httpx.RemoteProtocolError(f"malformed reply: {exc}", request=request) from None
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            if reply.complete:  # the reply is whole; bytes after it only retire the connection
+                reply.trailing = True
+            elif isinstance(exc, httptools.HttpParserUpgrade):
+                raise httpx.RemoteProtocolError("the server switched protocols", request=request) from None
+            else:
+                raise httpx.RemoteProtocolError(f"malformed reply: {exc}", request=request) from None
 
 
 class _Body(httpx.AsyncByteStream):
@@ -252,7 +261,7 @@ class _Body(httpx.AsyncByteStream):
         reply = self._reply
         chunks, reply.body = reply.body, []
         bodiless = self._request.method == "HEAD" or reply.parser.get_status_code() in _BODILESS_STATUS
-        reusable = reply.keep_alive and (bodiless or _framed(reply.headers))
+        reusable = reply.keep_alive and not reply.trailing and (bodiless or _framed(reply.headers))
         connection, self._connection = self._connection, None
         if connection is not None:
             self._transport._release(connection if reusable else None)
