@@ -525,16 +525,14 @@ class OpenAICompatService:
     ) -> None:
         self.config = config
         self.registry_root = registry_root
-        self._url = normalize_chat_url(config.base_url if base_url is None else base_url)
-        self._http_url = httpx.URL(self._url)  # parsed once, not per request
-        self._host = self._http_url.netloc.decode("ascii")
+        static, self._dynamic_headers = _split_headers(config.headers)
+        self._static_headers = {**_BASE_HEADERS, **{k.lower(): v for k, v in static.items()}}
+        self._set_url(config.base_url if base_url is None else base_url)
         self._policy = RetryPolicy.from_config(config.retry)
         self._timeout_s = config.timeout_ms / 1000.0
         self._deadline_s = config.deadline_ms / 1000.0 if config.deadline_ms else None
         self._limiter = trio.CapacityLimiter(max(1, config.max_concurrency))
         self._rate = RateLimiter.from_config(config.rate_limit)
-        static, self._dynamic_headers = _split_headers(config.headers)
-        self._static_headers = {**_BASE_HEADERS, **{k.lower(): v for k, v in static.items()}}
         user_keys = {key.lower() for key in config.headers}
         self._auth_env = None if "authorization" in user_keys else config.api_key_env
         timeout = httpx.Timeout(connect=10.0, read=self._timeout_s, write=30.0, pool=None)
@@ -560,9 +558,17 @@ class OpenAICompatService:
 
     @base_url.setter
     def base_url(self, value: str) -> None:
-        self._url = normalize_chat_url(value)
+        self._set_url(value)
+
+    def _set_url(self, base_url: str) -> None:
+        """Point the service at ``base_url``: the endpoint, parsed once, and the request headers
+        that never change (``Host`` and the static ones), encoded once."""
+        self._url = normalize_chat_url(base_url)
         self._http_url = httpx.URL(self._url)
         self._host = self._http_url.netloc.decode("ascii")
+        fixed = {"host": self._host, **self._static_headers}
+        fixed.pop("content-length", None)  # each call sends its own
+        self._fixed_headers = [(name.encode("ascii"), value.encode("ascii")) for name, value in fixed.items()]
 
     @property
     def limiter(self) -> trio.CapacityLimiter:
@@ -572,15 +578,16 @@ class OpenAICompatService:
     def _request_headers(self, length: int) -> list[tuple[bytes, bytes]]:
         """The headers of one call, ``Host`` and ``Content-Length`` included; secrets are read
         now and never stored."""
+        if self._auth_env is None and not self._dynamic_headers:
+            return [*self._fixed_headers, (b"content-length", b"%d" % length)]
         headers = {"host": self._host, **self._static_headers, "content-length": str(length)}
-        if self._auth_env is not None or self._dynamic_headers:
-            key = _read_env(self._auth_env)
-            if key is not None:
-                headers["authorization"] = f"Bearer {key}"
-            for name, template in self._dynamic_headers:
-                value = _resolve_header(template)
-                if value is not None:
-                    headers[name.lower()] = value
+        key = _read_env(self._auth_env)
+        if key is not None:
+            headers["authorization"] = f"Bearer {key}"
+        for name, template in self._dynamic_headers:
+            value = _resolve_header(template)
+            if value is not None:
+                headers[name.lower()] = value
         return [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
 
     def _estimate(self, body: bytes, request: ChatRequest) -> int:
