@@ -9,18 +9,20 @@ types) and does the wire work itself:
 
 * a keep-alive pool of at most ``max_connections`` connections (idle ones are
   reused newest first and dropped after ``keepalive_expiry`` seconds);
-* the request head is written in one ``send_all`` with its body;
+* the request head and its body are written as one buffer, straight to the socket;
 * the reply is framed by llhttp (``httptools``): ``Content-Length``, chunked and
   close-delimited bodies; ``Content-Encoding`` is left to ``httpx.Response``,
   which decodes gzip and deflate as it does for its own transport;
 * TLS through ``trio.SSLStream`` with the context httpx builds
   (``httpx.create_ssl_context``: ``SSL_CERT_FILE``, ``SSL_CERT_DIR``, ``verify``);
 * the connect, read, write and pool timeouts of the request's ``timeout``
-  extension, as trio cancel scopes, raising ``httpx.ConnectTimeout``,
-  ``ReadTimeout``, ``WriteTimeout`` and ``PoolTimeout``;
+  extension, raising ``httpx.ConnectTimeout``, ``ReadTimeout``, ``WriteTimeout``
+  and ``PoolTimeout`` (a wait gets a cancel scope of its own only when the
+  enclosing one, an attempt's, would not end it first);
 * a reused connection that the server closed before it sent any byte of the
   reply (a keep-alive race) is replaced by a fresh one and the request sent
-  again, once, inside the same call.
+  again, once, inside the same call; an idle one that is readable (closed, or
+  holding stray bytes) is never reused.
 
 A reply that arrived whole with its head (nearly every chat completion) frees
 its connection before :meth:`LeanTransport.handle_async_request` returns; a
