@@ -108,3 +108,25 @@ def stored_results(db: Path) -> int:
         return 0
     finally:
         conn.close()
+
+
+def result_row(key: str, run: str = "r1", *, error: str | None = None, at: str | None = None,
+               **fields: Any) -> dict[str, Any]:
+    """A minimal ``results`` row of eval ``g.e`` on service ``s``/``m`` (PASS, or ERROR with
+    ``error``), with ``fields`` on top."""
+    return {
+        "cell_key": key,
+        "run_id": run,
+        "group": "g",
+        "eval_id": "g.e",
+        "service_name": "s",
+        "model": "m",
+        "run_index": 1,
+        "case_id": key,
+        "kind": "chat",
+        "status": "ERROR" if error else "PASS",
+        "passed": error is None,
+        "error_kind": error,
+        "evaluated_at": at,
+        **fields,
+    }

@@ -17,6 +17,7 @@ from tests.helpers import (
     chat_requests,
     mock_process,
     numbered_registry,
+    result_row,
     run_cli,
     start_cli,
     stored_results,
@@ -30,24 +31,7 @@ def _store(tmp_path: Path) -> Path:
     return path
 
 
-def _result(
-    key: str, run: str, *, error: str | None = None, at: str = "2026-01-01T00:00:00.000Z"
-) -> dict[str, object]:
-    return {
-        "cell_key": key,
-        "run_id": run,
-        "group": "g",
-        "eval_id": "g.e",
-        "service_name": "s",
-        "model": "m",
-        "run_index": 1,
-        "case_id": key,
-        "kind": "chat",
-        "status": "ERROR" if error else "PASS",
-        "passed": error is None,
-        "error_kind": error,
-        "evaluated_at": at,
-    }
+_AT = "2026-01-01T00:00:00.000Z"
 
 
 def test_a_second_run_gets_only_what_the_first_did_not_claim(tmp_path: Path) -> None:
@@ -79,9 +63,9 @@ def test_stored_results_are_not_claimed_and_errors_only_from_earlier_runs(tmp_pa
     store.write(
         Batch(
             results=[
-                _result("ok", "old"),
-                _result("old-error", "old", error="timeout"),
-                _result("new-error", "other", error="timeout", at="2026-06-01T00:00:00.000Z"),
+                result_row("ok", "old", at=_AT),
+                result_row("old-error", "old", error="timeout", at=_AT),
+                result_row("new-error", "other", error="timeout", at="2026-06-01T00:00:00.000Z"),
             ]
         )
     )

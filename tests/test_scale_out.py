@@ -20,7 +20,7 @@ from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells, planned_cells
 from evalhydra.store.db import Batch, open_store
 from evalhydra.store.merge import merge_stores
-from tests.helpers import chat_requests, mock_process, numbered_registry, run_cli, stored_results
+from tests.helpers import chat_requests, mock_process, numbered_registry, result_row, run_cli, stored_results
 
 Compose = Callable[..., DictConfig]
 
@@ -54,22 +54,7 @@ def test_a_shard_out_of_range_is_refused(compose: Compose, index: int, count: in
 
 
 def _row(key: str, run: str, at: str, error: str | None = None) -> dict[str, Any]:
-    return {
-        "cell_key": key,
-        "run_id": run,
-        "group": "g",
-        "eval_id": "g.e",
-        "service_name": "s",
-        "model": "m",
-        "run_index": 1,
-        "case_id": key,
-        "kind": "chat",
-        "status": "ERROR" if error else "PASS",
-        "passed": error is None,
-        "error_kind": error,
-        "evaluated_at": at,
-        "output": f"{run}@{at}",
-    }
+    return result_row(key, run, error=error, at=at, output=f"{run}@{at}")
 
 
 def _shard(path: Path, run: str, rows: list[dict[str, Any]]) -> Path:

@@ -18,26 +18,13 @@ from evalhydra.store.db import Batch, open_store
 from evalhydra.store.merge import merge_stores
 from evalhydra.store.rows import RESULT_FIELDS, ResultRow
 from evalhydra.store.schema import RESULT_COLUMNS, SCHEMA_VERSION
+from tests.helpers import result_row
 
 
 def _row(key: str, run: str = "r1", passed: bool = True, error: str | None = None) -> dict[str, object]:
-    return {
-        "cell_key": key,
-        "run_id": run,
-        "group": "g",
-        "eval_id": "g.e",
-        "service_name": "s",
-        "model": "m",
-        "run_index": 1,
-        "case_id": key,
-        "kind": "chat",
-        "status": "PASS" if passed else "FAIL",
-        "passed": passed,
-        "score": 1.0 if passed else 0.0,
-        "error_kind": error,
-        "details": {"k": [1, 2]},
-        "latency_ms": 5,
-    }
+    row = result_row(key, run, error=error, score=1.0 if passed else 0.0, details={"k": [1, 2]}, latency_ms=5)
+    row.pop("evaluated_at")
+    return {**row, "status": "PASS" if passed else "FAIL", "passed": passed}
 
 
 def test_schema_tables_views_and_version(tmp_path: Path) -> None:

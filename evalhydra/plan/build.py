@@ -84,6 +84,7 @@ def _models(service: ServiceConfig) -> tuple[str, ...]:
             "Sweep chat models instead: -m service.model=a,b")
     return listed
 
+
 def _check_kinds_match(service: ServiceConfig, models: tuple[str, ...], evals: list[EvalPlan]) -> None:
     """Agent evals need a command service and chat evals an HTTP one."""
     for ev in evals:
