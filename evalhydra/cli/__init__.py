@@ -5,4 +5,10 @@
 * :mod:`~evalhydra.cli.store_commands`: ``runs``, ``report``, ``compare``, ``query``, ``results``,
   ``merge``, ``list``; :mod:`~evalhydra.cli.rejudge`: ``rejudge``.
 * :mod:`~evalhydra.cli.callbacks`: the sweep report when a multirun ends.
+* :mod:`~evalhydra.cli.startup`: run first, by this package's import (so also in a
+  launcher's worker process, which imports :mod:`~evalhydra.cli.app` directly).
 """
+
+from evalhydra.cli.startup import import_httpx_without_its_cli
+
+import_httpx_without_its_cli()

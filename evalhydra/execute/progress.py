@@ -4,19 +4,30 @@ On a terminal, ``rich`` draws a bar with done/total, elapsed time, ETA, rate and
 the passed/failed/error counts, a few times a second. Elsewhere (CI logs, a
 pipe) a plain line is printed every ``interval`` seconds, so logs stay short.
 Cells found already stored count as done from the start.
+
+``rich`` (and the bar module) is imported only on a terminal: a CI log never
+needs it, and it is ~60 ms of every start-up (``bench/startup.py``).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.progress import Progress as RichProgress
+from typing import Protocol, TextIO
 
 __all__ = ["Progress"]
+
+
+class _Bar(Protocol):
+    def show(self, state: Progress) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def _terminal_bar(total: int, stream: TextIO, label: str) -> _Bar:
+    from evalhydra.execute.progress_bar import TerminalBar  # rich: only on a terminal
+
+    return TerminalBar(total, stream, label)
 
 
 class Progress:
@@ -34,7 +45,7 @@ class Progress:
         self.tty = self.stream.isatty()
         self.interval = 0.1 if self.tty else 10.0
         self.last = 0.0
-        self._bar = _Bar(total, self.stream, label) if enabled and self.tty else None
+        self._bar = _terminal_bar(total, self.stream, label) if enabled and self.tty else None
 
     @property
     def failed(self) -> int:
@@ -89,31 +100,3 @@ class Progress:
         else:
             self.stream.write(self.line() + "\n")
             self.stream.flush()
-
-
-class _Bar:
-    """The terminal bar: ``rich`` redraws it; :class:`Progress` feeds it the counts."""
-
-    def __init__(self, total: int, stream: TextIO, label: str) -> None:
-        self.progress = RichProgress(
-            TextColumn(label.strip() or "eval"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[counts]}"),
-            console=Console(file=stream),
-            transient=False,
-        )
-        self.task = self.progress.add_task("cells", total=total, counts="")
-        self.progress.start()
-
-    def show(self, state: Progress) -> None:
-        elapsed = max(time.monotonic() - state.started, 1e-9)
-        counts = (f"{state.done / elapsed:.1f} cells/s  passed {state.passed}  failed {state.failed}  "
-                  f"errors {state.errors}  resumed {state.skipped}")
-        self.progress.update(self.task, completed=state.done + state.skipped, counts=counts)
-
-    def stop(self) -> None:
-        self.progress.stop()

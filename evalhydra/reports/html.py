@@ -14,10 +14,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any, TextIO
-
-from jinja2 import Environment, PackageLoader, select_autoescape
 
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.data import ReportData
@@ -34,8 +33,14 @@ LOG_TAIL = 1500
 #: Every status has its own mark (and word) besides its colour-blind-safe (Okabe–Ito) colour in the CSS.
 STATUS_MARKS = {"PASS": "✓", "EXCELLENT": "✓", "FAIL": "✗", "ERROR": "!", "TIMEOUT": "!"}
 
-_ENV = Environment(loader=PackageLoader("evalhydra.reports", "templates"),
-                   autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+
+@cache
+def _environment() -> Any:
+    """The template environment, made on first use: Jinja2 is imported only by a run that writes HTML."""
+    from jinja2 import Environment, PackageLoader, select_autoescape  # ~35 ms of start-up otherwise
+
+    return Environment(loader=PackageLoader("evalhydra.reports", "templates"),
+                       autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
 
 _TRIALS_SQL = f"""select eval_id, case_id, service_name, coalesce(model, '') as model, run_index,
   {STATUS_SQL} as status, score, substr(coalesce(input, ''), 1, {TEXT_CAP + 1}) as input,
@@ -64,7 +69,7 @@ def render_html(conn: sqlite3.Connection, sel: Selection, data: ReportData, *,
     payload = json.dumps({"targets": labels, "cases": cases, "marks": STATUS_MARKS}, ensure_ascii=False,
                          separators=(",", ":"), sort_keys=True).replace("</", "<\\/")
     rows = [_target_row(t) for t in targets]
-    return _ENV.get_template("report.html.j2").render(
+    return _environment().get_template("report.html.j2").render(
         header=_header(data), runs=_run_rows(conn, sel) if len(sel.run_ids) > 1 else [], rows=rows,
         chart=_chart(rows), comparisons=data.comparisons, comparison=comparison,
         trials=trials_json(data)["targets"], marks=STATUS_MARKS, payload=payload)
