@@ -9,6 +9,14 @@ Usage::
 
     python bench/shard_agents.py [--trials 16] [--sleep 1] [--shards 4]
 
+Two floors are measured in the same run:
+
+* the launcher floor: the same evalhydra sweep with one trial per shard that does
+  not sleep (evalhydra's fixed cost on joblib);
+* the Hydra floor: a minimal ``@hydra.main`` app (one-key config, no evalhydra)
+  swept the same way, each job sleeping what one shard must sleep
+  (trials ÷ shards × sleep): the wall no Hydra app sharded on joblib can beat.
+
 Target (issue 13): the four shards take at most 0.4 × the single job's wall.
 Needs ``pip install "evalhydra[joblib]"``.
 """
@@ -44,13 +52,39 @@ def _registry(root: Path, sleep_s: float) -> Path:
     return root / "reg"
 
 
-def _timed(args: list[str], cwd: Path) -> float:
+_MIN_APP = """
+import time
+
+import hydra
+
+
+@hydra.main(version_base=None, config_path=None)
+def main(cfg) -> None:
+    time.sleep(float(cfg.sleep))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def _timed(args: list[str], cwd: Path, program: list[str] | None = None) -> float:
+    argv = [sys.executable, *(program or ["-m", "evalhydra"]), *args]
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "evalhydra", *args], cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"evalhydra exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        raise SystemExit(f"{argv[1:3]} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
     return wall
+
+
+def _hydra_floor(root: Path, shards: int, sleep_s: float) -> float:
+    """A minimal Hydra app swept over ``shards`` joblib jobs that each sleep ``sleep_s``."""
+    app = root / "min_app.py"
+    app.write_text(_MIN_APP)
+    shard_ids = ",".join(str(i) for i in range(shards))
+    return _timed(["-m", "hydra/launcher=joblib", f"hydra.launcher.n_jobs={shards}", f"+sleep={sleep_s}",
+                   f"+shard={shard_ids}", f"hydra.sweep.dir={root / 'min_sweep'}"], root, [str(app)])
 
 
 def _results(db: Path) -> int:
@@ -87,13 +121,17 @@ def main() -> None:
                         f"registry={quick}", *common[1:3], f"trials={args.shards}", *common[4:],
                         f"run.shard_index={shard_ids}", f"run.shard_count={args.shards}",
                         f"store.path={root / 'floor.db'}", f"hydra.sweep.dir={root / 'floor'}"], root)
-    per_shard = args.trials / args.shards * args.sleep
+        per_shard = args.trials / args.shards * args.sleep
+        hydra_floor = _hydra_floor(root, args.shards, per_shard)
     print(f"agent eval: {args.trials} trials × {args.sleep:g} s sleep, run.concurrency=1")
     print(f"single job            wall={single:6.2f} s  passed={stored[0]}")
     print(f"{args.shards} shards on joblib    wall={sharded:6.2f} s  passed={stored[1]}")
     print(f"launcher floor        wall={floor:6.2f} s  ({args.shards} jobs of one trial without sleep)")
+    print(f"hydra floor           wall={hydra_floor:6.2f} s  (a minimal Hydra app, {args.shards} joblib jobs "
+          f"sleeping {per_shard:g} s each)")
     print(f"sharded / single = {sharded / single:.3f}  (target ≤ 0.4); "
-          f"floor + {per_shard:g} s of sleep per shard = {(floor + per_shard) / single:.3f} of single")
+          f"floor + {per_shard:g} s of sleep per shard = {(floor + per_shard) / single:.3f} of single; "
+          f"hydra floor / single = {hydra_floor / single:.3f}")
 
 
 if __name__ == "__main__":

@@ -4,10 +4,12 @@ code, and an exact, order-independent merge."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -260,3 +262,18 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_shard_bench_prints_both_walls_and_both_floors() -> None:
+    """bench/shard_agents.py at a tiny size: every wall and ratio it reports, all trials stored."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    bench = Path(__file__).resolve().parents[1] / "bench" / "shard_agents.py"
+    res = subprocess.run([sys.executable, str(bench), "--trials", "4", "--sleep", "0.1", "--shards", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert re.search(r"^single job +wall= *\d+\.\d\d s  passed=4$", res.stdout, re.M), res.stdout
+    assert re.search(r"^2 shards on joblib +wall= *\d+\.\d\d s  passed=4$", res.stdout, re.M), res.stdout
+    floor = r"^hydra floor +wall= *\d+\.\d\d s  \(a minimal Hydra app, 2 joblib jobs sleeping 0\.2 s"
+    assert re.search(floor, res.stdout, re.M), res.stdout
+    assert re.search(r"^sharded / single = \d\.\d{3} .* hydra floor / single = \d\.\d{3}$", res.stdout, re.M)
