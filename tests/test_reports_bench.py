@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,5 +19,9 @@ def test_report_scale_bench_runs_on_a_small_store(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     assert "filled 2,000 results" in res.stdout
     assert "targets for json,md,text (< 10 s, < 300 MB): met" in res.stdout
+    floor = r"^floor: one SQLite pass over the run, one string per result: \d+\.\d\d s \(2,000 rows\)$"
+    assert re.search(floor, res.stdout, re.M), res.stdout
+    assert re.search(r"^issue 12 target for json,md,text \(< 5 s\): met; \d+\.\d\d × the floor$", res.stdout,
+                     re.M), res.stdout
     lines = (tmp_path / "report" / "results.jsonl").read_text().splitlines()
     assert len(lines) == 2000 and (tmp_path / "report" / "junit.xml").exists()
