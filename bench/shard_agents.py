@@ -15,7 +15,10 @@ Two floors are measured in the same run:
   not sleep (evalhydra's fixed cost on joblib);
 * the Hydra floor: a minimal ``@hydra.main`` app (one-key config, no evalhydra)
   swept the same way, each job sleeping what one shard must sleep
-  (trials ÷ shards × sleep): the wall no Hydra app sharded on joblib can beat.
+  (trials ÷ shards × sleep): the wall no Hydra app sharded on joblib can beat;
+* the Hydra + libraries floor: the same jobs, each importing (and touching) the
+  libraries evalhydra's design fixes (trio, httpx, sqlite-utils, tabulate)
+  first: the floor of any app built on that design.
 
 Target (issue 13): the four shards take at most 0.4 × the single job's wall.
 Needs ``pip install "evalhydra[joblib]"``.
@@ -53,6 +56,7 @@ def _registry(root: Path, sleep_s: float) -> Path:
 
 
 _MIN_APP = """
+import sys
 import time
 
 import hydra
@@ -60,6 +64,12 @@ import hydra
 
 @hydra.main(version_base=None, config_path=None)
 def main(cfg) -> None:
+    if cfg.libs:  # imported here, so in the worker: joblib pickles this function by value
+        sys.modules["httpx._main"] = None  # as evalhydra.cli.startup does
+        import httpx, sqlite_utils, tabulate, trio
+        trio.run(trio.sleep, 0)
+        sqlite_utils.Database(memory=True)["t"].insert({"a": 1})
+        assert httpx.Request("GET", "http://127.0.0.1/") and tabulate.tabulate([[1]])
     time.sleep(float(cfg.sleep))
 
 
@@ -78,13 +88,18 @@ def _timed(args: list[str], cwd: Path, program: list[str] | None = None) -> floa
     return wall
 
 
-def _hydra_floor(root: Path, shards: int, sleep_s: float) -> float:
-    """A minimal Hydra app swept over ``shards`` joblib jobs that each sleep ``sleep_s``."""
+def _hydra_floor(root: Path, shards: int, sleep_s: float, *, libs: bool) -> float:
+    """A minimal Hydra app swept over ``shards`` joblib jobs that each sleep ``sleep_s``.
+
+    With ``libs``, each job first imports and touches what evalhydra's design fixes
+    (trio, httpx, sqlite-utils, tabulate).
+    """
     app = root / "min_app.py"
     app.write_text(_MIN_APP)
     shard_ids = ",".join(str(i) for i in range(shards))
+    sweep = root / ("libs_sweep" if libs else "min_sweep")
     return _timed(["-m", "hydra/launcher=joblib", f"hydra.launcher.n_jobs={shards}", f"+sleep={sleep_s}",
-                   f"+shard={shard_ids}", f"hydra.sweep.dir={root / 'min_sweep'}"], root, [str(app)])
+                   f"+libs={libs}", f"+shard={shard_ids}", f"hydra.sweep.dir={sweep}"], root, [str(app)])
 
 
 def _results(db: Path) -> int:
@@ -122,16 +137,20 @@ def main() -> None:
                         f"run.shard_index={shard_ids}", f"run.shard_count={args.shards}",
                         f"store.path={root / 'floor.db'}", f"hydra.sweep.dir={root / 'floor'}"], root)
         per_shard = args.trials / args.shards * args.sleep
-        hydra_floor = _hydra_floor(root, args.shards, per_shard)
+        hydra_floor = _hydra_floor(root, args.shards, per_shard, libs=False)
+        libs_floor = _hydra_floor(root, args.shards, per_shard, libs=True)
     print(f"agent eval: {args.trials} trials × {args.sleep:g} s sleep, run.concurrency=1")
     print(f"single job            wall={single:6.2f} s  passed={stored[0]}")
     print(f"{args.shards} shards on joblib    wall={sharded:6.2f} s  passed={stored[1]}")
     print(f"launcher floor        wall={floor:6.2f} s  ({args.shards} jobs of one trial without sleep)")
     print(f"hydra floor           wall={hydra_floor:6.2f} s  (a minimal Hydra app, {args.shards} joblib jobs "
           f"sleeping {per_shard:g} s each)")
+    print(f"hydra + libs floor    wall={libs_floor:6.2f} s  (the same jobs importing trio, httpx, "
+          f"sqlite-utils and tabulate first)")
     print(f"sharded / single = {sharded / single:.3f}  (target ≤ 0.4); "
           f"floor + {per_shard:g} s of sleep per shard = {(floor + per_shard) / single:.3f} of single; "
-          f"hydra floor / single = {hydra_floor / single:.3f}")
+          f"hydra floor / single = {hydra_floor / single:.3f}; "
+          f"hydra + libs floor / single = {libs_floor / single:.3f}")
 
 
 if __name__ == "__main__":
