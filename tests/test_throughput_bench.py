@@ -25,6 +25,7 @@ def test_throughput_bench_runs_every_side_against_one_mock() -> None:
     assert re.search(r"^evalhydra-lean wall / raw wall = \d+\.\d{3}", res.stdout, re.M), res.stdout
     assert re.search(r"^evalhydra-lean wall / aiohttp wall = \d+\.\d{3}", res.stdout, re.M), res.stdout
     assert re.search(r"^evalhydra own CPU per cell .* = -?\d+\.\d µs", res.stdout, re.M), res.stdout
+    assert re.search(r"^store floor per cell \(SQLite alone.*\) = \d+\.\d µs", res.stdout, re.M), res.stdout
 
 
 def test_an_unknown_side_is_refused() -> None:
