@@ -243,8 +243,10 @@ def _evalhydra(url: str, n: int, c: int, workdir: Path, transport: str) -> dict[
     start = time.perf_counter()
     write_run_reports(store, [outcome.run_id], workdir / "report", formats=("json", "md"))
     report_s = time.perf_counter() - start
+    peak_rss_mb = _peak_rss_mb()  # the run's and its reports' peak, before the store floor
     return {"wall_s": wall, "cpu_s": cpu, "ok": passed, "stored": stored, "cells": cells,
-            "report_s": report_s, "store_floor_us": _store_floor_us(store, workdir / "floor.db")}
+            "report_s": report_s, "peak_rss_mb": peak_rss_mb,
+            "store_floor_us": _store_floor_us(store, workdir / "floor.db")}
 
 
 def _store_floor_us(store: Any, path: Path) -> float:
@@ -266,20 +268,24 @@ def _store_floor_us(store: Any, path: Path) -> float:
     from evalhydra.store.rows import ATTEMPT_FIELDS, RESULT_FIELDS
 
     columns = ", ".join(f'"{name}"' for name in RESULT_FIELDS)
-    results = store.conn.execute(f"select {columns} from results order by rowid").fetchall()
-    members = store.conn.execute("select run_id, cell_key from run_cells order by rowid").fetchall()
-    attempt_columns = ", ".join(ATTEMPT_FIELDS)
-    attempts = store.conn.execute(f"select {attempt_columns} from attempts order by rowid").fetchall()
+    sources = [(_INSERT_RESULT, store.conn.execute(f"select {columns} from results order by rowid")),
+               (_INSERT_MEMBER, store.conn.execute("select run_id, cell_key from run_cells order by rowid")),
+               (_INSERT_ATTEMPT, store.conn.execute(
+                   f"select {', '.join(ATTEMPT_FIELDS)} from attempts order by rowid"))]
     fresh = open_store(path)
-    start = time.thread_time()
-    for i in range(0, len(results), 1000):
+    cpu, cells = 0.0, 0
+    while True:  # 1,000 cells' rows per transaction, read outside the timed part (memory stays flat)
+        chunks = [(head, cursor.fetchmany(1000)) for head, cursor in sources]
+        if not any(rows for _, rows in chunks):
+            break
+        cells += len(chunks[0][1])
+        start = time.thread_time()
         with immediate(fresh.conn):
-            _insert_rows(fresh.conn, _INSERT_RESULT, results[i:i + 1000])
-            _insert_rows(fresh.conn, _INSERT_MEMBER, members[i:i + 1000])
-            _insert_rows(fresh.conn, _INSERT_ATTEMPT, attempts[i:i + 1000])
-    cpu = time.thread_time() - start
+            for head, rows in chunks:
+                _insert_rows(fresh.conn, head, rows)
+        cpu += time.thread_time() - start
     fresh.close()
-    return cpu / max(len(results), 1) * 1e6
+    return cpu / max(cells, 1) * 1e6
 
 
 def worker(side: str, url: str, n: int, c: int) -> dict[str, Any]:
@@ -334,7 +340,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         result = worker(args.worker, args.url, args.n, args.c)
-        print(json.dumps({**result, "peak_rss_mb": _peak_rss_mb()}))
+        print(json.dumps({"peak_rss_mb": _peak_rss_mb(), **result}))
         return
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     unknown = sorted(set(sides) - set(SIDES))
