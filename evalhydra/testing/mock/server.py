@@ -25,6 +25,7 @@ from typing import Any
 import trio
 
 from evalhydra.testing.mock import responses, wire
+from evalhydra.testing.mock.delays import DelayLine
 from evalhydra.testing.mock.replies import reply_for, usage_for
 from evalhydra.testing.mock.settings import MockSettings
 from evalhydra.testing.mock.wire import Reply
@@ -45,7 +46,7 @@ def _origin_form(target: bytes) -> bytes:
 _MODELS_PATHS = frozenset({b"/v1/models", b"/models"})
 _FAIL = responses.error_body("mock failure", "server_error")
 _HTML = b"<html><body>502 Bad Gateway</body></html>"
-_CACHE_MAX_BODY = 16 * 1024  # larger bodies are rendered afresh, never kept
+_CACHE_MAX_BODY = 4 * 1024  # larger bodies are rendered afresh, never kept (the cache stays under ~20 MB)
 
 
 @dataclass
@@ -111,6 +112,7 @@ class MockServer:
         self._last_head: bytes | None = None
         self._rng = random.Random(self.settings.seed)
         self._seed = self.settings.seed
+        self._delays = DelayLine()
 
     @property
     def url(self) -> str:
@@ -167,8 +169,11 @@ class MockServer:
             task_status: From ``nursery.start``; receives this server.
         """
         self.port = listeners[0].socket.getsockname()[1]
-        task_status.started(self)
-        await trio.serve_listeners(self._connection, listeners)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._delays.run)
+            task_status.started(self)
+            await trio.serve_listeners(self._connection, listeners)
+            nursery.cancel_scope.cancel()  # the timer of the delays ends with the listeners
 
     async def _connection(self, stream: trio.SocketStream) -> None:
         self.stats.connections += 1
@@ -282,7 +287,7 @@ class MockServer:
         if s.jitter_ms > 0:
             delay += self._rng.uniform(-s.jitter_ms, s.jitter_ms)
         if delay > 0:
-            await trio.sleep(delay / 1000)
+            await self._delays.sleep(delay / 1000)
 
     def _answer(self, body: bytes, fault: str | None, number: int) -> Reply:
         """Build the reply of a chat request, shaped by its fault."""
@@ -421,7 +426,10 @@ def _render(body: bytes, default_model: str, fixed_reply: str | None) -> bytes |
     return whole[whole.index(b'"model":') :]
 
 
-_rendered_cached = lru_cache(maxsize=512)(_render)
+#: Distinct bodies remembered: a bench cycles through its 2,000 cases once per trial, and an LRU
+#: smaller than that cycle would never hit (~600 bytes an entry: a few MB at most).
+_CACHE_ENTRIES = 4096
+_rendered_cached = lru_cache(maxsize=_CACHE_ENTRIES)(_render)
 
 
 async def serve(
