@@ -6,7 +6,8 @@ pipe) a plain line is printed every ``interval`` seconds, so logs stay short.
 Cells found already stored count as done from the start.
 
 ``rich`` (and the bar module) is imported only on a terminal: a CI log never
-needs it, and it is ~60 ms of every start-up (``bench/startup.py``).
+needs it, and importing ``rich.progress`` took ~85 ms (median of 9) on the
+2-core development machine.
 """
 
 from __future__ import annotations
