@@ -253,36 +253,27 @@ def _store_floor_us(store: Any, path: Path) -> float:
     """SQLite's own CPU per cell: this run's rows re-inserted into a fresh store.
 
     The rows (result, run-cell link, attempts) are read back as tuples and written
-    the way the store's writer writes them (multi-row INSERTs, 1,000 cells per
-    transaction, the same schema and indexes), with no row building in Python:
-    the part of evalhydra's own CPU per cell that the store's design fixes.
+    with :meth:`~evalhydra.store.db.Store.write_values`, what the writer's
+    ``Store.write`` does once it has built them (multi-row INSERTs, the same schema
+    and indexes), 1,000 cells per transaction: the part of evalhydra's own CPU per
+    cell that the store's design fixes.
     """
-    from evalhydra.store.db import (
-        _INSERT_ATTEMPT,
-        _INSERT_MEMBER,
-        _INSERT_RESULT,
-        _insert_rows,
-        immediate,
-        open_store,
-    )
+    from evalhydra.store.db import open_store
     from evalhydra.store.rows import ATTEMPT_FIELDS, RESULT_FIELDS
 
     columns = ", ".join(f'"{name}"' for name in RESULT_FIELDS)
-    sources = [(_INSERT_RESULT, store.conn.execute(f"select {columns} from results order by rowid")),
-               (_INSERT_MEMBER, store.conn.execute("select run_id, cell_key from run_cells order by rowid")),
-               (_INSERT_ATTEMPT, store.conn.execute(
-                   f"select {', '.join(ATTEMPT_FIELDS)} from attempts order by rowid"))]
+    cursors = [store.conn.execute(f"select {columns} from results order by rowid"),
+               store.conn.execute("select run_id, cell_key from run_cells order by rowid"),
+               store.conn.execute(f"select {', '.join(ATTEMPT_FIELDS)} from attempts order by rowid")]
     fresh = open_store(path)
     cpu, cells = 0.0, 0
     while True:  # 1,000 cells' rows per transaction, read outside the timed part (memory stays flat)
-        chunks = [(head, cursor.fetchmany(1000)) for head, cursor in sources]
-        if not any(rows for _, rows in chunks):
+        results, members, attempts = (cursor.fetchmany(1000) for cursor in cursors)
+        if not (results or members or attempts):
             break
-        cells += len(chunks[0][1])
+        cells += len(results)
         start = time.thread_time()
-        with immediate(fresh.conn):
-            for head, rows in chunks:
-                _insert_rows(fresh.conn, head, rows)
+        fresh.write_values(results, members, attempts)
         cpu += time.thread_time() - start
     fresh.close()
     return cpu / max(cells, 1) * 1e6

@@ -88,10 +88,21 @@ class Store:
         """Write a batch atomically (``BEGIN IMMEDIATE`` … ``COMMIT``)."""
         if not len(batch):
             return
+        self.write_values([row_values(_typed(r)) for r in batch.results], batch.members,
+                          [_attempt_values(a) for a in batch.attempts])
+
+    def write_values(self, results: Sequence[Sequence[Any]], members: Sequence[Sequence[Any]],
+                     attempts: Sequence[Sequence[Any]]) -> None:
+        """Write rows already in column order atomically: ``results`` in ``RESULT_FIELDS`` order,
+        ``members`` as ``(run_id, cell_key)``, ``attempts`` in ``ATTEMPT_FIELDS`` order.
+
+        :meth:`write` builds these from a :class:`Batch`; ``bench/throughput.py`` times
+        this alone as the store's floor.
+        """
         with immediate(self.conn):
-            _insert_rows(self.conn, _INSERT_RESULT, [row_values(_typed(r)) for r in batch.results])
-            _insert_rows(self.conn, _INSERT_MEMBER, batch.members)
-            _insert_rows(self.conn, _INSERT_ATTEMPT, [_attempt_values(a) for a in batch.attempts])
+            _insert_rows(self.conn, _INSERT_RESULT, results)
+            _insert_rows(self.conn, _INSERT_MEMBER, members)
+            _insert_rows(self.conn, _INSERT_ATTEMPT, attempts)
 
     def start_run(self, row: dict[str, Any]) -> None:
         """Insert the ``runs`` row of a new invocation."""
