@@ -31,8 +31,11 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
+
+from floors import TOUCH_LIBRARIES, hydra_app  # bench/floors.py, beside this script
 
 VALIDATOR = """
 from evalhydra.agents import ValidationResult
@@ -55,26 +58,10 @@ def _registry(root: Path, sleep_s: float) -> Path:
     return root / "reg"
 
 
-_MIN_APP = """
-import sys
-import time
-
-import hydra
-
-
-@hydra.main(version_base=None, config_path=None)
-def main(cfg) -> None:
-    if cfg.libs:  # imported here, so in the worker: joblib pickles this function by value
-        sys.modules["httpx._main"] = None  # as evalhydra.cli.startup does
-        import httpx, sqlite_utils, tabulate, trio
-        trio.run(trio.sleep, 0)
-        sqlite_utils.Database(memory=True)["t"].insert({"a": 1})
-        assert httpx.Request("GET", "http://127.0.0.1/") and tabulate.tabulate([[1]])
-    time.sleep(float(cfg.sleep))
-
-
-if __name__ == "__main__":
-    main()
+_FLOOR_JOB = f"""\
+if cfg.libs:
+{textwrap.indent(TOUCH_LIBRARIES, "    ")}
+time.sleep(float(cfg.sleep))
 """
 
 
@@ -95,7 +82,7 @@ def _hydra_floor(root: Path, shards: int, sleep_s: float, *, libs: bool) -> floa
     (trio, httpx, sqlite-utils, tabulate).
     """
     app = root / "min_app.py"
-    app.write_text(_MIN_APP)
+    app.write_text(hydra_app(_FLOOR_JOB))
     shard_ids = ",".join(str(i) for i in range(shards))
     sweep = root / ("libs_sweep" if libs else "min_sweep")
     return _timed(["-m", "hydra/launcher=joblib", f"hydra.launcher.n_jobs={shards}", f"+sleep={sleep_s}",

@@ -7,10 +7,11 @@ round, so a noisy machine slows them all alike. The sides:
 * ``python``: ``python -c pass``, the interpreter alone;
 * ``hydra-min``: a minimal ``@hydra.main`` app with a one-key config (Hydra's own
   start-up: its imports, its two compositions, its run directory and logs);
-* ``hydra-libs``: the same app, but it also imports what evalhydra's design
-  fixes (trio, httpx, sqlite-utils, tabulate), runs one ``trio.run`` and opens a
-  store with ``sqlite_utils``: the floor of any Hydra + trio + httpx + SQLite app
-  (httpx imported without its CLI module, as :mod:`evalhydra.cli.startup` does);
+* ``hydra-libs``: the same app, but its job also imports what evalhydra's design
+  fixes (trio, httpx, sqlite-utils, tabulate), runs one ``trio.run`` and inserts
+  a row with ``sqlite_utils`` (``bench/floors.py``): the floor of any Hydra +
+  trio + httpx + SQLite app (httpx imported without its CLI module, as
+  :mod:`evalhydra.cli.startup` does);
 * ``evalhydra``: ``python -m evalhydra trials=5`` (the default eval, 10 cells
   against the built-in mock), a fresh store and run directory each round.
 
@@ -30,70 +31,43 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
+from floors import TOUCH_LIBRARIES, hydra_app  # bench/floors.py, beside this script
+
 SIDES = ("python", "hydra-min", "hydra-libs", "evalhydra")
 
-_APP = """
-import hydra
-{imports}
-
-@hydra.main(version_base=None, config_path=".", config_name="config")
-def main(cfg) -> None:
-{body}
-
-if __name__ == "__main__":
-    main()
-"""
-_LIBS_IMPORTS = """
-import sys
-sys.modules["httpx._main"] = None  # as evalhydra.cli.startup does: httpx without its CLI
-import httpx
-import sqlite_utils
-import tabulate
-import trio
-"""
-_LIBS_BODY = """
-trio.run(trio.sleep, 0)
-db = sqlite_utils.Database(cfg.db)
-db["t"].insert({"a": 1})
-db.close()
-assert httpx.Request("GET", "http://127.0.0.1/") and tabulate.tabulate([[1]])
-"""
-
-
 def _write_apps(root: Path) -> dict[str, list[str]]:
-    (root / "config.yaml").write_text(f"a: 1\ndb: {root / 'libs.db'}\n")
-    (root / "min.py").write_text(_APP.format(imports="", body="    print(cfg.a)"))
-    libs_body = textwrap.indent(_LIBS_BODY, "    ")
-    (root / "libs.py").write_text(_APP.format(imports=_LIBS_IMPORTS, body=libs_body))
+    (root / "min.py").write_text(hydra_app("print(cfg.a)"))
+    (root / "libs.py").write_text(hydra_app(TOUCH_LIBRARIES))
     py = sys.executable
     return {
         "python": [py, "-c", "pass"],
-        "hydra-min": [py, str(root / "min.py"), f"hydra.run.dir={root / 'min-run'}"],
-        "hydra-libs": [py, str(root / "libs.py"), f"hydra.run.dir={root / 'libs-run'}"],
+        "hydra-min": [py, str(root / "min.py"), "+a=1", f"hydra.run.dir={root / 'min-run'}"],
+        "hydra-libs": [py, str(root / "libs.py"), "+a=1", f"hydra.run.dir={root / 'libs-run'}"],
         "evalhydra": [py, "-m", "evalhydra", "trials=5", f"store.path={root / 'eh.db'}",
                       f"hydra.run.dir={root / 'eh-run'}"],
     }
 
 
 def _timed(argv: list[str], cwd: Path) -> tuple[float, float]:
-    """Wall and CPU seconds of one process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    out, err = proc.communicate()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{out.decode()}\n{err.decode()}")
+    """Wall and CPU seconds of one process (its output goes to a file: a pipe nobody reads
+    until the process exits could fill and stall it)."""
+    with tempfile.TemporaryFile() as log:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            log.seek(0)
+            raise SystemExit(f"{' '.join(argv)} exited {code}:\n{log.read().decode(errors='replace')}")
     return wall, usage.ru_utime + usage.ru_stime
 
 
 def _clean(root: Path) -> None:
-    for name in ("eh.db", "eh.db-wal", "eh.db-shm", "libs.db"):
+    for name in ("eh.db", "eh.db-wal", "eh.db-shm"):
         (root / name).unlink(missing_ok=True)
 
 
