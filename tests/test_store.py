@@ -59,6 +59,17 @@ def test_write_is_atomic_and_idempotent(tmp_path: Path) -> None:
     assert store.conn.execute("select count(*) from results").fetchone()[0] == 2
 
 
+def test_nulls_and_flags_are_stored_as_sqlite_would_bind_them(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")  # the store registers adapters for None and bool
+    store.write(Batch(results=[{**_row("a", passed=False), "retried": True, "score": None}]))
+    stored = store.conn.execute("select typeof(score), passed, typeof(passed), retried, typeof(retried), "
+                                "typeof(judge_model) from results").fetchone()
+    assert stored == ("null", 0, "integer", 1, "integer", "null")
+    plain = sqlite3.connect(":memory:").execute("select ?, typeof(?), ?, typeof(?)",
+                                                (None, None, True, False))
+    assert plain.fetchone() == (None, "null", 1, "integer")
+
+
 def test_done_keys_and_retry_errors(tmp_path: Path) -> None:
     store = open_store(tmp_path / "s.db")
     store.write(
