@@ -31,7 +31,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from evalhydra.config.schema import RetryConfig, ServiceConfig
-from evalhydra.http.lean import LeanTransport
+from evalhydra.http.lean import DEADLINE, LeanTransport
 from evalhydra.services.openai_compat import OpenAICompatService
 from evalhydra.types import ChatRequest, Completion, ErrorKind
 from tests import asgi_chat
@@ -206,9 +206,11 @@ def reply(body: bytes, *extra: bytes) -> bytes:
 
 
 async def post(transport: LeanTransport, origin: str, method: str = "POST",
-               timeout: httpx.Timeout | None = None, **kw: Any) -> tuple[httpx.Response, bytes]:
+               timeout: httpx.Timeout | None = None, extensions: dict[str, Any] | None = None,
+               **kw: Any) -> tuple[httpx.Response, bytes]:
+    timeouts = {"timeout": (timeout or httpx.Timeout(10.0)).as_dict()}
     request = httpx.Request(method, f"{origin}/v1/chat/completions",
-                            extensions={"timeout": (timeout or httpx.Timeout(10.0)).as_dict()}, **kw)
+                            extensions={**timeouts, **(extensions or {})}, **kw)
     response = await transport.handle_async_request(request)
     try:
         return response, await response.aread()
@@ -367,6 +369,38 @@ async def test_read_timeout_in_virtual_time(autojump_clock: trio.testing.MockClo
             await post(transport, origin, content=b"{}", timeout=httpx.Timeout(10.0, read=5.0))
         assert trio.current_time() - start == pytest.approx(5.0)
     await transport.aclose()
+
+
+async def drip(stream: trio.SocketStream) -> None:
+    """Answer with a head promising 100 bytes, then send one byte a second."""
+    await read_request(stream)
+    await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n")
+    for _ in range(100):
+        await trio.sleep(1.0)
+        await stream.send_all(b"x")
+
+
+async def test_the_deadline_extension_ends_a_dripping_reply(autojump_clock: trio.testing.MockClock) -> None:
+    transport = LeanTransport(4)
+    async with raw_server(drip) as (origin, accepted):
+        start = trio.current_time()
+        with pytest.raises(trio.TooSlowError):  # every read is in time (10 s); the whole exchange is not
+            await post(transport, origin, content=b"{}", extensions={DEADLINE: start + 4.5})
+        assert trio.current_time() - start == pytest.approx(4.5)
+        with pytest.raises(trio.TooSlowError):  # the timed-out connection is not reused
+            await post(transport, origin, content=b"{}", extensions={DEADLINE: trio.current_time() + 0.5})
+        assert accepted[0] == 2
+    await transport.aclose()
+
+
+async def test_a_lean_attempt_ends_at_its_timeout_however_the_reply_drips(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with raw_server(drip) as (origin, _):
+        start = trio.current_time()
+        done = await ask_once(origin, tmp_path, "lean")
+    assert (done.error_kind, done.error_message, done.status_code) == (ErrorKind.TIMEOUT, "Timeout", None)
+    assert trio.current_time() - start == pytest.approx(5.0)  # the service's timeout_ms, not 100 reads
 
 
 async def test_write_timeout_when_the_server_never_reads(autojump_clock: trio.testing.MockClock) -> None:

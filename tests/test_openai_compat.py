@@ -757,3 +757,18 @@ async def test_a_gateway_that_echoes_the_key_cannot_leak_it(tmp_path: Path,
     done = await call(cfg, upstream, tmp_path)
     assert done.ok and done.output == "your key is ***"
     assert upstream.requests[0].headers["authorization"] == "Bearer sk-live-abcdef123"  # sent, never kept
+
+
+async def test_a_request_sent_again_reuses_its_body_and_a_new_one_is_encoded(tmp_path: Path) -> None:
+    upstream = Upstream(ok())
+    svc = service(make_cfg(), upstream, tmp_path)
+    first, second = ChatRequest(user_content="Say A"), ChatRequest(user_content="Say B")
+    try:
+        for request in (first, first, second, first):
+            assert (await svc.complete(request)).ok
+    finally:
+        await svc.aclose()
+    sent = [upstream.json(i)["messages"][-1]["content"] for i in range(4)]
+    assert sent == ["Say A", "Say A", "Say B", "Say A"]
+    lengths = {int(r.headers["content-length"]) for r in upstream.requests}
+    assert lengths == {len(r.content) for r in upstream.requests}

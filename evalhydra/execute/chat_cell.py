@@ -25,7 +25,7 @@ from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import Service
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow, attempt_row, now_iso, verdict_fields
-from evalhydra.types import Case, Completion, MatchResult, Usage
+from evalhydra.types import Case, ChatRequest, Completion, MatchResult, Usage
 
 __all__ = ["ChatCellRunner"]
 
@@ -58,6 +58,9 @@ class ChatCellRunner:
         self.config: ServiceConfig = service.config
         self.model = self.config.model or self.config.default_model
         self._judge_cache: dict[str, str | None] = {}
+        # A case's trials run one after another: they share its rendered request, so the
+        # service encodes its body once (see OpenAICompatService.complete).
+        self._rendered: tuple[Case, EvalPlan, ChatRequest] | None = None
 
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Execute one cell; return its result row and its attempt rows."""
@@ -93,11 +96,17 @@ class ChatCellRunner:
         return row, self._attempt_rows(job, calls, labels, len(history))
 
     async def _generate(self, job: CellJob, prompt: str) -> Completion:
-        case = job.case if prompt == _input_text(job.case) else _with_input(job.case, prompt)
+        first = prompt == _input_text(job.case)
+        case = job.case if first else _with_input(job.case, prompt)
+        rendered = self._rendered
+        if first and rendered is not None and rendered[0] is case and rendered[1] is job.eval:
+            return await self.service.complete(rendered[2])
         try:
             request = await render_request(case, job.eval.tools, self.root, job.eval.params)
         except RenderError as exc:
             return render_error_completion(exc, self.model)
+        if first:
+            self._rendered = (case, job.eval, request)
         return await self.service.complete(request)
 
     async def _score(self, job: CellJob, completion: Completion) -> MatchResult:

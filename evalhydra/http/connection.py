@@ -13,14 +13,19 @@ transport sees what ``httpx.AsyncHTTPTransport`` would raise:
 * a reused connection turns out closed before any byte of the reply:
   :class:`StaleConnection`, which the transport answers with a fresh connection.
 
-A wait gets a cancel scope of its own only when the enclosing deadline (an
-attempt's ``fail_after``, say) would not end it first: a scope costs more than
-the rest of a read.
+Every call also takes ``deadline``: the trio time by which the caller's whole
+exchange must end (an evalhydra attempt's timeout; ``math.inf``: none). When
+it, rather than the call's own timeout, ends a wait, the call raises
+``trio.TooSlowError``, as the attempt's ``fail_after`` would have. A plain
+socket's waits are watched by the transport's
+:class:`~evalhydra.http.deadlines.SocketDeadlines`, not a cancel scope each:
+a scope costs more than the rest of a read.
 """
 
 from __future__ import annotations
 
 import errno
+import math
 import os
 import select
 import socket
@@ -30,7 +35,10 @@ from collections.abc import Awaitable, Callable
 import httpx
 import trio
 
-__all__ = ["Connection", "PlainConnection", "StaleConnection", "TLSConnection", "open_connection"]
+from evalhydra.http.deadlines import EXPIRED, SocketDeadlines
+
+__all__ = ["Connection", "PlainConnection", "StaleConnection", "TLSConnection", "open_connection",
+           "timed_out"]
 
 READ_SIZE = 65536
 Origin = tuple[bytes, str, int]
@@ -41,23 +49,26 @@ class StaleConnection(Exception):
 
 
 async def open_connection(origin: Origin, timeout: float | None, request: httpx.Request,
-                          ssl_context: Callable[[], ssl.SSLContext]) -> Connection:
+                          ssl_context: Callable[[], ssl.SSLContext], deadlines: SocketDeadlines,
+                          deadline: float = math.inf) -> Connection:
     """Connect to ``origin`` (``(scheme, host, port)``), with TLS for ``https``.
 
     Raises:
         httpx.ConnectError: Refused, unreachable, unresolvable, or the TLS handshake failed.
         httpx.ConnectTimeout: ``timeout`` seconds passed first.
+        trio.TooSlowError: ``deadline`` passed first.
     """
     scheme, host, port = origin
-    with trio.move_on_after(_seconds(timeout)):
+    end = _end(timeout, deadline)
+    with trio.move_on_at(end):
         try:
             sock = await _connect_socket(host, port)
             if scheme != b"https":
-                return PlainConnection(sock, origin)
+                return PlainConnection(sock, origin, deadlines)
             return await TLSConnection.handshake(sock, origin, ssl_context())
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
             raise httpx.ConnectError(_describe(exc), request=request) from exc
-    raise httpx.ConnectTimeout("timed out while connecting", request=request)
+    raise timed_out(end, deadline, httpx.ConnectTimeout("timed out while connecting", request=request))
 
 
 async def _connect_socket(host: str, port: int) -> socket.socket:
@@ -91,35 +102,58 @@ async def _connect_socket(host: str, port: int) -> socket.socket:
 
 
 class PlainConnection:
-    """HTTP over a plain TCP socket, calling it directly."""
+    """HTTP over a plain TCP socket, calling it directly; its waits are watched by ``deadlines``."""
 
-    __slots__ = ("sock", "origin", "idle_since")
+    __slots__ = ("sock", "origin", "idle_since", "deadlines")
 
-    def __init__(self, sock: socket.socket, origin: Origin) -> None:
+    def __init__(self, sock: socket.socket, origin: Origin, deadlines: SocketDeadlines) -> None:
         self.sock = sock
         self.origin = origin
         self.idle_since = 0.0
+        self.deadlines = deadlines
 
-    async def send(self, data: bytes, timeout: float | None, request: httpx.Request, reused: bool) -> None:
+    async def send(self, data: bytes, timeout: float | None, request: httpx.Request, reused: bool,
+                   deadline: float = math.inf) -> None:
         """Write all of ``data``."""
         view = memoryview(data)
         while view:
             try:
                 view = view[self.sock.send(view):]
             except BlockingIOError:
-                await _wait(trio.lowlevel.wait_writable, self.sock, timeout, httpx.WriteTimeout, request)
+                await self._wait(trio.lowlevel.wait_writable, timeout, deadline, httpx.WriteTimeout, request)
             except OSError as exc:
                 raise _failure(exc, reused, httpx.WriteError, request) from exc
 
-    async def receive(self, timeout: float | None, request: httpx.Request, stale_if_reset: bool) -> bytes:
+    async def receive(self, timeout: float | None, request: httpx.Request, stale_if_reset: bool,
+                      deadline: float = math.inf) -> bytes:
         """The next bytes from the peer; ``b""`` once it has closed its side."""
         while True:
             try:
                 return self.sock.recv(READ_SIZE)
             except BlockingIOError:
-                await _wait(trio.lowlevel.wait_readable, self.sock, timeout, httpx.ReadTimeout, request)
+                await self._wait(trio.lowlevel.wait_readable, timeout, deadline, httpx.ReadTimeout, request)
             except OSError as exc:
                 raise _failure(exc, stale_if_reset, httpx.ReadError, request) from exc
+
+    async def _wait(self, wait: Callable[[socket.socket], Awaitable[None]], timeout: float | None,
+                    deadline: float, error: type[httpx.TimeoutException], request: httpx.Request) -> None:
+        """Wait until the socket is ready: ``error`` after ``timeout`` seconds, or
+        ``trio.TooSlowError`` at ``deadline`` if that comes first."""
+        end = _end(timeout, deadline)
+        if end == math.inf:
+            await wait(self.sock)
+            return
+        entry = self.deadlines.arm(end, self.sock)
+        try:
+            await wait(self.sock)
+        except trio.ClosedResourceError:
+            if entry[3] != EXPIRED:
+                raise
+            if end >= deadline:
+                raise trio.TooSlowError from None
+            raise error(f"timed out after {timeout:g} s", request=request) from None
+        finally:
+            self.deadlines.disarm(entry)
 
     def readable(self) -> bool:
         """Whether the idle socket has bytes or an end of stream waiting (see :func:`_readable`)."""
@@ -158,24 +192,30 @@ class TLSConnection:
             raise
         return cls(stream, origin)
 
-    async def send(self, data: bytes, timeout: float | None, request: httpx.Request, reused: bool) -> None:
+    async def send(self, data: bytes, timeout: float | None, request: httpx.Request, reused: bool,
+                   deadline: float = math.inf) -> None:
         """Write all of ``data``."""
-        with trio.move_on_after(_seconds(timeout)):
+        end = _end(timeout, deadline)
+        with trio.move_on_at(end):
             try:
                 await self.stream.send_all(data)
             except (trio.BrokenResourceError, OSError) as exc:
                 raise _failure(exc, reused, httpx.WriteError, request) from exc
             return
-        raise httpx.WriteTimeout("timed out while sending the request", request=request)
+        error = httpx.WriteTimeout("timed out while sending the request", request=request)
+        raise timed_out(end, deadline, error)
 
-    async def receive(self, timeout: float | None, request: httpx.Request, stale_if_reset: bool) -> bytes:
+    async def receive(self, timeout: float | None, request: httpx.Request, stale_if_reset: bool,
+                      deadline: float = math.inf) -> bytes:
         """The next bytes from the peer; ``b""`` once it has closed its side."""
-        with trio.move_on_after(_seconds(timeout)):
+        end = _end(timeout, deadline)
+        with trio.move_on_at(end):
             try:
                 return bytes(await self.stream.receive_some(READ_SIZE))
             except (trio.BrokenResourceError, OSError) as exc:
                 raise _failure(exc, stale_if_reset, httpx.ReadError, request) from exc
-        raise httpx.ReadTimeout("timed out while reading the reply", request=request)
+        error = httpx.ReadTimeout("timed out while reading the reply", request=request)
+        raise timed_out(end, deadline, error)
 
     def readable(self) -> bool:
         """Whether the idle socket has bytes or an end of stream waiting (see :func:`_readable`)."""
@@ -194,20 +234,15 @@ class TLSConnection:
 Connection = PlainConnection | TLSConnection
 
 
-async def _wait(wait: Callable[[socket.socket], Awaitable[None]], sock: socket.socket, timeout: float | None,
-                error: type[httpx.TimeoutException], request: httpx.Request) -> None:
-    """Wait until ``sock`` is ready, raising ``error`` after ``timeout`` seconds."""
-    if timeout is None:
-        await wait(sock)
-        return
-    deadline = trio.current_time() + timeout
-    if trio.current_effective_deadline() <= deadline:
-        await wait(sock)  # an enclosing scope ends first: no scope of our own needed
-        return
-    with trio.move_on_at(deadline):
-        await wait(sock)
-        return
-    raise error(f"timed out after {timeout:g} s", request=request)
+def _end(timeout: float | None, deadline: float) -> float:
+    """When a call must end: after ``timeout`` seconds from now, or at ``deadline`` if sooner."""
+    return deadline if timeout is None else min(deadline, trio.current_time() + timeout)
+
+
+def timed_out(end: float, deadline: float, error: Exception) -> Exception:
+    """What a call that ran out of time at ``end`` raises: ``trio.TooSlowError`` when the
+    caller's ``deadline`` ended it, else its own timeout ``error``."""
+    return trio.TooSlowError() if end >= deadline else error
 
 
 def _readable(fd: int) -> bool:
@@ -225,10 +260,6 @@ def _failure(exc: BaseException, stale: bool, error: type[httpx.TransportError],
     """What a failed read or write raises: :class:`StaleConnection` on a reused connection
     before any byte of the reply, else httpx's ``error``."""
     return StaleConnection() if stale else error(_describe(exc), request=request)
-
-
-def _seconds(timeout: float | None) -> float:
-    return float("inf") if timeout is None else timeout
 
 
 def _describe(exc: BaseException) -> str:

@@ -17,8 +17,11 @@ types) and does the wire work itself:
   (``httpx.create_ssl_context``: ``SSL_CERT_FILE``, ``SSL_CERT_DIR``, ``verify``);
 * the connect, read, write and pool timeouts of the request's ``timeout``
   extension, raising ``httpx.ConnectTimeout``, ``ReadTimeout``, ``WriteTimeout``
-  and ``PoolTimeout`` (a wait gets a cancel scope of its own only when the
-  enclosing one, an attempt's, would not end it first);
+  and ``PoolTimeout``; and the request's :data:`DEADLINE` extension, if any: the
+  trio time by which the whole exchange, body included, must end, else
+  ``trio.TooSlowError`` (an evalhydra attempt's timeout, without the cancel
+  scope that ``trio.fail_after`` would cost each request). Socket waits are
+  watched by one timer (:mod:`evalhydra.http.deadlines`), not a scope each;
 * a reused connection that the server closed before it sent any byte of the
   reply (a keep-alive race) is replaced by a fresh one and the request sent
   again, once, inside the same call; an idle one that is readable (closed, or
@@ -34,6 +37,7 @@ proxy httpx's own transport.
 from __future__ import annotations
 
 import logging
+import math
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -42,9 +46,13 @@ import httptools
 import httpx
 import trio
 
-from evalhydra.http.connection import Connection, Origin, StaleConnection, open_connection
+from evalhydra.http.connection import Connection, Origin, StaleConnection, open_connection, timed_out
+from evalhydra.http.deadlines import SocketDeadlines
 
-__all__ = ["LeanTransport"]
+__all__ = ["DEADLINE", "CompleteBody", "LeanTransport"]
+
+#: A request extension: the trio time by which the exchange must end (see the module docstring).
+DEADLINE = "evalhydra.deadline"
 
 #: DEBUG: each connection opened and each reply's status line (never a header or a body).
 log = logging.getLogger("evalhydra.http")
@@ -120,6 +128,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self._keepalive_expiry = keepalive_expiry
         self._idle: dict[Origin, list[Connection]] = {}
         self._closed = False
+        self._deadlines = SocketDeadlines()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` and return its response (its body may still be streaming).
@@ -127,21 +136,25 @@ class LeanTransport(httpx.AsyncBaseTransport):
         Raises:
             httpx.TransportError: A connect, read, write, pool or protocol failure
                 (httpx's own subclasses, as ``httpx.AsyncHTTPTransport`` raises).
+            trio.TooSlowError: The request's :data:`DEADLINE` passed first.
         """
-        timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
+        extensions = request.extensions
+        timeouts: dict[str, float | None] = extensions.get("timeout", {})
+        deadline: float = extensions.get(DEADLINE, math.inf)
         origin = _origin(request.url)
         message = await _encode(request)
-        await self._take_slot(timeouts.get("pool"), request)
+        await self._take_slot(timeouts.get("pool"), deadline, request)
         try:
             connection = self._idle_connection(origin)
             if connection is not None:
                 try:
-                    return await self._exchange(connection, request, message, timeouts, reused=True)
+                    return await self._exchange(connection, request, message, timeouts, deadline, reused=True)
                 except StaleConnection:
                     pass  # the server closed it while idle: once more on a new connection
-            connection = await open_connection(origin, timeouts.get("connect"), request, self._tls_context)
+            connection = await open_connection(origin, timeouts.get("connect"), request, self._tls_context,
+                                               self._deadlines, deadline)
             log.debug("connected to %s://%s:%d", origin[0].decode(), origin[1], origin[2])
-            return await self._exchange(connection, request, message, timeouts, reused=False)
+            return await self._exchange(connection, request, message, timeouts, deadline, reused=False)
         except BaseException:
             self._slots.release()
             raise
@@ -156,7 +169,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
 
     # ------------------------------------------------------------------ pool
 
-    async def _take_slot(self, timeout: float | None, request: httpx.Request) -> None:
+    async def _take_slot(self, timeout: float | None, deadline: float, request: httpx.Request) -> None:
         if self._closed:
             raise httpx.ConnectError("the transport is closed", request=request)
         try:
@@ -164,10 +177,12 @@ class LeanTransport(httpx.AsyncBaseTransport):
             return
         except trio.WouldBlock:
             pass
-        with trio.move_on_after(float("inf") if timeout is None else timeout):
+        end = deadline if timeout is None else min(deadline, trio.current_time() + timeout)
+        with trio.move_on_at(end):
             await self._slots.acquire()
             return
-        raise httpx.PoolTimeout("no connection was free within the pool timeout", request=request)
+        raise timed_out(end, deadline, httpx.PoolTimeout("no connection was free within the pool timeout",
+                                                         request=request))
 
     def _idle_connection(self, origin: Origin) -> Connection | None:
         connections = self._idle.get(origin)
@@ -198,13 +213,14 @@ class LeanTransport(httpx.AsyncBaseTransport):
     # -------------------------------------------------------------- exchange
 
     async def _exchange(self, connection: Connection, request: httpx.Request, message: bytes,
-                        timeouts: dict[str, float | None], *, reused: bool) -> httpx.Response:
+                        timeouts: dict[str, float | None], deadline: float, *,
+                        reused: bool) -> httpx.Response:
         reply = _Reply()
         read_timeout = timeouts.get("read")
         try:
-            await connection.send(message, timeouts.get("write"), request, reused)
+            await connection.send(message, timeouts.get("write"), request, reused, deadline)
             while not reply.headers_done:
-                await self._read(connection, reply, read_timeout, request, reused)
+                await self._read(connection, reply, read_timeout, deadline, request, reused)
         except BaseException:
             await connection.aclose()
             raise
@@ -214,15 +230,15 @@ class LeanTransport(httpx.AsyncBaseTransport):
             log.debug('%s %s "HTTP/1.1 %d %s"', request.method, request.url, status, reason)
         if request.method == "HEAD" or status in _BODILESS_STATUS:
             reply.complete, reply.body = True, []
-        body = _Body(self, connection, reply, read_timeout, request)
-        stream: httpx.AsyncByteStream = _Chunks(body.finish()) if reply.complete else body
+        body = _Body(self, connection, reply, read_timeout, deadline, request)
+        stream: httpx.AsyncByteStream = CompleteBody(body.finish()) if reply.complete else body
         return httpx.Response(status, headers=reply.headers, stream=stream, request=request,
                               extensions={"http_version": b"HTTP/1.1", "reason_phrase": reply.reason})
 
-    async def _read(self, connection: Connection, reply: _Reply, timeout: float | None,
+    async def _read(self, connection: Connection, reply: _Reply, timeout: float | None, deadline: float,
                     request: httpx.Request, reused: bool = False) -> None:
         """Feed one read of the connection to the reply's parser."""
-        data = await connection.receive(timeout, request, reused and not reply.started)
+        data = await connection.receive(timeout, request, reused and not reply.started, deadline)
         if not data:
             if reused and not reply.started:
                 raise StaleConnection
@@ -251,11 +267,12 @@ class _Body(httpx.AsyncByteStream):
     """
 
     def __init__(self, transport: LeanTransport, connection: Connection, reply: _Reply,
-                 timeout: float | None, request: httpx.Request) -> None:
+                 timeout: float | None, deadline: float, request: httpx.Request) -> None:
         self._transport = transport
         self._connection: Connection | None = connection
         self._reply = reply
         self._timeout = timeout
+        self._deadline = deadline
         self._request = request
 
     def finish(self) -> list[bytes]:
@@ -283,7 +300,8 @@ class _Body(httpx.AsyncByteStream):
                 for chunk in chunks:
                     yield chunk
             try:
-                await self._transport._read(self._connection, reply, self._timeout, self._request)
+                await self._transport._read(self._connection, reply, self._timeout, self._deadline,
+                                            self._request)
             except BaseException:
                 await self.aclose()
                 raise
@@ -295,14 +313,18 @@ class _Body(httpx.AsyncByteStream):
             await connection.aclose()
 
 
-class _Chunks(httpx.AsyncByteStream):
-    """A body already read whole."""
+class CompleteBody(httpx.AsyncByteStream):
+    """A reply's body that arrived whole with its head: its connection is already back in
+    the pool, so closing it does nothing and a reader may take :attr:`chunks` directly."""
+
+    __slots__ = ("chunks",)
 
     def __init__(self, chunks: list[bytes]) -> None:
-        self._chunks = chunks
+        #: The body as received (still encoded if the reply has a ``Content-Encoding``).
+        self.chunks = chunks
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._chunks:
+        for chunk in self.chunks:
             yield chunk
 
 

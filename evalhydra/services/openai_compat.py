@@ -51,6 +51,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from evalhydra import __version__, fastpath, strictjson
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.errors import EvalHydraError
+from evalhydra.http.lean import DEADLINE, CompleteBody, LeanTransport
 from evalhydra.http.pool import TransportPool, tls_context
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.pricing import cost_usd
@@ -88,6 +89,8 @@ __all__ = [
 #: zig_eval's response cap: a larger body is ``invalid_response``.
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
+#: Most distinct body lengths whose headers are kept (then the set starts again).
+_HEADER_SETS = 256
 _ENV_REF = re.compile(r"\$\{env:([^}]+)\}")
 #: Request bodies: compact UTF-8 JSON, NaN refused (one encoder, not one per call).
 _BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -448,15 +451,19 @@ async def _read_capped(response: httpx.Response, cap: int) -> bytes | None:
     ``Content-Encoding`` is read from the response's raw stream: httpx's decoding
     layers would only copy it.
     """
-    encoding = response.headers.get("content-encoding", "").strip().lower()
+    encoding = _content_encoding(response.headers.raw)
+    stream = response.stream
+    if type(stream) is CompleteBody and encoding in _IDENTITY and not response.is_stream_consumed:
+        body = stream.chunks[0] if len(stream.chunks) == 1 else b"".join(stream.chunks)
+        return body if len(body) <= cap else None  # the lean transport read it whole with its head
     # A response built in memory (already read) is already decoded; the paths below count it.
-    raw = not response.is_stream_consumed and isinstance(response.stream, httpx.AsyncByteStream)
+    raw = not response.is_stream_consumed and isinstance(stream, httpx.AsyncByteStream)
     if raw and encoding in _INFLATE_WBITS:
         return await _inflate_capped(response, cap, encoding)
     length = response.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > cap:
         return None
-    plain = raw and encoding in ("", "identity")
+    plain = raw and encoding in _IDENTITY
     source = aiter(response.stream) if plain else response.aiter_bytes()  # type: ignore[arg-type]
     parts: list[bytes] = []
     size = 0
@@ -467,6 +474,18 @@ async def _read_capped(response: httpx.Response, cap: int) -> bytes | None:
             if size > cap:
                 return None
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+_IDENTITY = ("", "identity")
+
+
+def _content_encoding(headers: list[tuple[bytes, bytes]]) -> str:
+    """The reply's ``Content-Encoding``, lower-cased (repeated headers joined with ``", "``, as
+    ``httpx.Headers.get`` joins them); one pass over the raw headers."""
+    values = [value for name, value in headers if name.lower() == b"content-encoding"]
+    if not values:
+        return ""
+    return b", ".join(values).decode("latin-1").strip().lower()
 
 
 #: zlib window bits per Content-Encoding (gzip header, or the zlib wrapper of deflate).
@@ -536,11 +555,16 @@ class OpenAICompatService:
         user_keys = {key.lower() for key in config.headers}
         self._auth_env = None if "authorization" in user_keys else config.api_key_env
         timeout = httpx.Timeout(connect=10.0, read=self._timeout_s, write=30.0, pool=None)
-        self._extensions = {"timeout": timeout.as_dict()}
+        self._extensions: dict[str, Any] = {"timeout": timeout.as_dict()}
         context = tls_context(config.verify, config.ca_bundle)
         self._pool = TransportPool(self._url, config.max_concurrency, transport, kind=config.transport,
                                    proxy=config.proxy, ssl_context=context)
+        #: The lean transport ends an attempt at its deadline itself (no cancel scope per attempt).
+        self._deadline_in_transport = bool(self._timeout_s) and isinstance(self._pool.transports[0],
+                                                                            LeanTransport)
         self._rng = rng or random.Random()
+        #: The last request sent and its encoded body (requests are immutable).
+        self._encoded: tuple[ChatRequest | None, bytes] = (None, b"")
 
     @property
     def name(self) -> str:
@@ -569,17 +593,20 @@ class OpenAICompatService:
         fixed = {"host": self._host, **self._static_headers}
         fixed.pop("content-length", None)  # each call sends its own
         self._fixed_headers = [(name.encode("ascii"), value.encode("ascii")) for name, value in fixed.items()]
+        #: Headers without secrets, by body length: httpx copies a ``Headers`` without
+        #: normalising each header again.
+        self._headers_by_length: dict[int, httpx.Headers] = {}
 
     @property
     def limiter(self) -> trio.CapacityLimiter:
         """The per-service in-flight cap (``total_tokens`` may be changed at runtime)."""
         return self._limiter
 
-    def _request_headers(self, length: int) -> list[tuple[bytes, bytes]]:
+    def _request_headers(self, length: int) -> httpx.Headers | list[tuple[bytes, bytes]]:
         """The headers of one call, ``Host`` and ``Content-Length`` included; secrets are read
         now and never stored."""
         if self._auth_env is None and not self._dynamic_headers:
-            return [*self._fixed_headers, (b"content-length", b"%d" % length)]
+            return self._fixed_request_headers(length)
         headers = {"host": self._host, **self._static_headers, "content-length": str(length)}
         key = _read_env(self._auth_env)
         if key is not None:
@@ -589,6 +616,16 @@ class OpenAICompatService:
             if value is not None:
                 headers[name.lower()] = value
         return [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
+
+    def _fixed_request_headers(self, length: int) -> httpx.Headers:
+        """The headers of a call that sends no secret, made once per body length."""
+        headers = self._headers_by_length.get(length)
+        if headers is None:
+            if len(self._headers_by_length) >= _HEADER_SETS:
+                self._headers_by_length.clear()
+            headers = httpx.Headers([*self._fixed_headers, (b"content-length", b"%d" % length)])
+            self._headers_by_length[length] = headers
+        return headers
 
     def _estimate(self, body: bytes, request: ChatRequest) -> int:
         n_images, image_chars = _count_image_chars(request.user_content)
@@ -604,10 +641,14 @@ class OpenAICompatService:
             The Completion (``error_kind`` set on failure).
         """
         model = resolve_model(self.config, request)
-        try:
-            body = _BODY_ENCODER.encode(build_payload(self.config, request)).encode("utf-8")
-        except (TypeError, ValueError) as exc:
-            return _failed(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
+        if request is self._encoded[0]:  # a case's next trial: the same body
+            body = self._encoded[1]
+        else:
+            try:
+                body = _BODY_ENCODER.encode(build_payload(self.config, request)).encode("utf-8")
+            except (TypeError, ValueError) as exc:
+                return _failed(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
+            self._encoded = (request, body)
         estimate = self._estimate(body, request) if self._rate.counts_tokens else 0
         attempt = partial(self._attempt, body, self._request_headers(len(body)), model, estimate)
         before = partial(self._rate.acquire, estimate) if self._rate.enabled else None
@@ -619,6 +660,7 @@ class OpenAICompatService:
                 deadline_s=self._deadline_s,
                 before_attempt=before,
                 rng=self._rng,
+                timeout_in_fn=self._deadline_in_transport,
             )
         return mask_secrets(self._completion(outcome, model), self._secrets())
 
@@ -634,23 +676,27 @@ class OpenAICompatService:
     async def _attempt(
         self,
         body: bytes,
-        headers: list[tuple[bytes, bytes]],
+        headers: httpx.Headers | list[tuple[bytes, bytes]],
         model: str,
         estimate: int,
         attempt: int,
     ) -> AttemptResult[ChatAnswer]:
+        extensions = self._extensions
+        if self._deadline_in_transport:
+            extensions = {**extensions, DEADLINE: trio.current_time() + self._timeout_s}
         # stream=: the headers are complete, so httpx has nothing to add or read
         request = httpx.Request("POST", self._http_url, headers=headers, stream=httpx.ByteStream(body),
-                                extensions=self._extensions)
+                                extensions=extensions)
         index = self._pool.acquire()
         try:
             response = await self._pool.transports[index].handle_async_request(request)
             try:
                 status = response.status_code
                 raw = await _read_capped(response, MAX_RESPONSE_BYTES)
-                retry_after = response.headers.get("retry-after")
+                retry_after = None if status == 200 else response.headers.get("retry-after")
             finally:
-                await response.aclose()
+                if type(response.stream) is not CompleteBody:  # a whole body has nothing to close
+                    await response.aclose()
         finally:
             self._pool.release(index)
         if status != 200:  # zig_eval: any other status, a 201 or 204 too, is a failed call

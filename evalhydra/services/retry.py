@@ -293,16 +293,17 @@ class RetryOutcome(Generic[T]):
 
 
 async def _attempt_once(
-    fn: Callable[[int], Awaitable[AttemptResult[T]]], attempt: int, timeout_s: float | None
+    fn: Callable[[int], Awaitable[AttemptResult[T]]], attempt: int, timeout_s: float | None,
+    timeout_in_fn: bool,
 ) -> AttemptResult[T]:
-    # A bare CancelScope, not fail_after: the one scope a cell's attempt costs is its largest
-    # fixed cost, and fail_after adds a second layer on top of it.
-    scope = trio.CancelScope(deadline=trio.current_time() + timeout_s if timeout_s else math.inf)
     try:
-        with scope:
+        if timeout_in_fn or not timeout_s:
+            return await fn(attempt)
+        # A bare CancelScope, not fail_after: fail_after adds a second layer on top of it.
+        with trio.CancelScope(deadline=trio.current_time() + timeout_s):
             return await fn(attempt)
         exc: BaseException = trio.TooSlowError()  # the scope's deadline ended the attempt
-    except (httpx.TransportError, httpx.HTTPError, httpx.InvalidURL) as error:
+    except (httpx.TransportError, httpx.HTTPError, httpx.InvalidURL, trio.TooSlowError) as error:
         exc = error
     return AttemptResult(
         error_kind=classify_exception(exc),
@@ -320,10 +321,14 @@ async def run_with_retries(
     deadline_s: float | None = None,
     before_attempt: Callable[[], Awaitable[None]] | None = None,
     rng: random.Random | None = None,
+    timeout_in_fn: bool = False,
 ) -> RetryOutcome[T]:
     """Run ``fn(attempt)`` until it succeeds, fails for good, or time runs out.
 
-    Each attempt runs under ``trio.fail_after(timeout_s)``; transport errors
+    Each attempt runs under ``trio.fail_after(timeout_s)``, or, with
+    ``timeout_in_fn``, ``fn`` itself raises ``trio.TooSlowError`` once
+    ``timeout_s`` has passed since it started (the lean transport's deadline:
+    a cancel scope per attempt is a cell's largest fixed cost); transport errors
     and timeouts raised by ``fn`` become results. ``before_attempt`` (e.g. a
     rate-limit wait) runs before each attempt, outside its timeout. The
     deadline and the latency start when the first attempt starts. When the
@@ -338,6 +343,7 @@ async def run_with_retries(
         deadline_s: Bound on all attempts and sleeps (None: none).
         before_attempt: Awaited before each attempt.
         rng: Jitter source (default: a fresh ``random.Random()``).
+        timeout_in_fn: ``fn`` keeps ``timeout_s`` itself (no scope per attempt).
 
     Returns:
         The outcome with every attempt recorded.
@@ -360,7 +366,7 @@ async def run_with_retries(
                 if deadline_scope is not None and deadline_s is not None:
                     deadline = deadline_scope.deadline = t0 + deadline_s
             in_attempt = True
-            last = await _attempt_once(fn, attempt, timeout_s)
+            last = await _attempt_once(fn, attempt, timeout_s, timeout_in_fn)
             in_attempt = False
             records.append(last.record(attempt, (trio.current_time() - start) * 1000.0))
             if attempt >= policy.max_attempts or not policy.retries(last):
