@@ -22,7 +22,7 @@ from evalhydra.errors import EvalHydraError, did_you_mean
 from evalhydra.store.rows import ATTEMPT_FIELDS, INFRA_ERROR_SQL, RESULT_FIELDS, ResultRow, row_values
 from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["Batch", "Store", "connect", "immediate", "migrate", "open_store"]
+__all__ = ["Batch", "Store", "connect", "immediate", "insert_rows", "migrate", "open_store"]
 
 
 def _null(value: None) -> None:
@@ -114,9 +114,9 @@ class Store:
         this alone as the store's floor.
         """
         with immediate(self.conn):
-            _insert_rows(self.conn, _INSERT_RESULT, results)
-            _insert_rows(self.conn, _INSERT_MEMBER, members)
-            _insert_rows(self.conn, _INSERT_ATTEMPT, attempts)
+            insert_rows(self.conn, _INSERT_RESULT, results)
+            insert_rows(self.conn, _INSERT_MEMBER, members)
+            insert_rows(self.conn, _INSERT_ATTEMPT, attempts)
 
     def start_run(self, row: dict[str, Any]) -> None:
         """Insert the ``runs`` row of a new invocation."""
@@ -246,8 +246,15 @@ _INSERT_ATTEMPT = "insert or replace into attempts ({}) values ".format(", ".joi
 _ROWS_PER_INSERT = 256
 
 
-def _insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any]]) -> None:
+def insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any]], tail: str = "",
+                tail_params: Sequence[Any] = ()) -> None:
     """Insert ``rows`` with a few multi-row ``VALUES`` statements, not one statement per row.
+
+    Args:
+        conn: The connection (in a transaction).
+        head: The statement up to ``values`` (``insert into t (a, b) values ``).
+        rows: Tuples in the head's column order, all of one width.
+        tail: SQL after the values (an ``on conflict`` clause), with ``tail_params``.
 
     The writer runs in a worker thread; every SQLite step releases and retakes
     the GIL, so one step per row made the writer queue for the GIL hundreds of
@@ -265,7 +272,7 @@ def _insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[An
         chunk = rows[start:start + size]
         start += size
         marks = ", ".join([f"({', '.join('?' * width)})"] * size)
-        conn.execute(head + marks, [value for row in chunk for value in row])
+        conn.execute(head + marks + tail, [*(value for row in chunk for value in row), *tail_params])
 
 
 def _chunk_sizes(total: int) -> list[int]:
