@@ -293,6 +293,25 @@ async def test_a_server_that_closes_every_new_connection_too_fails_once() -> Non
     assert accepted[0] == 1  # a fresh connection is not retried here: retries are the service's
 
 
+async def test_a_request_with_transfer_encoding_is_sent_chunked() -> None:
+    received: list[bytes] = []
+
+    async def handler(stream: trio.SocketStream) -> None:
+        data = b""
+        while not data.endswith(b"0\r\n\r\n"):
+            data += await stream.receive_some(65536)
+        received.append(data)
+        await stream.send_all(reply(b"{}"))
+
+    transport = LeanTransport(4)
+    async with raw_server(handler) as (origin, _):
+        response, _ = await post(transport, origin, content=b"hello",
+                                 headers={"Transfer-Encoding": "chunked", "Host": "x"})
+    await transport.aclose()
+    assert response.status_code == 200
+    assert received[0].endswith(b"\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+
+
 async def test_an_interim_100_continue_is_skipped() -> None:
     async def handler(stream: trio.SocketStream) -> None:
         await read_request(stream)

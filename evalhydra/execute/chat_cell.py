@@ -72,7 +72,7 @@ class ChatCellRunner:
         feedback = ""
         for attempt in range(1, job.eval.refinement_attempts + 1):
             prompt = text if attempt == 1 else refinement_input(feedback, text)
-            completion = await self._generate(job, prompt)
+            completion = await self._generate(job, prompt, first=attempt == 1)
             calls.append(("candidate", completion))
             labels.append(f"candidate{attempt}")
             match = await self._score(job, completion)
@@ -95,8 +95,8 @@ class ChatCellRunner:
         row = self._row(job, completion, match, calls, history, latency)
         return row, self._attempt_rows(job, calls, labels, len(history))
 
-    async def _generate(self, job: CellJob, prompt: str) -> Completion:
-        first = prompt == _input_text(job.case)
+    async def _generate(self, job: CellJob, prompt: str, *, first: bool) -> Completion:
+        """Ask the service; ``first``: ``prompt`` is the case's own input, not a refinement."""
         case = job.case if first else _with_input(job.case, prompt)
         rendered = self._rendered
         if first and rendered is not None and rendered[0] is case and rendered[1] is job.eval:

@@ -348,13 +348,12 @@ async def _encode(request: httpx.Request) -> bytes:
         except httpx.RequestNotRead:
             body = await request.aread()
     headers = request.headers.raw
-    if any(k.lower() == b"transfer-encoding" for k, _ in headers):
-        body = (b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)) if body else b"0\r\n\r\n"
-    lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)]
-    lines += [b"%s: %s" % pair for pair in headers]
-    head = b"\r\n".join(lines)
+    request_line = b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)
+    head = b"\r\n".join([request_line, *map(b": ".join, headers)])
     if head.count(b"\n") != len(headers) or head.count(b"\r") != len(headers):  # one CRLF per header
         raise httpx.LocalProtocolError("a header name or value holds a line break", request=request)
+    if b"\r\ntransfer-encoding: " in head.lower():  # each header starts a line: this is its name
+        body = (b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)) if body else b"0\r\n\r\n"
     return head + b"\r\n\r\n" + body
 
 

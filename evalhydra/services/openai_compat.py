@@ -337,21 +337,17 @@ class InvalidResponseError(Exception):
 
 
 def _nonneg_int(value: Any) -> int:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    return value if ok else 0
+    return value if type(value) is int and value >= 0 else 0  # not a bool, not a float
 
 
 def _parse_usage(data: dict[str, Any]) -> Usage:
     usage = data.get("usage")
-    if not isinstance(usage, dict):
+    if type(usage) is not dict:
         return Usage()
     details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
-    return Usage(
-        _nonneg_int(usage.get("prompt_tokens")),
-        _nonneg_int(usage.get("completion_tokens")),
-        _nonneg_int(cached),
-    )
+    cached = details.get("cached_tokens") if type(details) is dict else 0
+    return Usage(_nonneg_int(usage.get("prompt_tokens")), _nonneg_int(usage.get("completion_tokens")),
+                 _nonneg_int(cached))
 
 
 def _parse_tool_calls(message: dict[str, Any]) -> tuple[ToolCall, ...] | None:
@@ -556,6 +552,9 @@ class OpenAICompatService:
         self._auth_env = None if "authorization" in user_keys else config.api_key_env
         timeout = httpx.Timeout(connect=10.0, read=self._timeout_s, write=30.0, pool=None)
         self._extensions: dict[str, Any] = {"timeout": timeout.as_dict()}
+        # With the attempt's deadline (below), a read timeout as long as the attempt can never
+        # end a read first: none is set, and a wait costs no clock read for it.
+        self._lean_timeouts = {**timeout.as_dict(), "read": None}
         context = tls_context(config.verify, config.ca_bundle)
         self._pool = TransportPool(self._url, config.max_concurrency, transport, kind=config.transport,
                                    proxy=config.proxy, ssl_context=context)
@@ -683,7 +682,7 @@ class OpenAICompatService:
     ) -> AttemptResult[ChatAnswer]:
         extensions = self._extensions
         if self._deadline_in_transport:
-            extensions = {**extensions, DEADLINE: trio.current_time() + self._timeout_s}
+            extensions = {"timeout": self._lean_timeouts, DEADLINE: trio.current_time() + self._timeout_s}
         # stream=: the headers are complete, so httpx has nothing to add or read
         request = httpx.Request("POST", self._http_url, headers=headers, stream=httpx.ByteStream(body),
                                 extensions=extensions)

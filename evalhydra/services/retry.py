@@ -351,13 +351,15 @@ async def run_with_retries(
     rng = rng or random.Random()
     records: list[AttemptRecord] = []
     last: AttemptResult[T] | None = None
-    start = t0 = 0.0
+    start = t0 = end = 0.0
+    fresh = False  # `end` is the time now: read since the last await (saves a clock read a call)
     in_attempt = False
     deadline = math.inf
     # No deadline, no scope: a cancel scope per call costs more than the rest of the loop.
     deadline_scope = trio.CancelScope() if deadline_s is not None else None
     with deadline_scope or contextlib.nullcontext():
         for attempt in range(1, policy.max_attempts + 1):
+            fresh = False
             if before_attempt is not None:
                 await before_attempt()
             start = trio.current_time()
@@ -368,15 +370,18 @@ async def run_with_retries(
             in_attempt = True
             last = await _attempt_once(fn, attempt, timeout_s, timeout_in_fn)
             in_attempt = False
-            records.append(last.record(attempt, (trio.current_time() - start) * 1000.0))
+            end, fresh = trio.current_time(), True
+            records.append(last.record(attempt, (end - start) * 1000.0))
             if attempt >= policy.max_attempts or not policy.retries(last):
                 break
             delay = policy.delay_s(attempt, last.retry_after_s, rng)
-            if trio.current_time() + delay >= deadline:
+            if end + delay >= deadline:
                 break
             if delay > 0:
+                fresh = False
                 await trio.sleep(delay)
-    end = trio.current_time()
+    if not fresh:
+        end = trio.current_time()
     if in_attempt or last is None:  # the deadline ended an attempt
         last = AttemptResult(error_kind=ErrorKind.TIMEOUT, error_message=DEADLINE_REASON)
         records.append(last.record(len(records) + 1, (end - start) * 1000.0))
