@@ -79,13 +79,25 @@ def loads(text: str | bytes) -> Any:
             a duplicate key, an unpaired surrogate escape, or ``NaN``/``Infinity``.
     """
     if isinstance(text, bytes):
-        text = text.decode(json.detect_encoding(text), "surrogatepass")  # as json.loads decodes
+        # An object whose second byte is not NUL is UTF-8: detect_encoding would say so too.
+        utf8 = text[:1] == b"{" and text[1:2] != b"\x00"
+        text = text.decode("utf-8" if utf8 else json.detect_encoding(text), "surrogatepass")
     elif text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    value = _DECODER.decode(text)
+    value = _decode(text)
     escaped = "\\u" in text
     if escaped and _has_lone_surrogate(value):
         raise ValueError("unpaired UTF-16 surrogate escape")
+    return value
+
+
+def _decode(text: str) -> Any:
+    """``JSONDecoder.decode``, without its two whitespace scans for a text that starts with ``{``."""
+    if not text.startswith("{"):
+        return _DECODER.decode(text)
+    value, end = _DECODER.raw_decode(text)
+    if end != len(text) and text[end:].strip(" \t\n\r"):
+        raise json.JSONDecodeError("Extra data", text, len(text) - len(text[end:].lstrip(" \t\n\r")))
     return value
 
 
