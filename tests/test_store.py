@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,6 +111,26 @@ def test_concurrent_processes_write_one_store(tmp_path: Path) -> None:
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     store = open_store(path)
     assert store.conn.execute("select count(*) from results").fetchone()[0] == 4000
+
+
+def _open_at_once(path: str, barrier: Any) -> None:
+    barrier.wait()
+    open_store(path).close()  # raises (exit code 1) if it cannot open the store
+
+
+@pytest.mark.slow  # 20 rounds of four processes: ~25 s
+def test_processes_that_create_one_store_at_once_all_open_it(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("forkserver")  # forked from one clean process: each starts at once
+    ctx.set_forkserver_preload(["evalhydra.store.db", "tests.test_store"])
+    for round_ in range(20):  # the race lost about one open in fifteen before the fix
+        barrier = ctx.Barrier(4)
+        procs = [ctx.Process(target=_open_at_once, args=(str(tmp_path / f"new{round_}.db"), barrier))
+                 for _ in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0, 0, 0, 0]
 
 
 def test_merge_shards_exactly(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import contextlib
 import os
 import socket
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,10 +211,25 @@ def connect(path: Path, read_only: bool) -> sqlite3.Connection:
         return conn
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
-    conn.execute("pragma journal_mode = wal")
+    _use_wal(conn)
     conn.execute("pragma synchronous = normal")
     conn.execute("pragma busy_timeout = 30000")
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection, patience_s: float = 30.0) -> None:
+    """Switch to WAL. Processes that open a new store at once (a sweep's jobs) race to switch
+    it, and SQLite answers the losers "database is locked" at once, without its busy handler:
+    they try again until the winner is done."""
+    give_up = time.monotonic() + patience_s
+    while True:
+        try:
+            conn.execute("pragma journal_mode = wal")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > give_up:
+                raise
+            time.sleep(0.01)
 
 
 class immediate:
