@@ -37,7 +37,7 @@ import trio
 
 from evalhydra.http.deadlines import EXPIRED, SocketDeadlines
 
-__all__ = ["Connection", "PlainConnection", "StaleConnection", "TLSConnection", "open_connection",
+__all__ = ["Connection", "PlainConnection", "StaleConnection", "TLSConnection", "end_time", "open_connection",
            "timed_out"]
 
 READ_SIZE = 65536
@@ -59,7 +59,7 @@ async def open_connection(origin: Origin, timeout: float | None, request: httpx.
         trio.TooSlowError: ``deadline`` passed first.
     """
     scheme, host, port = origin
-    end = _end(timeout, deadline)
+    end = end_time(timeout, deadline)
     with trio.move_on_at(end):
         try:
             sock = await _connect_socket(host, port)
@@ -139,7 +139,7 @@ class PlainConnection:
                     deadline: float, error: type[httpx.TimeoutException], request: httpx.Request) -> None:
         """Wait until the socket is ready: ``error`` after ``timeout`` seconds, or
         ``trio.TooSlowError`` at ``deadline`` if that comes first."""
-        end = _end(timeout, deadline)
+        end = end_time(timeout, deadline)
         if end == math.inf:
             await wait(self.sock)
             return
@@ -195,7 +195,7 @@ class TLSConnection:
     async def send(self, data: bytes, timeout: float | None, request: httpx.Request, reused: bool,
                    deadline: float = math.inf) -> None:
         """Write all of ``data``."""
-        end = _end(timeout, deadline)
+        end = end_time(timeout, deadline)
         with trio.move_on_at(end):
             try:
                 await self.stream.send_all(data)
@@ -208,7 +208,7 @@ class TLSConnection:
     async def receive(self, timeout: float | None, request: httpx.Request, stale_if_reset: bool,
                       deadline: float = math.inf) -> bytes:
         """The next bytes from the peer; ``b""`` once it has closed its side."""
-        end = _end(timeout, deadline)
+        end = end_time(timeout, deadline)
         with trio.move_on_at(end):
             try:
                 return bytes(await self.stream.receive_some(READ_SIZE))
@@ -234,7 +234,7 @@ class TLSConnection:
 Connection = PlainConnection | TLSConnection
 
 
-def _end(timeout: float | None, deadline: float) -> float:
+def end_time(timeout: float | None, deadline: float) -> float:
     """When a call must end: after ``timeout`` seconds from now, or at ``deadline`` if sooner."""
     return deadline if timeout is None else min(deadline, trio.current_time() + timeout)
 

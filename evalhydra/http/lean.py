@@ -46,7 +46,14 @@ import httptools
 import httpx
 import trio
 
-from evalhydra.http.connection import Connection, Origin, StaleConnection, open_connection, timed_out
+from evalhydra.http.connection import (
+    Connection,
+    Origin,
+    StaleConnection,
+    end_time,
+    open_connection,
+    timed_out,
+)
 from evalhydra.http.deadlines import SocketDeadlines
 
 __all__ = ["DEADLINE", "CompleteBody", "LeanTransport"]
@@ -177,7 +184,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             return
         except trio.WouldBlock:
             pass
-        end = deadline if timeout is None else min(deadline, trio.current_time() + timeout)
+        end = end_time(timeout, deadline)
         with trio.move_on_at(end):
             await self._slots.acquire()
             return

@@ -128,8 +128,9 @@ class Claims:
 
     # Each statement below returns one row, whatever the number of keys: every SQLite step
     # releases and retakes the GIL, and from this thread, behind a busy event loop, a retake
-    # waits up to the switch interval (5 ms). A row per key made a claim of 200 cells take
-    # 20-70 ms, longer than the workers took to send the chunk before it.
+    # can wait up to the switch interval (5 ms). (A claim of 200 cells took 2-72 ms in the
+    # thread either way on the bench machine; its round trip, ~50-130 ms, is set by the event
+    # loop's scheduling batches, which is why the producer claims more cells a trip.)
 
     def _stored(self, keys: Sequence[str]) -> set[str]:
         """Keys with a result that counts as done for this run."""
