@@ -71,6 +71,35 @@ def test_nulls_and_flags_are_stored_as_sqlite_would_bind_them(tmp_path: Path) ->
     assert plain.fetchone() == (None, "null", 1, "integer")
 
 
+def test_columns_written_by_name_have_no_default(tmp_path: Path) -> None:
+    # The writer leaves a batch's all-NULL columns out of its INSERT; that stores NULL only
+    # because no column of these tables has a default.
+    store = open_store(tmp_path / "s.db")
+    for table in ("results", "attempts"):
+        defaults = store.conn.execute(f"select name, dflt_value from pragma_table_info('{table}') "
+                                      "where dflt_value is not null").fetchall()
+        assert defaults == [], table
+    store.close()
+
+
+def test_a_rewritten_row_keeps_no_value_its_new_version_lacks(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    full = {**_row("a", passed=False), "failure_reason": "wrong", "judge_model": "j", "retried": True}
+    attempt = {"cell_key": "a", "run_id": "r1", "call": "candidate", "attempt": 1, "status_code": 500,
+               "error_kind": "HTTP", "latency_ms": 2.0, "error_message": "boom"}
+    store.write(Batch(results=[full], attempts=[attempt]))
+    bare = {**_row("a"), "details": None, "score": None, "latency_ms": None}
+    store.write(Batch(results=[bare, _row("b", passed=False)],  # b has values a lacks: one statement
+                      attempts=[{**attempt, "status_code": None, "error_kind": None, "error_message": None}]))
+    got = store.conn.execute("select cell_key, failure_reason, judge_model, retried, details, score, "
+                             "latency_ms, passed from results order by cell_key").fetchall()
+    assert got[0] == ("a", None, None, None, None, None, None, 1)
+    assert got[1][0] == "b" and got[1][4] == '{"k": [1, 2]}' and got[1][7] == 0
+    assert store.conn.execute("select status_code, error_kind, error_message, latency_ms "
+                              "from attempts").fetchall() == [(None, None, None, 2.0)]
+    store.close()
+
+
 def test_done_keys_and_retry_errors(tmp_path: Path) -> None:
     store = open_store(tmp_path / "s.db")
     store.write(
