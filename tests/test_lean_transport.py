@@ -312,6 +312,26 @@ async def test_a_request_with_transfer_encoding_is_sent_chunked() -> None:
     assert received[0].endswith(b"\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
 
 
+async def test_each_request_carries_its_own_head_and_body() -> None:
+    # The transport reuses the head it encoded last when the next request's is the same.
+    heads: list[bytes] = []
+
+    async def handler(stream: trio.SocketStream) -> None:
+        while head := await read_request(stream):
+            heads.append(head)
+            await stream.send_all(reply(b"{}"))
+
+    transport = LeanTransport(1)
+    async with raw_server(handler) as (origin, _):
+        for tag, method in [("a", "POST"), ("a", "POST"), ("b", "POST"), ("a", "PUT"), ("a", "POST")]:
+            await post(transport, origin, method, content=tag.encode() * 3, headers={"x-tag": tag})
+        await post(transport, origin, content=b"aaaa", headers={"x-tag": "a"})
+    await transport.aclose()
+    assert [(h.split(b" ", 1)[0], h.split(b"x-tag: ")[1][:1]) for h in heads] == [
+        (b"POST", b"a"), (b"POST", b"a"), (b"POST", b"b"), (b"PUT", b"a"), (b"POST", b"a"), (b"POST", b"a")]
+    assert b"content-length: 3" in heads[-2].lower() and b"content-length: 4" in heads[-1].lower()
+
+
 async def test_an_interim_100_continue_is_skipped() -> None:
     async def handler(stream: trio.SocketStream) -> None:
         await read_request(stream)

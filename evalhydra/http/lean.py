@@ -41,6 +41,7 @@ import math
 import ssl
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httptools
 import httpx
@@ -136,6 +137,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self._idle: dict[Origin, list[Connection]] = {}
         self._closed = False
         self._deadlines = SocketDeadlines()
+        self._last_head: list[Any] = [None, b"", False]  # see _encode
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` and return its response (its body may still be streaming).
@@ -149,7 +151,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         timeouts: dict[str, float | None] = extensions.get("timeout", {})
         deadline: float = extensions.get(DEADLINE, math.inf)
         origin = _origin(request.url)
-        message = await _encode(request)
+        message = await _encode(request, self._last_head)
         await self._take_slot(timeouts.get("pool"), deadline, request)
         try:
             connection = self._idle_connection(origin)
@@ -345,8 +347,13 @@ def _origin(url: httpx.URL) -> Origin:
     return scheme, url.host, url.port or _PORTS[scheme]
 
 
-async def _encode(request: httpx.Request) -> bytes:
-    """The request's head and body as they go on the wire."""
+async def _encode(request: httpx.Request, last: list[Any]) -> bytes:
+    """The request's head and body as they go on the wire.
+
+    ``last`` is the transport's ``[(method, target, raw headers), head, chunked]`` of the
+    request before: a service's calls share their heads (a case's trials, all of them), and
+    building one is most of this function's work.
+    """
     if isinstance(request.stream, httpx.ByteStream):
         body = b"".join(request.stream)  # in memory: no read needed
     else:
@@ -354,14 +361,26 @@ async def _encode(request: httpx.Request) -> bytes:
             body = request.content
         except httpx.RequestNotRead:
             body = await request.aread()
-    headers = request.headers.raw
-    request_line = b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)
+    key = (request.method, request.url.raw_path, request.headers.raw)
+    if key == last[0]:
+        head, chunked = last[1], last[2]
+    else:
+        head, chunked = _head(request, *key)
+        last[:] = [key, head, chunked]
+    if chunked:
+        body = (b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)) if body else b"0\r\n\r\n"
+    return head + body
+
+
+def _head(request: httpx.Request, method: str, target: bytes,
+          headers: list[tuple[bytes, bytes]]) -> tuple[bytes, bool]:
+    """The request line and headers as sent, blank line included, and whether the body is chunked."""
+    request_line = b"%s %s HTTP/1.1" % (method.encode("ascii"), target)
     head = b"\r\n".join([request_line, *map(b": ".join, headers)])
     if head.count(b"\n") != len(headers) or head.count(b"\r") != len(headers):  # one CRLF per header
         raise httpx.LocalProtocolError("a header name or value holds a line break", request=request)
-    if b"\r\ntransfer-encoding: " in head.lower():  # each header starts a line: this is its name
-        body = (b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)) if body else b"0\r\n\r\n"
-    return head + b"\r\n\r\n" + body
+    chunked = b"\r\ntransfer-encoding: " in head.lower()  # each header starts a line: this is its name
+    return head + b"\r\n\r\n", chunked
 
 
 def _framed(headers: list[tuple[bytes, bytes]]) -> bool:
