@@ -1,16 +1,20 @@
 """Value objects shared by the loader, services, matchers, runner and store.
 
-They are frozen dataclasses: cheap to create, safe to share between trio tasks,
-and easy to turn into store rows.
+They are immutable dataclasses: safe to share between trio tasks, and easy to
+turn into store rows. The few made once per cell or per call are
+:func:`immutable` (immutable to the type checker, cheap to create); the rest
+are frozen at runtime too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform, overload
 
 __all__ = [
+    "immutable",
     "Attachment",
     "AttemptRecord",
     "Case",
@@ -23,6 +27,30 @@ __all__ = [
     "ToolSpec",
     "Usage",
 ]
+
+
+_T = TypeVar("_T")
+
+
+@overload
+def immutable(cls: type[_T], /) -> type[_T]: ...
+@overload
+def immutable(*, kw_only: bool = False) -> Callable[[type[_T]], type[_T]]: ...
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+def immutable(cls: type[_T] | None = None, /, *, kw_only: bool = False) -> Any:
+    """A slots dataclass that mypy treats as frozen (assigning a field is a type error) and
+    hashes by value as a frozen one does, without runtime freezing.
+
+    A frozen dataclass's ``__init__`` sets every field through ``object.__setattr__``:
+    three times what a plain one costs (timeit: 3.8 against 1.3 µs for ten fields). A chat
+    cell builds about seven such objects, so the types made per cell or per call use this.
+
+    Args:
+        cls: The class (``@immutable``), or None (``@immutable(kw_only=True)``).
+        kw_only: As :func:`dataclasses.dataclass`.
+    """
+    make = dataclass(slots=True, unsafe_hash=True, kw_only=kw_only)
+    return make if cls is None else make(cls)
 
 
 class ErrorKind(StrEnum):
@@ -114,7 +142,7 @@ class ToolCall:
     arguments: str
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Usage:
     """Token counts reported by the service (0 when absent)."""
 
@@ -149,7 +177,7 @@ class ChatRequest:
     messages: tuple[dict[str, Any], ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class AttemptRecord:
     """One HTTP attempt, for the ``attempts`` audit table."""
 
@@ -160,7 +188,7 @@ class AttemptRecord:
     error_message: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Completion:
     """The outcome of one logical call (all its retries). Never an exception.
 
@@ -189,7 +217,7 @@ class Completion:
         return self.error_kind is None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class MatchResult:
     """A matcher's verdict.
 

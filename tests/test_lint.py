@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,3 +26,18 @@ def test_ruff_is_clean() -> None:
 def test_mypy_is_clean() -> None:
     res = _run("mypy", "--no-incremental")
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.slow
+def test_mypy_refuses_assigning_a_field_of_an_immutable_type(tmp_path: Path) -> None:
+    # evalhydra.types.immutable: frozen for the type checker only (a cheaper __init__).
+    snippet = tmp_path / "assign.py"
+    snippet.write_text("from evalhydra.types import Completion, Usage\n"
+                       "c = Completion(output='a', model='m')\n"
+                       "c.output = 'b'\n"
+                       "u = Usage()\n"
+                       "print(u.prompt_tokens)\n")
+    res = _run("mypy", "--no-incremental", str(snippet))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert 'assign.py:3: error: Property "output" defined in "Completion" is read-only' in res.stdout
+    assert res.stdout.count("error:") == 1, res.stdout

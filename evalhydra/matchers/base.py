@@ -8,16 +8,15 @@ service through the :class:`JudgeClient` the runner hands them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from evalhydra.types import Case, ChatRequest, Completion, MatchResult, ToolCall
+from evalhydra.types import Case, ChatRequest, Completion, MatchResult, ToolCall, immutable
 
 __all__ = ["JudgeClient", "MatchContext", "Matcher", "sync_matcher"]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class MatchContext:
     """Everything a matcher may look at.
 

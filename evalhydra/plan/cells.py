@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from evalhydra.agents.loader import load_cases
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.plan.model import EvalPlan, RunPlan
 from evalhydra.registry.datasets import iter_cases
+from evalhydra.types import immutable
 
 __all__ = [
     "CellJob",
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CellJob:
     """One cell to execute."""
 

@@ -39,7 +39,7 @@ import re
 import zlib
 from collections.abc import Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,7 @@ from evalhydra.services.retry import (
     parse_retry_after,
     run_with_retries,
 )
-from evalhydra.types import ChatRequest, Completion, ErrorKind, ToolCall, ToolSpec, Usage
+from evalhydra.types import ChatRequest, Completion, ErrorKind, ToolCall, ToolSpec, Usage, immutable
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -319,7 +319,7 @@ def _count_image_chars(content: str | list[dict[str, Any]]) -> tuple[int, int]:
 # --------------------------------------------------------------------------- response
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ChatAnswer:
     """A parsed successful completion."""
 
