@@ -344,6 +344,28 @@ async def test_an_interim_100_continue_is_skipped() -> None:
     assert (response.status_code, body) == (200, b'{"ok":1}')
 
 
+async def test_one_connection_parses_each_of_many_replies_afresh() -> None:
+    # A connection keeps its reply parser from one exchange to the next.
+    replies = [b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nx-n: 1\r\n\r\n3\r\none\r\n0\r\n\r\n",
+               reply(b"two", b"x-n: 2\r\n"),
+               b"HTTP/1.1 500 Oops\r\ncontent-length: 5\r\n\r\nthree",
+               b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n4\r\nfour\r\n0\r\n\r\n"]
+
+    async def handler(stream: trio.SocketStream) -> None:
+        for wire in replies:
+            await read_request(stream)
+            await stream.send_all(wire)
+
+    transport = LeanTransport(1)
+    async with raw_server(handler) as (origin, accepted):
+        got = [await post(transport, origin, content=b"{}") for _ in replies]
+    await transport.aclose()
+    assert [(r.status_code, r.reason_phrase, body) for r, body in got] == [
+        (200, "OK", b"one"), (200, "OK", b"two"), (500, "Oops", b"three"), (200, "OK", b"four")]
+    assert [r.headers.get("x-n") for r, _ in got] == ["1", "2", None, None]
+    assert accepted == [1]
+
+
 async def test_head_and_204_replies_have_no_body_and_keep_the_connection() -> None:
     async def handler(stream: trio.SocketStream) -> None:
         head = await read_request(stream)

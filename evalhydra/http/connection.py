@@ -31,6 +31,7 @@ import select
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
 import trio
@@ -104,13 +105,16 @@ async def _connect_socket(host: str, port: int) -> socket.socket:
 class PlainConnection:
     """HTTP over a plain TCP socket, calling it directly; its waits are watched by ``deadlines``."""
 
-    __slots__ = ("sock", "origin", "idle_since", "deadlines")
+    __slots__ = ("sock", "origin", "idle_since", "deadlines", "reply", "_poller")
 
     def __init__(self, sock: socket.socket, origin: Origin, deadlines: SocketDeadlines) -> None:
         self.sock = sock
         self.origin = origin
         self.idle_since = 0.0
         self.deadlines = deadlines
+        #: The transport's reply parser for this connection (its replies come one at a time).
+        self.reply: Any = None
+        self._poller: select.poll | None = None
 
     async def send(self, data: bytes, timeout: float | None, request: httpx.Request, reused: bool,
                    deadline: float = math.inf) -> None:
@@ -156,8 +160,14 @@ class PlainConnection:
             self.deadlines.disarm(entry)
 
     def readable(self) -> bool:
-        """Whether the idle socket has bytes or an end of stream waiting (see :func:`_readable`)."""
-        return _readable(self.sock.fileno())
+        """Whether the idle socket has bytes or an end of stream waiting (see :func:`_readable`);
+        the socket's poller is made once, not for each reuse."""
+        if self.sock.fileno() < 0:
+            return True
+        if self._poller is None:
+            self._poller = select.poll()
+            self._poller.register(self.sock, select.POLLIN)
+        return bool(self._poller.poll(0))
 
     async def aclose(self) -> None:
         """Close the socket (nothing waits on it: a connection has one user at a time)."""
@@ -173,12 +183,14 @@ class PlainConnection:
 class TLSConnection:
     """HTTP over TLS: a ``trio.SSLStream`` on the socket."""
 
-    __slots__ = ("stream", "origin", "idle_since")
+    __slots__ = ("stream", "origin", "idle_since", "reply")
 
     def __init__(self, stream: trio.SSLStream[trio.SocketStream], origin: Origin) -> None:
         self.stream = stream
         self.origin = origin
         self.idle_since = 0.0
+        #: The transport's reply parser for this connection (its replies come one at a time).
+        self.reply: Any = None
 
     @classmethod
     async def handshake(cls, sock: socket.socket, origin: Origin, context: ssl.SSLContext) -> TLSConnection:

@@ -80,6 +80,10 @@ class _Reply:
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
+        self.reset()
+
+    def reset(self) -> None:
+        """Ready for the connection's next reply (llhttp itself is ready once a reply ends)."""
         self.reason = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.body: list[bytes] = []
@@ -224,7 +228,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
     async def _exchange(self, connection: Connection, request: httpx.Request, message: bytes,
                         timeouts: dict[str, float | None], deadline: float, *,
                         reused: bool) -> httpx.Response:
-        reply = _Reply()
+        reply = connection.reply  # one per connection: a parser costs more to make than to reset
+        if reply is None:
+            reply = connection.reply = _Reply()
+        else:
+            reply.reset()
         read_timeout = timeouts.get("read")
         try:
             await connection.send(message, timeouts.get("write"), request, reused, deadline)
@@ -238,6 +246,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
             reason = reply.reason.decode("latin-1")
             log.debug('%s %s "HTTP/1.1 %d %s"', request.method, request.url, status, reason)
         if request.method == "HEAD" or status in _BODILESS_STATUS:
+            if not reply.complete:  # llhttp, which never saw the request, awaits a body: a new one next
+                connection.reply = None
             reply.complete, reply.body = True, []
         body = _Body(self, connection, reply, read_timeout, deadline, request)
         stream: httpx.AsyncByteStream = CompleteBody(body.finish()) if reply.complete else body
