@@ -18,6 +18,7 @@ from evalhydra.matchers import (
     validate_matcher,
     with_judge_service,
 )
+from evalhydra.matchers.base import sync_matcher
 from evalhydra.matchers.factory import guard
 from evalhydra.types import Case, ErrorKind, MatchResult
 
@@ -140,7 +141,12 @@ async def test_guard_turns_exceptions_into_matcher_errors() -> None:
     async def explode(ctx: MatchContext) -> MatchResult:
         raise KeyError("missing")
 
-    result = await guard(explode, "custom")(MatchContext(case=Case(id="c", input="q"), output=""))
-    assert (result.passed, result.score) == (False, 0.0)
-    assert result.reason == "KeyError: 'missing'"
-    assert result.error_kind is ErrorKind.MATCHER_ERROR
+    def explode_now(ctx: MatchContext) -> MatchResult:
+        raise KeyError("missing")
+
+    ctx = MatchContext(case=Case(id="c", input="q"), output="")
+    for matcher in (explode, sync_matcher(explode_now)):  # a sync one is called without its coroutine
+        result = await guard(matcher, "custom")(ctx)
+        assert (result.passed, result.score) == (False, 0.0)
+        assert result.reason == "KeyError: 'missing'"
+        assert result.error_kind is ErrorKind.MATCHER_ERROR

@@ -196,6 +196,9 @@ class ChatCellRunner:
     ) -> list[dict[str, Any]]:
         """Audit rows of every HTTP attempt; calls are ``candidate``/``judge`` when one
         attempt ran, else numbered by refinement attempt (``candidate2``, ``judge2``)."""
+        if len(calls) == 1:  # the common case: one generation, no judge
+            kind, completion = calls[0]
+            return [attempt_row(job.key, self.run_id, kind, record) for record in completion.attempts]
         rows: list[dict[str, Any]] = []
         for (kind, completion), label in zip(calls, labels, strict=True):
             call = kind if generations == 1 else label

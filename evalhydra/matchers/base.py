@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from evalhydra.types import Case, ChatRequest, Completion, MatchResult, ToolCall, immutable
 
-__all__ = ["JudgeClient", "MatchContext", "Matcher", "sync_matcher"]
+__all__ = ["JudgeClient", "MatchContext", "Matcher", "SyncMatcher", "sync_matcher"]
 
 
 @immutable
@@ -52,11 +52,21 @@ class JudgeClient(Protocol):
 Matcher = Callable[[MatchContext], Awaitable[MatchResult]]
 
 
+class SyncMatcher:
+    """A pure, synchronous matching function as an async matcher; :attr:`fn` may be called
+    directly by a caller that knows (:func:`evalhydra.matchers.factory.guard` does: a
+    coroutine less per cell)."""
+
+    __slots__ = ("fn", "__name__")
+
+    def __init__(self, fn: Callable[[MatchContext], MatchResult]) -> None:
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", "matcher")
+
+    async def __call__(self, ctx: MatchContext) -> MatchResult:
+        return self.fn(ctx)
+
+
 def sync_matcher(fn: Callable[[MatchContext], MatchResult]) -> Matcher:
     """Wrap a pure, synchronous matching function as an async matcher."""
-
-    async def run(ctx: MatchContext) -> MatchResult:
-        return fn(ctx)
-
-    run.__name__ = getattr(fn, "__name__", "matcher")
-    return run
+    return SyncMatcher(fn)

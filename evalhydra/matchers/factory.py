@@ -14,7 +14,7 @@ from typing import Any
 
 from evalhydra.errors import EvalHydraError, did_you_mean
 from evalhydra.matchers import composite, custom, jsonmatch, model_grade, rubric, text, toolcall
-from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
+from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher, SyncMatcher
 from evalhydra.matchers.common import is_number, plain
 from evalhydra.matchers.options import DEFAULTS, MATCHER_KINDS, REQUIRED, check_option
 from evalhydra.types import ErrorKind, MatchResult
@@ -145,9 +145,11 @@ def guard(matcher: Matcher, kind: str) -> Matcher:
     Cancellation (a BaseException) still propagates.
     """
 
+    sync = matcher.fn if isinstance(matcher, SyncMatcher) else None
+
     async def guarded(ctx: MatchContext) -> MatchResult:
         try:
-            return await matcher(ctx)
+            return sync(ctx) if sync is not None else await matcher(ctx)
         except Exception as exc:
             return MatchResult(
                 passed=False,
