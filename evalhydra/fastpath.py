@@ -1,4 +1,5 @@
-"""A trio primitive that skips the scheduling round when it need not wait.
+"""Trio primitives for the per-cell path: a limiter hold that skips the scheduling round
+when it need not wait, and a cheap read of the run's clock.
 
 ``async with limiter`` always yields to the scheduler, which puts the task at the back of
 the run queue. When hundreds of replies arrive together (a fixed-latency
@@ -14,11 +15,12 @@ so cancellation stays prompt.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 
 import trio
 
-__all__ = ["Holding"]
+__all__ = ["Holding", "RunClock"]
 
 
 class Holding:
@@ -38,3 +40,21 @@ class Holding:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         self.limiter.release()
+
+
+class RunClock:
+    """The clock of the trio run that first reads it: ``clock.now()`` is
+    ``trio.current_time()`` without its two layers of indirection (0.21 against
+    0.47 µs, timeit). A chat cell reads the time four times. An object that holds
+    one belongs to one trio run, as the run's services and runners do.
+    """
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        #: Returns the run's time (``trio.current_time()``); bound to the run's clock at the first call.
+        self.now: Callable[[], float] = self._first
+
+    def _first(self) -> float:
+        self.now = trio.lowlevel.current_clock().current_time
+        return self.now()

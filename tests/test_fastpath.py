@@ -39,3 +39,22 @@ async def test_a_waiting_call_is_cancellable() -> None:
         async with fastpath.Holding(limiter):
             pass
     assert scope.cancelled_caught and limiter.borrowed_tokens == 1
+
+
+def test_run_clock_reads_the_clock_of_its_run() -> None:
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    run_clock = fastpath.RunClock()
+
+    async def main() -> tuple[float, float, float]:
+        first = run_clock.now()
+        await trio.sleep(7.5)
+        return first, run_clock.now(), trio.current_time()
+
+    first, later, current = trio.run(main, clock=clock)
+    assert later - first == 7.5 and later == current  # virtual time, the run's own
+    other = fastpath.RunClock()
+    assert abs(trio.run(lambda: _now_minus_current(other))) < 1e-3  # a real clock's run
+
+
+async def _now_minus_current(run_clock: fastpath.RunClock) -> float:
+    return run_clock.now() - trio.current_time()

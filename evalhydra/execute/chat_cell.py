@@ -12,9 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from evalhydra.config.schema import ServiceConfig
+from evalhydra.fastpath import RunClock
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.factory import judge_services_of
 from evalhydra.matchers.rubric import refinement_input
@@ -61,10 +60,11 @@ class ChatCellRunner:
         # A case's trials run one after another: they share its rendered request, so the
         # service encodes its body once (see OpenAICompatService.complete).
         self._rendered: tuple[Case, EvalPlan, ChatRequest] | None = None
+        self._clock = RunClock()
 
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Execute one cell; return its result row and its attempt rows."""
-        started = trio.current_time()
+        started = self._clock.now()
         history: list[dict[str, Any]] = []
         calls: list[tuple[str, Completion]] = []
         labels: list[str] = []  # per call: "candidate<attempt>" / "judge<attempt>"
@@ -91,7 +91,7 @@ class ChatCellRunner:
             feedback = match.feedback or match.reason or ""
             if match.passed or match.error_kind is not None or completion.error_kind is not None:
                 break
-        latency = (trio.current_time() - started) * 1000
+        latency = (self._clock.now() - started) * 1000
         row = self._row(job, completion, match, calls, history, latency)
         return row, self._attempt_rows(job, calls, labels, len(history))
 

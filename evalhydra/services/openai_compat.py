@@ -562,6 +562,7 @@ class OpenAICompatService:
         self._deadline_in_transport = bool(self._timeout_s) and isinstance(self._pool.transports[0],
                                                                             LeanTransport)
         self._rng = rng or random.Random()
+        self._clock = fastpath.RunClock()
         #: The last request sent and its encoded body (requests are immutable).
         self._encoded: tuple[ChatRequest | None, bytes] = (None, b"")
 
@@ -660,6 +661,7 @@ class OpenAICompatService:
                 before_attempt=before,
                 rng=self._rng,
                 timeout_in_fn=self._deadline_in_transport,
+                now=self._clock.now,
             )
         return mask_secrets(self._completion(outcome, model), self._secrets())
 
@@ -682,7 +684,7 @@ class OpenAICompatService:
     ) -> AttemptResult[ChatAnswer]:
         extensions = self._extensions
         if self._deadline_in_transport:
-            extensions = {"timeout": self._lean_timeouts, DEADLINE: trio.current_time() + self._timeout_s}
+            extensions = {"timeout": self._lean_timeouts, DEADLINE: self._clock.now() + self._timeout_s}
         # stream=: the headers are complete, so httpx has nothing to add or read
         request = httpx.Request("POST", self._http_url, headers=headers, stream=httpx.ByteStream(body),
                                 extensions=extensions)
