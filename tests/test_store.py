@@ -267,3 +267,20 @@ def test_a_huge_output_is_stored_cut_with_a_marker(tmp_path: Path) -> None:
     assert stored["big"].startswith("x" * MAX_STORED_OUTPUT_CHARS)
     assert stored["big"].endswith(f"[evalhydra: output cut at {MAX_STORED_OUTPUT_CHARS} of "
                                   f"{MAX_STORED_OUTPUT_CHARS + 10} characters]")
+
+
+def test_now_iso_is_utc_with_milliseconds_and_follows_the_clock() -> None:
+    import datetime
+    import re
+    import time
+
+    from evalhydra.store.rows import now_iso
+
+    stamps = []
+    for _ in range(5):
+        stamps.append(now_iso())
+        time.sleep(0.0012)
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", s) for s in stamps)
+    assert stamps == sorted(stamps) and len(set(stamps)) == 5  # a new millisecond, a new stamp
+    parsed = datetime.datetime.strptime(now_iso(), "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC)
+    assert abs((datetime.datetime.now(datetime.UTC) - parsed).total_seconds()) < 0.5

@@ -218,13 +218,23 @@ def attempt_row(cell_key: str, run_id: str, call: str, record: Any) -> dict[str,
     }
 
 
-_SECOND: list[Any] = [-1, ""]  # the last whole second and its formatted text
+#: The last whole second formatted, and the last millisecond's timestamp: ``[(key, text)]``
+#: (one tuple each, read and replaced whole, so a thread never pairs one key with another's text).
+_SECOND: list[tuple[int, str]] = [(-1, "")]
+_MILLISECOND: list[tuple[int, str]] = [(-1, "")]
 
 
 def now_iso() -> str:
-    """UTC timestamp in ISO 8601 with milliseconds and a Z suffix (cheap: one format per second)."""
-    now = time.time()
-    second = int(now)
-    if second != _SECOND[0]:
-        _SECOND[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
-    return f"{_SECOND[1]}.{int((now - second) * 1000):03d}Z"
+    """UTC timestamp in ISO 8601 with milliseconds and a Z suffix (cheap: a run stores several
+    results a millisecond, and the date is formatted once a second)."""
+    ms = int(time.time() * 1000)
+    last = _MILLISECOND[0]
+    if ms == last[0]:
+        return last[1]
+    second, fraction = divmod(ms, 1000)
+    date = _SECOND[0]
+    if second != date[0]:
+        date = _SECOND[0] = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    text = f"{date[1]}.{fraction:03d}Z"
+    _MILLISECOND[0] = (ms, text)
+    return text
