@@ -160,14 +160,23 @@ class ChatCellRunner:
     def _accounting_fields(
         self, job: CellJob, match: MatchResult, calls: list[tuple[str, Completion]]
     ) -> dict[str, Any]:
-        """Attempts, retries, tokens and cost, with the judge's kept apart."""
-        judge = match.judge
+        """Attempts, retries, tokens and cost, with the judge's kept apart (judge columns are
+        left out, so NULL, when no judge was called)."""
         if len(calls) == 1:  # the common case: one generation, no judge
-            candidate, judges = [calls[0][1]], []
-        else:
-            candidate = [c for kind, c in calls if kind == "candidate"]
-            judges = [c for kind, c in calls if kind == "judge"]
-        usage = candidate[0].usage if len(candidate) == 1 else sum((c.usage for c in candidate), Usage())
+            candidate = calls[0][1]
+            return {
+                "attempt_count": candidate.attempt_count,
+                "retried": candidate.retried,
+                "judge_service": self._judge_names(job.eval),
+                "prompt_tokens": candidate.usage.prompt_tokens,
+                "completion_tokens": candidate.usage.completion_tokens,
+                "cached_tokens": candidate.usage.cached_tokens,
+                "cost_usd": candidate.cost_usd,
+            }
+        judge = match.judge
+        candidates = [c for kind, c in calls if kind == "candidate"]
+        judges = [c for kind, c in calls if kind == "judge"]
+        usage = sum((c.usage for c in candidates), Usage())
         judge_usage = sum((c.usage for c in judges), Usage()) if judges else _NO_USAGE
         return {
             "attempt_count": sum(c.attempt_count for _, c in calls),
@@ -182,7 +191,7 @@ class ChatCellRunner:
             "cached_tokens": usage.cached_tokens,
             "judge_prompt_tokens": judge_usage.prompt_tokens if judges else None,
             "judge_completion_tokens": judge_usage.completion_tokens if judges else None,
-            "cost_usd": candidate[0].cost_usd if len(candidate) == 1 else sum(c.cost_usd for c in candidate),
+            "cost_usd": sum(c.cost_usd for c in candidates),
             "judge_cost_usd": sum(c.cost_usd for c in judges) if judges else None,
         }
 

@@ -218,6 +218,18 @@ class LeanTransport(httpx.AsyncBaseTransport):
         connection.idle_since = time.monotonic()
         self._idle.setdefault(connection.origin, []).append(connection)
 
+    def _hand_back(self, connection: Connection, reply: _Reply) -> list[bytes]:
+        """A complete reply's body; its connection goes back to the pool, or is closed."""
+        chunks, reply.body = reply.body, []
+        # llhttp's keep-alive is already false for a body that only the stream's end frames
+        # (llhttp_should_keep_alive is false when llhttp_message_needs_eof).
+        if reply.keep_alive and not reply.trailing:
+            self._release(connection)
+        else:
+            self._release(None)
+            connection.close()
+        return chunks
+
     def _tls_context(self) -> ssl.SSLContext:
         if self._ssl_context is None:
             self._ssl_context = httpx.create_ssl_context()
@@ -249,8 +261,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
             if not reply.complete:  # llhttp, which never saw the request, awaits a body: a new one next
                 connection.reply = None
             reply.complete, reply.body = True, []
-        body = _Body(self, connection, reply, read_timeout, deadline, request)
-        stream: httpx.AsyncByteStream = CompleteBody(body.finish()) if reply.complete else body
+        stream: httpx.AsyncByteStream
+        if reply.complete:
+            stream = CompleteBody(self._hand_back(connection, reply))
+        else:
+            stream = _Body(self, connection, reply, read_timeout, deadline, request)
         return httpx.Response(status, headers=reply.headers, stream=stream, request=request,
                               extensions={"http_version": b"HTTP/1.1", "reason_phrase": reply.reason})
 
@@ -296,16 +311,11 @@ class _Body(httpx.AsyncByteStream):
 
     def finish(self) -> list[bytes]:
         """The rest of a complete reply's body; its connection is handed back."""
-        reply = self._reply
-        chunks, reply.body = reply.body, []
-        bodiless = self._request.method == "HEAD" or reply.parser.get_status_code() in _BODILESS_STATUS
-        reusable = reply.keep_alive and not reply.trailing and (bodiless or _framed(reply.headers))
         connection, self._connection = self._connection, None
-        if connection is not None:
-            self._transport._release(connection if reusable else None)
-            if not reusable:
-                connection.close()
-        return chunks
+        if connection is None:
+            chunks, self._reply.body = self._reply.body, []
+            return chunks
+        return self._transport._hand_back(connection, self._reply)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         reply = self._reply
