@@ -64,6 +64,8 @@ class ChatCellRunner:
 
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Execute one cell; return its result row and its attempt rows."""
+        if job.eval.refinement_attempts == 1:
+            return await self._run_once(job)
         started = self._clock.now()
         history: list[dict[str, Any]] = []
         calls: list[tuple[str, Completion]] = []
@@ -71,8 +73,7 @@ class ChatCellRunner:
         text = _input_text(job.case)
         feedback = ""
         for attempt in range(1, job.eval.refinement_attempts + 1):
-            prompt = text if attempt == 1 else refinement_input(feedback, text)
-            completion = await self._generate(job, prompt, first=attempt == 1)
+            completion = await self._generate(job, None if attempt == 1 else refinement_input(feedback, text))
             calls.append(("candidate", completion))
             labels.append(f"candidate{attempt}")
             match = await self._score(job, completion)
@@ -92,20 +93,32 @@ class ChatCellRunner:
             if match.passed or match.error_kind is not None or completion.error_kind is not None:
                 break
         latency = (self._clock.now() - started) * 1000
-        row = self._row(job, completion, match, calls, history, latency)
+        row = self._row(job, completion, match, calls, len(history), history, latency)
         return row, self._attempt_rows(job, calls, labels, len(history))
 
-    async def _generate(self, job: CellJob, prompt: str, *, first: bool) -> Completion:
-        """Ask the service; ``first``: ``prompt`` is the case's own input, not a refinement."""
-        case = job.case if first else _with_input(job.case, prompt)
+    async def _run_once(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
+        """A cell of an eval without refinement: one generation, scored (no attempt history)."""
+        started = self._clock.now()
+        completion = await self._generate(job)
+        match = await self._score(job, completion)
+        calls = [("candidate", completion)]
+        if match.judge is not None:
+            calls.append(("judge", match.judge))
+        latency = (self._clock.now() - started) * 1000
+        row = self._row(job, completion, match, calls, 1, None, latency)
+        return row, self._attempt_rows(job, calls, [f"{kind}1" for kind, _ in calls], 1)
+
+    async def _generate(self, job: CellJob, refinement: str | None = None) -> Completion:
+        """Ask the service the case's own input, or ``refinement`` (a refinement attempt's) in its place."""
+        case = job.case if refinement is None else _with_input(job.case, refinement)
         rendered = self._rendered
-        if first and rendered is not None and rendered[0] is case and rendered[1] is job.eval:
+        if refinement is None and rendered is not None and rendered[0] is case and rendered[1] is job.eval:
             return await self.service.complete(rendered[2])
         try:
             request = await render_request(case, job.eval.tools, self.root, job.eval.params)
         except RenderError as exc:
             return render_error_completion(exc, self.model)
-        if first:
+        if refinement is None:
             self._rendered = (case, job.eval, request)
         return await self.service.complete(request)
 
@@ -123,9 +136,12 @@ class ChatCellRunner:
         completion: Completion,
         match: MatchResult,
         calls: list[tuple[str, Completion]],
-        history: list[dict[str, Any]],
+        attempts: int,
+        history: list[dict[str, Any]] | None,
         latency_ms: float,
     ) -> ResultRow:
+        """The result row; ``attempts`` generations were made, ``history`` is theirs (None: one,
+        without refinement)."""
         case: Case = job.case
         error = match.error_kind or completion.error_kind
         verdict = verdict_fields(match, error, job.eval.matcher)
@@ -148,8 +164,8 @@ class ChatCellRunner:
             output=completion.output,
             tool_calls=[{"name": t.name, "arguments": t.arguments} for t in completion.tool_calls],
             latency_ms=int(round(latency_ms)),
-            attempts=len(history),
-            attempt_history=history if job.eval.refinement_attempts > 1 else None,
+            attempts=attempts,
+            attempt_history=history,
             case_hash=case.content_hash,
             evaluated_at=now_iso(),
             status_code=completion.status_code,
