@@ -129,8 +129,15 @@ class PlainConnection:
                 raise _failure(exc, reused, httpx.WriteError, request) from exc
 
     async def receive(self, timeout: float | None, request: httpx.Request, stale_if_reset: bool,
-                      deadline: float = math.inf) -> bytes:
-        """The next bytes from the peer; ``b""`` once it has closed its side."""
+                      deadline: float = math.inf, sent: bool = False) -> bytes:
+        """The next bytes from the peer; ``b""`` once it has closed its side.
+
+        ``sent``: the request has just been written, so its reply is not here yet: the
+        socket is waited on first, which saves the read that would fail with EAGAIN (a
+        system call and a raised ``BlockingIOError``, every request).
+        """
+        if sent:
+            await self._wait(trio.lowlevel.wait_readable, timeout, deadline, httpx.ReadTimeout, request)
         while True:
             try:
                 return self.sock.recv(READ_SIZE)
@@ -218,8 +225,9 @@ class TLSConnection:
         raise timed_out(end, deadline, error)
 
     async def receive(self, timeout: float | None, request: httpx.Request, stale_if_reset: bool,
-                      deadline: float = math.inf) -> bytes:
-        """The next bytes from the peer; ``b""`` once it has closed its side."""
+                      deadline: float = math.inf, sent: bool = False) -> bytes:
+        """The next bytes from the peer; ``b""`` once it has closed its side (``sent``: unused,
+        as a TLS stream reads records, not the socket)."""
         end = end_time(timeout, deadline)
         with trio.move_on_at(end):
             try:

@@ -272,7 +272,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
     async def _read(self, connection: Connection, reply: _Reply, timeout: float | None, deadline: float,
                     request: httpx.Request, reused: bool = False) -> None:
         """Feed one read of the connection to the reply's parser."""
-        data = await connection.receive(timeout, request, reused and not reply.started, deadline)
+        data = await connection.receive(timeout, request, reused and not reply.started, deadline,
+                                        sent=not reply.started)
         if not data:
             if reused and not reply.started:
                 raise StaleConnection
