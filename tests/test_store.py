@@ -284,3 +284,27 @@ def test_now_iso_is_utc_with_milliseconds_and_follows_the_clock() -> None:
     assert stamps == sorted(stamps) and len(set(stamps)) == 5  # a new millisecond, a new stamp
     parsed = datetime.datetime.strptime(now_iso(), "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC)
     assert abs((datetime.datetime.now(datetime.UTC) - parsed).total_seconds()) < 0.5
+
+
+def test_inserts_name_a_bounded_number_of_column_selections(tmp_path: Path) -> None:
+    # Each selection of columns brings its own cached statements (the largest ~0.8 MB).
+    from evalhydra.store.db import _SHAPES
+
+    store = open_store(tmp_path / "s.db")
+    statements: list[str] = []
+    store.conn.set_trace_callback(statements.append)
+    optional = ["score", "failure_reason", "latency_ms", "judge_model", "feedback", "details", "cost_usd",
+                "prompt_tokens", "exit_code", "trial_dir", "log_path", "suggested_fix"]
+    for i, column in enumerate(optional):  # every batch leaves a different column NULL
+        store.write(Batch(results=[{**_row(f"k{i}"), "judge_model": "j", "feedback": "f",
+                                    "exit_code": 0, "trial_dir": "t", "log_path": "l",
+                                    "suggested_fix": "s", column: None}]))
+    store.conn.set_trace_callback(None)
+    inserts = [s.split(" values ")[0] for s in statements if s.startswith("insert or replace into results")]
+    assert len(inserts) == len(optional) and len(set(inserts)) == _SHAPES + 1  # then every column
+    assert inserts[-1].count(",") == len(RESULT_FIELDS) - 1
+    stored = store.conn.execute("select cell_key, score, exit_code from results order by cell_key").fetchall()
+    assert len(stored) == len(optional) and all(row[0].startswith("k") for row in stored)
+    by_key = {key: (score, exit_code) for key, score, exit_code in stored}
+    assert by_key["k0"][0] is None and by_key["k8"][1] is None and by_key["k1"] == (1.0, 0)
+    store.close()

@@ -67,6 +67,8 @@ class Store:
         self.path = path
         self.read_only = read_only
         self.conn = connect(path, read_only)
+        #: The column selections of this connection's inserts (see :func:`insert_present`).
+        self._shapes: dict[str, set[tuple[int, ...]]] = {"results": set(), "attempts": set()}
         self.db = sqlite_utils.Database(self.conn)
         version = int(self.conn.execute("pragma user_version").fetchone()[0])
         if version > SCHEMA_VERSION and not read_only:
@@ -117,9 +119,11 @@ class Store:
         this alone as the store's floor.
         """
         with immediate(self.conn):
-            insert_present(self.conn, "insert or replace into results", _RESULT_COLUMNS, results)
+            insert_present(self.conn, "insert or replace into results", _RESULT_COLUMNS, results,
+                           self._shapes["results"])
             insert_rows(self.conn, _INSERT_MEMBER, members)
-            insert_present(self.conn, "insert or replace into attempts", ATTEMPT_FIELDS, attempts)
+            insert_present(self.conn, "insert or replace into attempts", ATTEMPT_FIELDS, attempts,
+                           self._shapes["attempts"])
 
     def start_run(self, row: dict[str, Any]) -> None:
         """Insert the ``runs`` row of a new invocation."""
@@ -292,7 +296,7 @@ def insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any
 
 
 def insert_present(conn: sqlite3.Connection, into: str, columns: Sequence[str],
-                   rows: Sequence[Sequence[Any]]) -> None:
+                   rows: Sequence[Sequence[Any]], shapes: set[tuple[int, ...]]) -> None:
     """Insert ``rows`` naming only the columns that hold a value in at least one of them.
 
     Args:
@@ -300,6 +304,8 @@ def insert_present(conn: sqlite3.Connection, into: str, columns: Sequence[str],
         into: The statement up to its column list (``insert or replace into results``).
         columns: The names of the rows' values, in order.
         rows: Tuples in ``columns`` order.
+        shapes: The column selections used so far on this connection and table; at most
+            :data:`_SHAPES` are used, then a new selection names every column.
 
     A column left out is NULL, as a bound None would be: no column of the
     tables written this way has a default (``tests/test_store.py`` checks). A
@@ -308,20 +314,28 @@ def insert_present(conn: sqlite3.Connection, into: str, columns: Sequence[str],
     them out, with the C-level flattening in :func:`insert_rows`, took the
     writer thread from 203k to 154k instructions per cell of a chat run
     (``valgrind --tool=callgrind``). Columns are chosen per batch, not per row,
-    so a run's statements take few shapes (the statement cache holds 128).
+    and a cached 256-row statement holds ~0.8 MB, so the selections are bounded.
     """
     if not rows:
         return
     empty = len(rows)
-    present = [i for i, column in enumerate(zip(*rows, strict=True)) if column.count(None) < empty]
+    present = tuple(i for i, column in enumerate(zip(*rows, strict=True)) if column.count(None) < empty)
+    if present not in shapes:
+        if not present or len(shapes) >= _SHAPES:  # (a row needs one column: all of them, then)
+            present = tuple(range(len(columns)))
+        shapes.add(present)
     if len(present) == len(columns):
         insert_rows(conn, f"{into} ({', '.join(columns)}) values ", rows)
         return
-    if not present:  # a row of NULLs only: name the first column, as SQLite needs one
-        present = [0]
     head = f"{into} ({', '.join(columns[i] for i in present)}) values "
     insert_rows(conn, head, [tuple(row[i] for i in present) for row in rows] if len(present) == 1
                 else list(map(itemgetter(*present), rows)))
+
+
+#: Most column selections :func:`insert_present` uses per table and connection (each brings
+#: up to nine cached statements, the largest ~0.8 MB: 40 distinct 256-row, 45-column
+#: statements grew a process by 33 MB).
+_SHAPES = 8
 
 
 def _chunk_sizes(total: int) -> list[int]:
