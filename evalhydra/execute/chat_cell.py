@@ -94,7 +94,7 @@ class ChatCellRunner:
                 break
         latency = (self._clock.now() - started) * 1000
         row = self._row(job, completion, match, calls, len(history), history, latency)
-        return row, self._attempt_rows(job, calls, labels, len(history))
+        return row, self._attempt_rows(job, calls, labels if len(history) > 1 else None)
 
     async def _run_once(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """A cell of an eval without refinement: one generation, scored (no attempt history)."""
@@ -106,7 +106,7 @@ class ChatCellRunner:
             calls.append(("judge", match.judge))
         latency = (self._clock.now() - started) * 1000
         row = self._row(job, completion, match, calls, 1, None, latency)
-        return row, self._attempt_rows(job, calls, [f"{kind}1" for kind, _ in calls], 1)
+        return row, self._attempt_rows(job, calls, None)
 
     async def _generate(self, job: CellJob, refinement: str | None = None) -> Completion:
         """Ask the service the case's own input, or ``refinement`` (a refinement attempt's) in its place."""
@@ -217,18 +217,13 @@ class ChatCellRunner:
         return self._judge_cache[ev.id]
 
     def _attempt_rows(
-        self, job: CellJob, calls: list[tuple[str, Completion]], labels: list[str], generations: int
+        self, job: CellJob, calls: list[tuple[str, Completion]], labels: list[str] | None
     ) -> list[dict[str, Any]]:
-        """Audit rows of every HTTP attempt; calls are ``candidate``/``judge`` when one
-        attempt ran, else numbered by refinement attempt (``candidate2``, ``judge2``)."""
-        if len(calls) == 1:  # the common case: one generation, no judge
-            kind, completion = calls[0]
-            return [attempt_row(job.key, self.run_id, kind, record) for record in completion.attempts]
-        rows: list[dict[str, Any]] = []
-        for (kind, completion), label in zip(calls, labels, strict=True):
-            call = kind if generations == 1 else label
-            rows.extend(attempt_row(job.key, self.run_id, call, record) for record in completion.attempts)
-        return rows
+        """Audit rows of every HTTP attempt; calls are ``candidate``/``judge`` (``labels`` None)
+        when one generation ran, else numbered by refinement attempt (``candidate2``, ``judge2``)."""
+        names = labels or [kind for kind, _ in calls]
+        return [attempt_row(job.key, self.run_id, name, record)
+                for (_, completion), name in zip(calls, names, strict=True) for record in completion.attempts]
 
 
 def _with_input(case: Case, text: str) -> Case:
