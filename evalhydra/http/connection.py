@@ -105,7 +105,7 @@ async def _connect_socket(host: str, port: int) -> socket.socket:
 class PlainConnection:
     """HTTP over a plain TCP socket, calling it directly; its waits are watched by ``deadlines``."""
 
-    __slots__ = ("sock", "origin", "idle_since", "deadlines", "reply", "_poller")
+    __slots__ = ("sock", "origin", "idle_since", "deadlines", "reply", "_idle")
 
     def __init__(self, sock: socket.socket, origin: Origin, deadlines: SocketDeadlines) -> None:
         self.sock = sock
@@ -114,7 +114,7 @@ class PlainConnection:
         self.deadlines = deadlines
         #: The transport's reply parser for this connection (its replies come one at a time).
         self.reply: Any = None
-        self._poller: select.poll | None = None
+        self._idle = _IdleCheck(sock)
 
     async def send(self, data: bytes, timeout: float | None, request: httpx.Request, reused: bool,
                    deadline: float = math.inf) -> None:
@@ -160,21 +160,15 @@ class PlainConnection:
         except trio.ClosedResourceError:
             if entry[3] != EXPIRED:
                 raise
-            if end >= deadline:
+            if end >= deadline:  # (not timed_out: this message needs the timeout, None here)
                 raise trio.TooSlowError from None
             raise error(f"timed out after {timeout:g} s", request=request) from None
         finally:
             self.deadlines.disarm(entry)
 
     def readable(self) -> bool:
-        """Whether the idle socket has bytes or an end of stream waiting (see :func:`_readable`);
-        the socket's poller is made once, not for each reuse."""
-        if self.sock.fileno() < 0:
-            return True
-        if self._poller is None:
-            self._poller = select.poll()
-            self._poller.register(self.sock, select.POLLIN)
-        return bool(self._poller.poll(0))
+        """Whether the idle socket has bytes or an end of stream waiting (see :class:`_IdleCheck`)."""
+        return self._idle.readable()
 
     async def aclose(self) -> None:
         """Close the socket (nothing waits on it: a connection has one user at a time)."""
@@ -190,7 +184,7 @@ class PlainConnection:
 class TLSConnection:
     """HTTP over TLS: a ``trio.SSLStream`` on the socket."""
 
-    __slots__ = ("stream", "origin", "idle_since", "reply")
+    __slots__ = ("stream", "origin", "idle_since", "reply", "_idle")
 
     def __init__(self, stream: trio.SSLStream[trio.SocketStream], origin: Origin) -> None:
         self.stream = stream
@@ -198,6 +192,7 @@ class TLSConnection:
         self.idle_since = 0.0
         #: The transport's reply parser for this connection (its replies come one at a time).
         self.reply: Any = None
+        self._idle = _IdleCheck(stream.transport_stream.socket)
 
     @classmethod
     async def handshake(cls, sock: socket.socket, origin: Origin, context: ssl.SSLContext) -> TLSConnection:
@@ -238,8 +233,8 @@ class TLSConnection:
         raise timed_out(end, deadline, error)
 
     def readable(self) -> bool:
-        """Whether the idle socket has bytes or an end of stream waiting (see :func:`_readable`)."""
-        return _readable(self.stream.transport_stream.socket.fileno())
+        """Whether the idle socket has bytes or an end of stream waiting (see :class:`_IdleCheck`)."""
+        return self._idle.readable()
 
     async def aclose(self) -> None:
         """Close the stream without waiting for the peer."""
@@ -265,14 +260,25 @@ def timed_out(end: float, deadline: float, error: Exception) -> Exception:
     return trio.TooSlowError() if end >= deadline else error
 
 
-def _readable(fd: int) -> bool:
+class _IdleCheck:
     """An idle connection's socket is readable only if the server closed it or sent stray bytes:
-    either way it must not carry the next request (httpcore drops such connections too)."""
-    if fd < 0:
-        return True
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(0))
+    either way it must not carry the next request (httpcore drops such connections too). The
+    socket's poller is made at the first check, not at each reuse."""
+
+    __slots__ = ("sock", "poller")
+
+    def __init__(self, sock: socket.socket | trio.socket.SocketType) -> None:
+        self.sock = sock
+        self.poller: select.poll | None = None
+
+    def readable(self) -> bool:
+        """Whether the socket is closed, or has bytes or an end of stream waiting."""
+        if self.sock.fileno() < 0:
+            return True
+        if self.poller is None:
+            self.poller = select.poll()
+            self.poller.register(self.sock.fileno(), select.POLLIN)
+        return bool(self.poller.poll(0))
 
 
 def _failure(exc: BaseException, stale: bool, error: type[httpx.TransportError],
