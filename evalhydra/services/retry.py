@@ -353,15 +353,13 @@ async def run_with_retries(
     rng = rng or random.Random()
     records: list[AttemptRecord] = []
     last: AttemptResult[T] | None = None
-    start = t0 = end = 0.0
-    fresh = False  # `end` is the time now: read since the last await (saves a clock read a call)
+    start = t0 = 0.0
     in_attempt = False
     deadline = math.inf
     # No deadline, no scope: a cancel scope per call costs more than the rest of the loop.
     deadline_scope = trio.CancelScope() if deadline_s is not None else None
     with deadline_scope or contextlib.nullcontext():
         for attempt in range(1, policy.max_attempts + 1):
-            fresh = False
             if before_attempt is not None:
                 await before_attempt()
             start = now()
@@ -372,7 +370,7 @@ async def run_with_retries(
             in_attempt = True
             last = await _attempt_once(fn, attempt, timeout_s, timeout_in_fn)
             in_attempt = False
-            end, fresh = now(), True
+            end = now()
             records.append(last.record(attempt, (end - start) * 1000.0))
             if attempt >= policy.max_attempts or not policy.retries(last):
                 break
@@ -380,10 +378,8 @@ async def run_with_retries(
             if end + delay >= deadline:
                 break
             if delay > 0:
-                fresh = False
                 await trio.sleep(delay)
-    if not fresh:
-        end = now()
+    end = now()
     if in_attempt or last is None:  # the deadline ended an attempt
         last = AttemptResult(error_kind=ErrorKind.TIMEOUT, error_message=DEADLINE_REASON)
         records.append(last.record(len(records) + 1, (end - start) * 1000.0))
