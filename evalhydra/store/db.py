@@ -34,10 +34,11 @@ def _null(value: None) -> None:
 
 # sqlite3 binds only exact int, float, str and bytearray directly; any other value (None,
 # a bool, bytes) first misses the adapter registry and then looks for ``__adapt__`` and
-# ``__conform__``, ~3,300 instructions a value. A result row binds ~26 of them (its NULL
-# columns, its flags). Registered adapters are found at the first lookup (~60 % less per
-# row; ``valgrind --tool=cachegrind``) and bind exactly what the default path binds:
-# NULL, and 0 or 1.
+# ``__conform__``, ~3,300 instructions a value. A result row bound ~26 of them (its NULL
+# columns, its flags) before :func:`insert_present` left out the columns NULL in a whole
+# batch; the rest still do. Registered adapters are found at the first lookup (~60 % less
+# per row then; ``valgrind --tool=cachegrind``) and bind exactly what the default path
+# binds: NULL, and 0 or 1.
 sqlite3.register_adapter(type(None), _null)
 sqlite3.register_adapter(bool, int)
 
