@@ -24,6 +24,7 @@ import sqlite_utils
 from evalhydra.errors import EvalHydraError, did_you_mean
 from evalhydra.store.rows import ATTEMPT_FIELDS, INFRA_ERROR_SQL, RESULT_FIELDS, ResultRow, row_values
 from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION
+from evalhydra.store.sqlite_lib import disable_memory_statistics
 
 __all__ = ["Batch", "Store", "connect", "immediate", "insert_present", "insert_rows", "migrate", "open_store"]
 
@@ -41,6 +42,9 @@ def _null(value: None) -> None:
 # binds: NULL, and 0 or 1.
 sqlite3.register_adapter(type(None), _null)
 sqlite3.register_adapter(bool, int)
+
+# Before the process opens its first connection: see evalhydra.store.sqlite_lib.
+disable_memory_statistics()
 
 
 @dataclass
