@@ -39,6 +39,7 @@ __all__ = [
     "TargetAgg",
     "CaseViews",
     "case_views",
+    "case_rows",
     "collect_cases",
     "FAILING_SQL",
     "pass_k_table",
@@ -202,8 +203,15 @@ def _fold_cases(data: CaseData, rows: list[tuple[Any, ...]]) -> CaseData:
     return data
 
 
-def collect_cases(conn: sqlite3.Connection, sel: Selection,
-                  targets: dict[Target, TargetAgg]) -> CaseData:
+def case_rows(conn: sqlite3.Connection, sel: Selection) -> list[tuple[Any, ...]]:
+    """The rows of :func:`collect_cases`'s statement (a query of its own, to run in parallel)."""
+    sql = _CASES_SQL.format(table=sel.table, where=sel.where, cap_cases=CAP_CASES, cap_flaky=CAP_FLAKY,
+                            cap_flaky_json=CAP_FLAKY_JSON)
+    return conn.execute(sql, sel.params).fetchall()
+
+
+def collect_cases(conn: sqlite3.Connection, sel: Selection, targets: dict[Target, TargetAgg],
+                  rows: list[tuple[Any, ...]] | None = None) -> CaseData:
     """Per-case statistics, folded into ``targets``, in one statement.
 
     SQLite reduces the selection to one row per (case, target), keeps that in
@@ -217,14 +225,12 @@ def collect_cases(conn: sqlite3.Connection, sel: Selection,
         conn: A connection to the store.
         sel: The results covered.
         targets: Their per-target totals (see :mod:`evalhydra.reports.evalstats`).
+        rows: The statement's rows, if :func:`case_rows` already returned them.
 
     Returns:
         The folded :class:`CaseData`; ``by_case`` stays empty (see :func:`case_views`).
     """
-    sql = _CASES_SQL.format(table=sel.table, where=sel.where, cap_cases=CAP_CASES, cap_flaky=CAP_FLAKY,
-                            cap_flaky_json=CAP_FLAKY_JSON)
-    rows = conn.execute(sql, sel.params).fetchall()
-    return _fold_cases(CaseData(targets=targets), rows)
+    return _fold_cases(CaseData(targets=targets), case_rows(conn, sel) if rows is None else rows)
 
 
 def pass_k_table(agg: TargetAgg) -> tuple[list[int], dict[int, float], dict[int, float]]:

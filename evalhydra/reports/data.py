@@ -9,7 +9,7 @@ functions of it, whatever the number of stored results.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +68,8 @@ def _case_views(conn: sqlite3.Connection, sel: Selection, data: ReportData) -> N
 
 def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, Any]], *,
             baseline_service: str | None = None,
-            baseline_models: Mapping[str, str] | None = None) -> ReportData:
+            baseline_models: Mapping[str, str] | None = None,
+            case_rows: Callable[[], list[tuple[Any, ...]]] | None = None) -> ReportData:
     """Everything report.md, trials.json, summary.md and the gates need.
 
     Args:
@@ -78,9 +79,12 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
         baseline_service: Baseline for service comparisons (default: the first
             service, alphabetically, when there are several).
         baseline_models: Baseline model per service (default: first seen).
+        case_rows: Returns :func:`~evalhydra.reports.aggregate.case_rows` for ``sel``
+            when another thread runs that query (default: run it here, after the totals).
     """
     evals_doc, targets = evals_and_targets(conn, sel)
-    data = ReportData(list(runs), evals_doc, agg.collect_cases(conn, sel, targets))
+    data = ReportData(list(runs), evals_doc,
+                      agg.collect_cases(conn, sel, targets, case_rows() if case_rows else None))
     services = sorted({key[2] for key in data.cases.targets})
     models = {key[2:] for key in data.cases.targets}
     if len(services) > 1 or len(models) > len(services):

@@ -30,6 +30,9 @@ _LAT = "max(0, cast(coalesce(latency_ms, 0) + 0.5 as integer))"
 _SUMS = ("c", "passed", "latency_sum", "retried_runs", "total_attempts", "errors", "duration",
          "tin", "tout", "gen", "evl", "score", "attempts", "last")
 
+# The GROUP BY leads with its most varied key, the whole-millisecond latency: SQLite's sorter
+# settles a comparison on an integer first key without decoding the rest of the record
+# (6.9 s -> 5.9 s for a million results; bench/report_scale.py's store).
 _HIST = f"""select "group" as g, eval_id as e, service_name as s, model as m, {_LAT} as lat,
   {STATUS_SQL} as st, {CATEGORY_KEY_SQL} as cat, count(*) as c, sum({PASSED_SQL}) as passed,
   sum(case when retried then 1 else 0 end) as retried_runs,
@@ -41,7 +44,7 @@ _HIST = f"""select "group" as g, eval_id as e, service_name as s, model as m, {_
   sum(coalesce(cost_usd, 0.0)) as gen, sum(coalesce(judge_cost_usd, 0.0)) as evl,
   sum(min(1.0, max(0.0, coalesce(score, 0.0)))) as score,
   sum(max(1, coalesce(attempts, 1))) as attempts, max(evaluated_at) as last
-from {{table}} where {{where}} group by g, e, s, m, lat, st, cat"""
+from {{table}} where {{where}} group by lat, st, cat, g, e, s, m"""
 
 
 def _sql(table: str, where: str) -> str:

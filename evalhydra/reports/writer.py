@@ -14,8 +14,9 @@ Formats (``formats`` / ``report --format``):
 
 Everything is computed in SQLite. The per-result files (``runs.json``,
 ``results.jsonl``) are streamed by worker threads on their own read-only
-connections while the main thread computes the aggregates, so a report over
-a million results takes seconds and little memory.
+connections while the main thread computes the aggregates (the per-case
+statement, which sorts every result as the totals' does, on another worker), so
+a report over a million results takes seconds and little memory.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 from evalhydra.atomic import stream_atomic, write_json_atomic, write_text_atomic
 from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
 from evalhydra.errors import EvalHydraError
+from evalhydra.reports.aggregate import case_rows
 from evalhydra.reports.aiwg import append_run_lines, result_lines, summary_json
 from evalhydra.reports.compare import split_paired
 from evalhydra.reports.data import collect
@@ -94,6 +96,12 @@ def _jsonl_job(db: Path, sel: Selection, paths: Sequence[Path]) -> list[Path]:
             one = sel if len(sel.run_ids) == 1 else select_runs(conn, [run_id])
             append_run_lines(paths, run_id, partial(result_lines, conn, run_id, one))
     return [paths[0]]
+
+
+def _case_rows_job(db: Path, sel: Selection) -> list[tuple[Any, ...]]:
+    """The per-case statement, beside the main thread's totals (each sorts every result)."""
+    with closing(_read_only(db)) as conn:
+        return case_rows(conn, sel)
 
 
 # --- aggregate files (main thread) --------------------------------------------
@@ -180,13 +188,14 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = sorted(store.runs(run_ids), key=lambda r: (r["started_at"] or "", r["run_id"]))
     with closing(_read_only(store.path)) as conn, ThreadPoolExecutor(
-            max_workers=2, thread_name_prefix="evalhydra-report") as pool:
+            max_workers=3, thread_name_prefix="evalhydra-report") as pool:
         sel = select_runs(conn, run_ids)
         jobs = _submit_streams(pool, store, sel, out_dir, fmts, cumulative)
         data = None
         if set(fmts) - {"jsonl"}:  # aiwg's records alone need no aggregates
+            cases = pool.submit(_case_rows_job, store.path, sel)
             data = collect(conn, sel, runs, baseline_service=baseline_service,
-                           baseline_models=baseline_models)
+                           baseline_models=baseline_models, case_rows=cases.result)
         experiment = _agent_experiment(store, runs)
         written = _json_files(conn, data, sel, out_dir, fmts)
         written += _text_files(conn, data, sel, out_dir, fmts, comparison, experiment)
