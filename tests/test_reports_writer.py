@@ -206,3 +206,22 @@ def test_unknown_format_is_a_user_error() -> None:
     assert normalize_formats("md, JSON,md") == ("md", "json")
     with pytest.raises(EvalHydraError, match="Unknown report format: pdf"):
         normalize_formats(["pdf"])
+
+
+def test_runs_json_over_several_chunks_prints_every_score_as_the_reference(tmp_path: Path) -> None:
+    """4,500 results (three chunks of SQLite rows) whose scores repeat, are fractions of
+    17 digits, need an exponent, are integral, negative zero or missing."""
+    scores = [None, 0.0, -0.0, 1.0, 0.85, 0.1 + 0.2, 1 / 3, 1e-05, 2.5e-7, 1e16, 123456.789, 7.0]
+    rows = [result_row("eval-many-dddddddd", f"c{i:05d}", passed=i % 3 == 0, score=scores[i % len(scores)])
+            for i in range(4500)]
+    store = open_store(tmp_path / "s.db")
+    write_run(store, "eval-many-dddddddd", rows)
+    stored = list(store.run_rows(["eval-many-dddddddd"]))
+    write_run_reports(store, ["eval-many-dddddddd"], tmp_path / "out", formats=("json",), cumulative=False)
+    store.close()
+    expected = json.dumps(integral_numbers(zig.runs_json(stored)), indent=2, ensure_ascii=False) + "\n"
+    written = (tmp_path / "out" / "runs.json").read_text().splitlines()
+    lines = expected.splitlines()
+    assert len(written) == len(lines)
+    assert [(a, b) for a, b in zip(written, lines, strict=True) if a != b][:3] == []
+    assert '"score": 0.30000000000000004' in expected and '"score": 1e-05' in expected
