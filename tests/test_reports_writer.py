@@ -225,3 +225,21 @@ def test_runs_json_over_several_chunks_prints_every_score_as_the_reference(tmp_p
     assert len(written) == len(lines)
     assert [(a, b) for a, b in zip(written, lines, strict=True) if a != b][:3] == []
     assert '"score": 0.30000000000000004' in expected and '"score": 1e-05' in expected
+
+
+@pytest.mark.parametrize(("category", "fix"), [(None, None), ("format", None), (None, "Quote the figure."),
+                                              ("invented", "Name the source.")])
+def test_results_jsonl_leaves_out_only_the_optional_keys_without_a_value(tmp_path: Path, category: str | None,
+                                                                         fix: str | None) -> None:
+    row = result_row("eval-opt-eeeeeeee", "c1", passed=False, failure_category=category, suggested_fix=fix)
+    store = open_store(tmp_path / "s.db")
+    write_run(store, "eval-opt-eeeeeeee", [row])
+    write_run_reports(store, ["eval-opt-eeeeeeee"], tmp_path / "out", formats=("jsonl",), cumulative=False)
+    store.close()
+    (line,) = read_jsonl(tmp_path / "out" / "results.jsonl")
+    schema = result_schema()
+    assert list(line) == [key for key in schema["properties"] if key in line]  # the schema's order
+    expected_category = None if category is None else category if category == "format" else "other"
+    assert (line.get("failure_category"), line.get("suggested_fix")) == (expected_category, fix)
+    assert "step" not in line and None not in line.values()
+    jsonschema.Draft202012Validator(schema).validate(line)

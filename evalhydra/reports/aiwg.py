@@ -72,14 +72,22 @@ _RUBRIC = _json_or("rubric_scores", "object", "{}")
 
 # Numbers: a missing cost, threshold or token count is written as an integer (0 or 1)
 # rather than a float; SQLite formats integers much faster, and both are JSON numbers.
-_RECORD = f"""json_object(
-  'version', '{RESULT_VERSION}', 'run_id', ?, 'case_id', case_id, 'pipeline', eval_id,
-  'step', null, 'generator_model', coalesce(model, ''),
+# ``?1`` is the run id, ``?2`` the time of a result that has none.
+def _record(category: bool, fix: bool) -> str:
+    """The line's object, with or without its two optional keys.
+
+    The schema types ``failure_category`` and ``suggested_fix`` as strings, so a
+    line leaves them out rather than write null (and ``step`` always).
+    """
+    optional = (f"'failure_category', {_CATEGORY}, " if category else "") + (
+        "'suggested_fix', suggested_fix, " if fix else "")
+    return f"""json_object(
+  'version', '{RESULT_VERSION}', 'run_id', ?1, 'case_id', case_id, 'pipeline', eval_id,
+  'generator_model', coalesce(model, ''),
   'evaluator_model', coalesce(judge_model, ''), 'input', coalesce(input, ''),
   'output', coalesce(output, ''), 'score', {_SCORE}, 'pass', {_BOOL},
   'pass_threshold', coalesce(min(1.0, max(0.0, pass_threshold)), 1), 'feedback', {_FEEDBACK},
-  'rubric_scores', {_RUBRIC},
-  'failure_category', {_CATEGORY}, 'suggested_fix', suggested_fix,
+  'rubric_scores', {_RUBRIC}, {optional}
   'attempts', max(1, coalesce(attempts, 1)),
   'attempt_history', {_HISTORY},
   'total_cost_usd', max(0, coalesce(cost_usd, 0) + coalesce(judge_cost_usd, 0)),
@@ -87,12 +95,15 @@ _RECORD = f"""json_object(
     'generation_usd', coalesce(cost_usd, 0), 'evaluation_usd', coalesce(judge_cost_usd, 0),
     'input_tokens', coalesce(prompt_tokens, 0) + coalesce(judge_prompt_tokens, 0),
     'output_tokens', coalesce(completion_tokens, 0) + coalesce(judge_completion_tokens, 0)),
-  'evaluated_at', coalesce(evaluated_at, ?), 'contamination_warning', json('false'))"""
-# Optional fields without a value are left out (the schema types them as strings, so a null
-# would be invalid): a JSON merge patch removes a key whose patch value is null and replaces
-# the others in place, keeping the schema's key order.
-LINE_SQL = (f"json_patch({_RECORD}, json_object('step', null, 'failure_category', {_CATEGORY},"
-            " 'suggested_fix', suggested_fix))")
+  'evaluated_at', coalesce(evaluated_at, ?2), 'contamination_warning', json('false'))"""
+
+
+# One of four objects, by which optional keys hold a value: SQLite evaluates only the
+# branch taken. (A JSON merge patch of null keys did the same by parsing and rewriting
+# every line: 14.1 s against 9.4 s of SQLite's CPU for a million lines.)
+LINE_SQL = f"""(case when {_CATEGORY} is null then
+  (case when suggested_fix is null then {_record(False, False)} else {_record(False, True)} end)
+  else (case when suggested_fix is null then {_record(True, False)} else {_record(True, True)} end) end)"""
 
 
 def _run_times(conn: sqlite3.Connection, run_id: str) -> str:
