@@ -17,6 +17,7 @@ too) and otherwise leaves it as it is; either way queries give the same results.
 
 from __future__ import annotations
 
+import _sqlite3  # the extension module: its handle resolves the SQLite library it calls
 import ctypes
 import sqlite3
 
@@ -29,12 +30,15 @@ _SQLITE_STATUS_MEMORY_USED = 0
 
 def _library() -> ctypes.CDLL | None:
     """The SQLite library that :mod:`sqlite3` calls (None where it cannot be reached)."""
-    try:
-        import _sqlite3  # the extension module: its handle resolves the library it links
-
-        return ctypes.CDLL(_sqlite3.__file__)
-    except (ImportError, OSError, AttributeError):  # a build without a loadable module file
+    path = getattr(_sqlite3, "__file__", None)  # None where the module is built into Python
+    if path is None:
         return None
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return None
+    needed = ("sqlite3_status64", "sqlite3_config", "sqlite3_shutdown", "sqlite3_initialize")
+    return lib if all(hasattr(lib, name) for name in needed) else None  # e.g. linked in, not exported
 
 
 def _memory_used(lib: ctypes.CDLL) -> int:
