@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from evalhydra.errors import EvalHydraError
-from evalhydra.store.db import Batch, open_store
+from evalhydra.store.db import Batch, insert_present, open_store
 from evalhydra.store.merge import merge_stores
 from evalhydra.store.rows import RESULT_FIELDS, ResultRow
 from evalhydra.store.schema import RESULT_COLUMNS, SCHEMA_VERSION
@@ -308,3 +308,66 @@ def test_inserts_name_a_bounded_number_of_column_selections(tmp_path: Path) -> N
     by_key = {key: (score, exit_code) for key, score, exit_code in stored}
     assert by_key["k0"][0] is None and by_key["k8"][1] is None and by_key["k1"] == (1.0, 0)
     store.close()
+
+
+def _stored(store: Any, table: str) -> list[tuple[Any, ...]]:
+    columns = [r[1] for r in store.conn.execute(f"pragma table_info({table})")]
+    picks = ", ".join(f'"{c}", typeof("{c}")' for c in columns)
+    return store.conn.execute(f"select {picks} from {table} order by rowid").fetchall()
+
+
+def test_a_batch_stores_what_its_rows_written_one_by_one_store(tmp_path: Path) -> None:
+    # In a batch the writer binds once the columns all rows share (run, model, tokens, cost
+    # here); the rows also vary in NULLs, flags and types (1, 1.0, True), and in statements.
+    mixed: list[Any] = [1, 1.0, True, 1]
+    rows = [{**_row(f"k{i}"), "attempt_count": mixed[i % 4], "prompt_tokens": 7, "cost_usd": 0.25,
+             "judge_model": None if i % 2 else "j", "retried": bool(i % 3), "latency_ms": 5 + i % 2}
+            for i in range(600)]  # three statements: 256 + 256 + 64 + 16 + 8
+    attempts = [{"cell_key": f"k{i}", "run_id": "r1", "call": "candidate", "attempt": 1,
+                 "status_code": 200 if i % 5 else 500, "error_kind": None, "latency_ms": 2.0}
+                for i in range(600)]
+    together, apart = open_store(tmp_path / "together.db"), open_store(tmp_path / "apart.db")
+    together.write(Batch(results=rows, attempts=attempts))
+    for row, attempt in zip(rows, attempts, strict=True):
+        apart.write(Batch(results=[row], attempts=[attempt]))
+    for table in ("results", "attempts"):
+        assert _stored(together, table) == _stored(apart, table), table
+    together.close()
+    apart.close()
+
+
+class _Recording:
+    """A connection that records what each statement binds."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn, self.calls = conn, []
+
+    def execute(self, sql: str, params: list[Any]) -> sqlite3.Cursor:
+        self.calls.append((sql, list(params)))
+        return self.conn.execute(sql, params)
+
+
+def test_values_every_row_of_a_batch_shares_are_bound_once_a_statement() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("create table t (k, run, flag, n)")
+    rows = [(f"k{i}", "run-1", i % 2 == 0, 3) for i in range(300)]  # 256 + 32 + 8 + 4
+    recording, shapes = _Recording(conn), set()
+    insert_present(recording, "insert into t", ["k", "run", "flag", "n"], rows, shapes)  # type: ignore[arg-type]
+    assert shapes == {((0, 1, 2, 3), (1, 3))}
+    sql, params = recording.calls[0]
+    assert sql.startswith("insert into t (run, n, k, flag) values (?1, ?2, ?, ?), (?1, ?2, ?, ?)")
+    assert params[:2] == ["run-1", 3] and len(params) == 2 + 2 * 256
+    assert [len(p) for _, p in recording.calls] == [2 + 2 * n for n in (256, 32, 8, 4)]
+    assert conn.execute("select k, run, flag, n from t order by rowid").fetchall() == [
+        (k, run, int(flag), n) for k, run, flag, n in rows]
+
+
+def test_equal_values_of_different_types_are_not_shared() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("create table t (k, n)")  # no type: SQLite keeps 1 and 1.0 apart
+    rows = [("a", 1), ("b", 1.0), ("c", True)]
+    shapes: set[Any] = set()
+    insert_present(conn, "insert into t", ["k", "n"], rows, shapes)
+    assert shapes == {((0, 1), ())}
+    assert conn.execute("select n, typeof(n) from t order by rowid").fetchall() == [
+        (1, "integer"), (1.0, "real"), (1, "integer")]

@@ -47,6 +47,10 @@ sqlite3.register_adapter(bool, int)
 disable_memory_statistics()
 
 
+#: A column selection of an insert: the columns it names, and those of them bound once.
+Shape = tuple[tuple[int, ...], tuple[int, ...]]
+
+
 @dataclass
 class Batch:
     """Rows written together in one transaction."""
@@ -73,7 +77,7 @@ class Store:
         self.read_only = read_only
         self.conn = connect(path, read_only)
         #: The column selections of this connection's inserts (see :func:`insert_present`).
-        self._shapes: dict[str, set[tuple[int, ...]]] = {"results": set(), "attempts": set()}
+        self._shapes: dict[str, set[Shape]] = {"results": set(), "attempts": set()}
         self.db = sqlite_utils.Database(self.conn)
         version = int(self.conn.execute("pragma user_version").fetchone()[0])
         if version > SCHEMA_VERSION and not read_only:
@@ -272,14 +276,16 @@ _ROWS_PER_INSERT = 256
 
 
 def insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any]], tail: str = "",
-                tail_params: Sequence[Any] = ()) -> None:
+                tail_params: Sequence[Any] = (), shared: Sequence[Any] = ()) -> None:
     """Insert ``rows`` with a few multi-row ``VALUES`` statements, not one statement per row.
 
     Args:
         conn: The connection (in a transaction).
         head: The statement up to ``values`` (``insert into t (a, b) values ``).
-        rows: Tuples in the head's column order, all of one width.
+        rows: Tuples in the head's column order (after the ``shared`` columns), all of one width.
         tail: SQL after the values (an ``on conflict`` clause), with ``tail_params``.
+        shared: Values of the head's first columns that every row has: each statement binds
+            them once (``?1``, ``?2``, … in every row) instead of once per row.
 
     The writer runs in a worker thread; every SQLite step releases and retakes
     the GIL, so one step per row made the writer queue for the GIL hundreds of
@@ -291,26 +297,28 @@ def insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any
     """
     if not rows:
         return
-    width = len(rows[0])
+    shared_marks = [f"?{n}" for n in range(1, len(shared) + 1)]
+    row_marks = f"({', '.join(shared_marks + ['?'] * len(rows[0]))})"
     start = 0
     for size in _chunk_sizes(len(rows)):
         chunk = rows[start:start + size]
         start += size
-        marks = ", ".join([f"({', '.join('?' * width)})"] * size)
-        conn.execute(head + marks + tail, [*chain.from_iterable(chunk), *tail_params])
+        marks = ", ".join([row_marks] * size)
+        conn.execute(head + marks + tail, [*shared, *chain.from_iterable(chunk), *tail_params])
 
 
 def insert_present(conn: sqlite3.Connection, into: str, columns: Sequence[str],
-                   rows: Sequence[Sequence[Any]], shapes: set[tuple[int, ...]]) -> None:
-    """Insert ``rows`` naming only the columns that hold a value in at least one of them.
+                   rows: Sequence[Sequence[Any]], shapes: set[Shape]) -> None:
+    """Insert ``rows`` naming only the columns that hold a value in at least one of them, and
+    binding once per statement the columns whose value is the same in all of them.
 
     Args:
         conn: The connection (in a transaction).
         into: The statement up to its column list (``insert or replace into results``).
         columns: The names of the rows' values, in order.
         rows: Tuples in ``columns`` order.
-        shapes: The column selections used so far on this connection and table; at most
-            :data:`_SHAPES` are used, then a new selection names every column.
+        shapes: The (present, shared) column selections used so far on this connection and
+            table; at most :data:`_SHAPES` are used, then a new selection names every column.
 
     A column left out is NULL, as a bound None would be: no column of the
     tables written this way has a default (``tests/test_store.py`` checks). A
@@ -318,23 +326,38 @@ def insert_present(conn: sqlite3.Connection, into: str, columns: Sequence[str],
     ~1,400 instructions (adapter call, bind, the connection's mutex). Leaving
     them out, with the C-level flattening in :func:`insert_rows`, took the
     writer thread from 203k to 154k instructions per cell of a chat run
-    (``valgrind --tool=callgrind``). Columns are chosen per batch, not per row,
-    and a cached 256-row statement holds ~0.8 MB, so the selections are bounded.
+    (``valgrind --tool=callgrind``). Of the ~28 columns left, a chat batch
+    shares most (run, eval, service, model, kind, status code, attempt counts):
+    each is bound once per 256 rows, and SQLite copies it into each row while
+    it steps, without the GIL. Columns are chosen per batch, not per row, and
+    a cached 256-row statement holds ~0.8 MB, so the selections are bounded.
     """
     if not rows:
         return
-    empty = len(rows)
-    present = tuple(i for i, column in enumerate(zip(*rows, strict=True)) if column.count(None) < empty)
-    if present not in shapes:
+    count = len(rows)
+    by_column = list(zip(*rows, strict=True))
+    present = tuple(i for i, column in enumerate(by_column) if column.count(None) < count)
+    shared = tuple(i for i in present if _same(by_column[i])) if count > 1 else ()
+    if (present, shared) not in shapes:
         if not present or len(shapes) >= _SHAPES:  # (a row needs one column: all of them, then)
-            present = tuple(range(len(columns)))
-        shapes.add(present)
-    if len(present) == len(columns):
-        insert_rows(conn, f"{into} ({', '.join(columns)}) values ", rows)
-        return
-    head = f"{into} ({', '.join(columns[i] for i in present)}) values "
-    insert_rows(conn, head, [tuple(row[i] for i in present) for row in rows] if len(present) == 1
-                else list(map(itemgetter(*present), rows)))
+            present, shared = tuple(range(len(columns))), ()
+        shapes.add((present, shared))
+    varying = [i for i in present if i not in shared]
+    names = ", ".join(columns[i] for i in (*shared, *varying))
+    values: Sequence[Sequence[Any]]
+    if len(varying) == len(columns):
+        values = rows
+    elif len(varying) == 1:  # itemgetter with one index returns the value, not a tuple
+        values = [(row[varying[0]],) for row in rows]
+    else:
+        values = list(map(itemgetter(*varying), rows))
+    insert_rows(conn, f"{into} ({names}) values ", values, shared=[rows[0][i] for i in shared])
+
+
+def _same(column: tuple[Any, ...]) -> bool:
+    """Whether every value of ``column`` is its first, of the same type (1, 1.0 and True are
+    equal, but SQLite stores them differently)."""
+    return column.count(column[0]) == len(column) and len(set(map(type, column))) == 1
 
 
 #: Most column selections :func:`insert_present` uses per table and connection (each brings
