@@ -327,10 +327,14 @@ def test_a_batch_stores_what_its_rows_written_one_by_one_store(tmp_path: Path) -
                  "status_code": 200 if i % 5 else 500, "error_kind": None, "latency_ms": 2.0}
                 for i in range(600)]
     together, apart = open_store(tmp_path / "together.db"), open_store(tmp_path / "apart.db")
-    together.write(Batch(results=rows, attempts=attempts))
-    for row, attempt in zip(rows, attempts, strict=True):
-        apart.write(Batch(results=[row], attempts=[attempt]))
-    for table in ("results", "attempts"):
+    members = [("r1" if i % 7 else "r2", f"k{i}") for i in range(600)]
+    together.write(Batch(results=rows, attempts=attempts, members=members))
+    together.write(Batch(members=[("r3", f"k{i}") for i in range(300)]))  # one run's: its id bound once
+    for row, attempt, member in zip(rows, attempts, members, strict=True):
+        apart.write(Batch(results=[row], attempts=[attempt], members=[member]))
+    for i in range(300):
+        apart.write(Batch(members=[("r3", f"k{i}")]))
+    for table in ("results", "attempts", "run_cells"):
         assert _stored(together, table) == _stored(apart, table), table
     together.close()
     apart.close()

@@ -77,10 +77,11 @@ class Claims:
             stored = self._stored(keys)
             pending = [k for k in keys if k not in stored]
             expires = now + self.lease_s
-            insert_rows(self.conn, "insert into claims (cell_key, run_id, expires_at) values ",
-                        [(key, self.run_id, expires) for key in pending],
+            insert_rows(self.conn, "insert into claims (run_id, expires_at, cell_key) values ",
+                        [(key,) for key in pending],
                         " on conflict (cell_key) do update set run_id = excluded.run_id, "
-                        "expires_at = excluded.expires_at where claims.expires_at < ?", [now])
+                        "expires_at = excluded.expires_at where claims.expires_at < ?", [now],
+                        shared=[self.run_id, expires])
             held = self._held_by_others(pending)
         result.stored = [k for k in keys if k in stored]
         for key in pending:

@@ -130,7 +130,7 @@ class Store:
         with immediate(self.conn):
             insert_present(self.conn, "insert or replace into results", _RESULT_COLUMNS, results,
                            self._shapes["results"])
-            insert_rows(self.conn, _INSERT_MEMBER, members)
+            _insert_members(self.conn, members)
             insert_present(self.conn, "insert or replace into attempts", ATTEMPT_FIELDS, attempts,
                            self._shapes["attempts"])
 
@@ -364,6 +364,15 @@ def _same(column: tuple[Any, ...]) -> bool:
 #: up to nine cached statements, the largest ~0.8 MB: 40 distinct 256-row, 45-column
 #: statements grew a process by 33 MB).
 _SHAPES = 8
+
+
+def _insert_members(conn: sqlite3.Connection, members: Sequence[Sequence[Any]]) -> None:
+    """Record ``(run_id, cell_key)`` memberships; one run's (a run's batch) binds its id once."""
+    runs = {run_id for run_id, _ in members}
+    if len(runs) != 1:
+        insert_rows(conn, _INSERT_MEMBER, members)
+        return
+    insert_rows(conn, _INSERT_MEMBER, [(key,) for _, key in members], shared=[*runs])
 
 
 def _chunk_sizes(total: int) -> list[int]:
