@@ -366,6 +366,13 @@ def test_values_every_row_of_a_batch_shares_are_bound_once_a_statement() -> None
         (k, run, int(flag), n) for k, run, flag, n in rows]
 
 
+def test_a_batch_of_repeated_rows_is_written() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("create table t (k, n)")
+    insert_present(conn, "insert into t", ["k", "n"], [("a", 1), ("a", 1), ("a", 1)], set())
+    assert conn.execute("select k, n from t").fetchall() == [("a", 1)] * 3
+
+
 def test_equal_values_of_different_types_are_not_shared() -> None:
     conn = sqlite3.connect(":memory:")
     conn.execute("create table t (k, n)")  # no type: SQLite keeps 1 and 1.0 apart

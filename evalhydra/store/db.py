@@ -338,6 +338,8 @@ def insert_present(conn: sqlite3.Connection, into: str, columns: Sequence[str],
     by_column = list(zip(*rows, strict=True))
     present = tuple(i for i, column in enumerate(by_column) if column.count(None) < count)
     shared = tuple(i for i in present if _same(by_column[i])) if count > 1 else ()
+    if len(shared) == len(present):  # repeated rows: each row still needs a column of its own
+        shared = ()
     if (present, shared) not in shapes:
         if not present or len(shapes) >= _SHAPES:  # (a row needs one column: all of them, then)
             present, shared = tuple(range(len(columns))), ()
