@@ -322,7 +322,7 @@ def test_a_batch_stores_what_its_rows_written_one_by_one_store(tmp_path: Path) -
     mixed: list[Any] = [1, 1.0, True, 1]
     rows = [{**_row(f"k{i}"), "attempt_count": mixed[i % 4], "prompt_tokens": 7, "cost_usd": 0.25,
              "judge_model": None if i % 2 else "j", "retried": bool(i % 3), "latency_ms": 5 + i % 2}
-            for i in range(600)]  # three statements: 256 + 256 + 64 + 16 + 8
+            for i in range(600)]  # five statements: 256 + 256 + 64 + 16 + 8
     attempts = [{"cell_key": f"k{i}", "run_id": "r1", "call": "candidate", "attempt": 1,
                  "status_code": 200 if i % 5 else 500, "error_kind": None, "latency_ms": 2.0}
                 for i in range(600)]

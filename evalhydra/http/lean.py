@@ -93,6 +93,12 @@ class _Reply:
         self.keep_alive = False  # read while parsing: llhttp forgets it once the message ends
         self.trailing = False  # bytes came after the reply ended: the connection is not reused
 
+    def take_body(self) -> list[bytes]:
+        """The body chunks parsed so far, which the reply no longer holds."""
+        chunks = self.body
+        self.body = []
+        return chunks
+
     def on_message_begin(self) -> None:
         if self.complete:
             self.trailing = True
@@ -220,7 +226,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
 
     def _hand_back(self, connection: Connection, reply: _Reply) -> list[bytes]:
         """A complete reply's body; its connection goes back to the pool, or is closed."""
-        chunks, reply.body = reply.body, []
+        chunks = reply.take_body()
         # llhttp's keep-alive is already false for a body that only the stream's end frames
         # (llhttp_should_keep_alive is false when llhttp_message_needs_eof).
         if reply.keep_alive and not reply.trailing:
@@ -314,8 +320,7 @@ class _Body(httpx.AsyncByteStream):
         """The rest of a complete reply's body; its connection is handed back."""
         connection, self._connection = self._connection, None
         if connection is None:
-            chunks, self._reply.body = self._reply.body, []
-            return chunks
+            return self._reply.take_body()
         return self._transport._hand_back(connection, self._reply)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -326,8 +331,7 @@ class _Body(httpx.AsyncByteStream):
                     yield chunk
                 return
             if reply.body:
-                chunks, reply.body = reply.body, []
-                for chunk in chunks:
+                for chunk in reply.take_body():
                     yield chunk
             try:
                 await self._transport._read(self._connection, reply, self._timeout, self._deadline,
