@@ -7,12 +7,12 @@ is imported only when chosen: the store commands start without loading Hydra.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
 
 from evalhydra import __version__
-from evalhydra.cli.commands import SUBCOMMANDS, usage
 
 __all__ = ["main"]
 
@@ -20,9 +20,16 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> None:
     """Dispatch to a subcommand or to the Hydra app; exits with the run's code.
 
+    The cyclic garbage collector is off until the job begins (or the subcommand
+    runs): start-up makes a few hundred thousand objects and none of them is garbage
+    (:func:`evalhydra.cli.startup.resume_gc`). So the command line's own modules are
+    imported here, after it is off.
+
     A Ctrl-C outside a run's own handling (while reports are written, say) exits 130
     without a traceback; what was stored stays stored.
     """
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         _main(sys.argv[1:] if argv is None else argv)
     except KeyboardInterrupt:
@@ -30,12 +37,17 @@ def main(argv: list[str] | None = None) -> None:
         print("interrupted: results stored so far are kept; run the same command again to resume.",
               file=sys.stderr)
         raise SystemExit(130) from None
+    finally:
+        if collecting:
+            gc.enable()  # an error before the job (exit 2), --help: as the caller had it
 
 
 def _main(args: list[str]) -> None:
     if args[:1] in (["--version"], ["-V"]):
         print(f"evalhydra {__version__}")
         raise SystemExit(0)
+    from evalhydra.cli.commands import SUBCOMMANDS, usage  # imports httpx (evalhydra.cli)
+
     if args and args[0] in SUBCOMMANDS:
         raise SystemExit(_subcommand(args))
     from evalhydra.cli.app import run_app  # Hydra and the runner: only for a run
@@ -46,12 +58,16 @@ def _main(args: list[str]) -> None:
 
 
 def _subcommand(args: list[str]) -> int:
+    from evalhydra.cli.startup import resume_gc
+
     if args[0] == "rejudge":  # takes Hydra overrides after its options
         from evalhydra.cli.rejudge import main as rejudge_main
 
+        resume_gc()
         return rejudge_main(args[1:])
     from evalhydra.cli.store_commands import main as store_main
 
+    resume_gc()
     try:
         code = store_main(args)
         sys.stdout.flush()

@@ -51,3 +51,57 @@ def test_startup_bench_prints_every_side_and_the_difference() -> None:
     assert re.search(r"^evalhydra − hydra-libs = -?\d+\.\d{3} s", res.stdout, re.M), res.stdout
     assert re.search(r"^evalhydra default run \d+\.\d{3} s \(target ≤ 0\.8 s: (met|not met)\)$", res.stdout,
                      re.M), res.stdout
+
+
+_GC_PROBE = """
+import gc, sys
+from evalhydra.cli import app
+
+def job(cfg, **kwargs):
+    print("job", gc.isenabled(), gc.get_freeze_count() > 0)
+    return 0
+
+app.run_config = job
+import evalhydra.__main__ as cli
+for argv in (sys.argv[1:], ["no_such_key=1"]):
+    try:
+        cli.main(argv)
+    except SystemExit as exc:
+        print("exit", exc.code, gc.isenabled())
+"""
+
+
+def test_the_collector_is_off_through_start_up_and_on_for_the_job(tmp_path: Path) -> None:
+    """Off while Hydra composes (the job sees it just turned on, with start-up's objects frozen);
+    on again after a run, and after a config error that never reached a job."""
+    res = subprocess.run([sys.executable, "-c", _GC_PROBE, f"store.path={tmp_path / 's.db'}",
+                          f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert res.stdout.splitlines() == ["job True True", "exit 0 True", "exit 2 True"], res.stderr
+
+
+def test_resume_gc_freezes_once_and_leaves_a_running_collector_alone() -> None:
+    probe = ("import gc\nfrom evalhydra.cli.startup import resume_gc\n"
+             "gc.disable(); resume_gc(); frozen = gc.get_freeze_count()\n"
+             "print(gc.isenabled(), frozen > 0)\n"
+             "junk = [[] for _ in range(1000)]\n"
+             "resume_gc(); print(gc.isenabled(), gc.get_freeze_count() == frozen)\n")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert res.stdout.splitlines() == ["True True", "True True"], res.stderr
+
+
+_NUMPY_PROBE = """
+import importlib.util, sys
+import evalhydra.cli.app
+print("numpy installed", importlib.util.find_spec("numpy") is not None)
+print("imported", sorted(m for m in ("numpy", "pandas") if m in sys.modules), "sqlite_utils" in sys.modules)
+import numpy
+print("importable", numpy.float64(1.5) == 1.5)
+"""
+
+
+def test_the_hydra_app_imports_sqlite_utils_without_numpy() -> None:
+    """NumPy is installed here (Ray needs it), so sqlite-utils would import it; the app keeps it out."""
+    res = subprocess.run([sys.executable, "-c", _NUMPY_PROBE], capture_output=True, text=True, timeout=60)
+    expected = ["numpy installed True", "imported [] True", "importable True"]
+    assert res.stdout.splitlines() == expected, res.stderr

@@ -9,6 +9,7 @@
   launcher's worker process, which imports :mod:`~evalhydra.cli.app` directly).
 """
 
-from evalhydra.cli.startup import import_httpx_without_its_cli
+from evalhydra.cli.startup import import_httpx_without_its_cli, import_sqlite_utils_without_numpy_or_pandas
 
 import_httpx_without_its_cli()
+import_sqlite_utils_without_numpy_or_pandas()

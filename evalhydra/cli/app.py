@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from evalhydra.cli.hydra_errors import explain
 from evalhydra.cli.job import note_exit_code, run_config, worst_exit_code
+from evalhydra.cli.startup import resume_gc
 from evalhydra.config.compose import params_overrides, register
 from evalhydra.config.registry_options import activate
 from evalhydra.errors import EvalHydraError
@@ -55,6 +56,7 @@ def run_app(args: list[str]) -> int:
 @hydra.main(config_path="pkg://evalhydra.conf", config_name="config", version_base="1.3")
 def hydra_main(cfg: DictConfig) -> None:
     """Run one job (a single run, or one job of a multirun sweep)."""
+    resume_gc()
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     code = run_config(
