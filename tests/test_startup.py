@@ -105,3 +105,14 @@ def test_the_hydra_app_imports_sqlite_utils_without_numpy() -> None:
     res = subprocess.run([sys.executable, "-c", _NUMPY_PROBE], capture_output=True, text=True, timeout=60)
     expected = ["numpy installed True", "imported [] True", "importable True"]
     assert res.stdout.splitlines() == expected, res.stderr
+
+
+def test_a_module_that_needs_what_was_blocked_is_imported_with_it(tmp_path: Path) -> None:
+    (tmp_path / "needy.py").write_text("import colorsys\nVALUE = colorsys.rgb_to_hsv(0, 0, 0)\n")
+    probe = ("import sys\nfrom evalhydra.cli.startup import _import_without\n"
+             "print('colorsys' in sys.modules)\n"
+             "_import_without('needy', ('colorsys',))\n"
+             "print(sys.modules['needy'].VALUE, sys.modules['colorsys'] is not None)\n")
+    res = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)  # `python -c` imports from its working directory first
+    assert res.stdout.splitlines() == ["False", "(0.0, 0.0, 0) True"], res.stderr

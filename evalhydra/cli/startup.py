@@ -26,17 +26,21 @@ __all__ = ["import_httpx_without_its_cli", "import_sqlite_utils_without_numpy_or
 
 def _import_without(name: str, blocked: tuple[str, ...]) -> None:
     """Import ``name`` while the modules ``blocked`` cannot be imported; a no-op when ``name``
-    or any of them is imported already. They are importable again afterwards."""
+    or any of them is imported already. They are importable again afterwards, and if ``name``
+    cannot do without them after all, it is imported again with them."""
     if name in sys.modules or any(module in sys.modules for module in blocked):
         return
     for module in blocked:
         sys.modules[module] = None  # type: ignore[assignment]  # makes `import module` raise ImportError
     try:
         importlib.import_module(name)
+    except ImportError:
+        pass  # imported again below, with nothing blocked
     finally:
         for module in blocked:
             if sys.modules.get(module, ...) is None:
                 del sys.modules[module]
+    importlib.import_module(name)  # a no-op after the import above worked
 
 
 def import_httpx_without_its_cli() -> None:
