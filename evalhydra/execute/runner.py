@@ -41,6 +41,7 @@ from evalhydra.agents.loader import load_cases
 from evalhydra.config.redact import redact_overrides
 from evalhydra.execute.agent_cell import AgentCellRunner
 from evalhydra.execute.chat_cell import ChatCellRunner
+from evalhydra.execute.gcpace import RunGcPace
 from evalhydra.execute.jobqueue import JobQueue
 from evalhydra.execute.progress import Progress
 from evalhydra.execute.services import build_matchers, open_services
@@ -195,7 +196,9 @@ async def execute_cells(
         if claims is not None:
             claims.start_renewing()
         try:
-            await _run(plan, store, _Source(jobs, done, claims), open_runner, outcome, progress, work_scope)
+            source = _Source(jobs, done, claims)
+            with RunGcPace():
+                await _run(plan, store, source, open_runner, outcome, progress, work_scope)
             status = "interrupted" if outcome.interrupted else "completed"
         finally:
             with trio.CancelScope(shield=True):
