@@ -35,7 +35,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from floors import TOUCH_LIBRARIES, hydra_app  # bench/floors.py, beside this script
+from floors import CACHING_ENV, TOUCH_LIBRARIES, hydra_app  # bench/floors.py, beside this script
 
 VALIDATOR = """
 from evalhydra.agents import ValidationResult
@@ -68,7 +68,7 @@ time.sleep(float(cfg.sleep))
 def _timed(args: list[str], cwd: Path, program: list[str] | None = None) -> float:
     argv = [sys.executable, *(program or ["-m", "evalhydra"]), *args]
     start = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=CACHING_ENV)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{argv[1:3]} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")

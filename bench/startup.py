@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from floors import TOUCH_LIBRARIES, hydra_app  # bench/floors.py, beside this script
+from floors import CACHING_ENV, TOUCH_LIBRARIES, hydra_app  # bench/floors.py, beside this script
 
 SIDES = ("python", "hydra-min", "hydra-libs", "evalhydra")
 
@@ -51,18 +51,12 @@ def _write_apps(root: Path) -> dict[str, list[str]]:
     }
 
 
-#: The sides' environment: Python writes its bytecode caches, as on a user's machine. Where
-#: ``PYTHONDONTWRITEBYTECODE`` is set (these development machines set it), an editable install
-#: would otherwise compile evalhydra's modules from source at every start (~0.14 s here).
-_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
-
-
 def _timed(argv: list[str], cwd: Path) -> tuple[float, float]:
     """Wall and CPU seconds of one process (its output goes to a file: a pipe nobody reads
     until the process exits could fill and stall it)."""
     with tempfile.TemporaryFile() as log:
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=_ENV)
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=CACHING_ENV)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         code = os.waitstatus_to_exitcode(status)
