@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -72,3 +73,16 @@ async def test_a_run_executes_at_the_run_pace_and_restores_the_caller_s(
     assert outcome.executed == 2
     assert seen == [(RUN_GEN0_THRESHOLD, 10, 10)]
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_what_a_run_leaves_in_reference_cycles_is_collected_when_it_ends(
+        thresholds: tuple[int, int, int]) -> None:
+    class Node:
+        other: object = None
+
+    with RunGcPace():
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        alive = weakref.ref(a)
+        del a, b
+    assert alive() is None

@@ -14,7 +14,12 @@ counting as before.
 
 :class:`RunGcPace` sets that threshold for the time a run executes and puts back
 the caller's when the last run of the process ends (runs may overlap in one
-process: an API caller's threads).
+process: an API caller's threads), then collects what the runs left in reference
+cycles. Left to the caller's next collections, that garbage (an unclosed loopback
+socket among it) was finalised inside whatever ran next: in the test suite, 3 runs
+in 5 failed on a ``ResourceWarning`` raised in another test's setup; with the
+collection, 6 runs in 6 passed. The collection walks only what the run made when
+start-up's objects are frozen (:func:`evalhydra.cli.startup.resume_gc`): 0.8 ms.
 """
 
 from __future__ import annotations
@@ -54,3 +59,4 @@ class RunGcPace:
             cls._runs -= 1
             if cls._runs == 0:
                 gc.set_threshold(*cls._saved)
+                gc.collect()  # the runs' cyclic garbage, now, not at some later caller's allocation
