@@ -57,6 +57,8 @@ class RunGcPace:
         cls = type(self)
         with cls._lock:
             cls._runs -= 1
-            if cls._runs == 0:
+            last = cls._runs == 0
+            if last:
                 gc.set_threshold(*cls._saved)
-                gc.collect()  # the runs' cyclic garbage, now, not at some later caller's allocation
+        if last:  # outside the lock: finalisers run during a collection and may start a run
+            gc.collect()  # the runs' cyclic garbage, now, not at some later caller's allocation
