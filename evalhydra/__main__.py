@@ -11,6 +11,7 @@ import gc
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from evalhydra import __version__
 
@@ -53,7 +54,12 @@ def _main(args: list[str]) -> None:
     from evalhydra.cli.app import run_app  # Hydra and the runner: only for a run
 
     if args[:1] in (["-h"], ["--help"]):
-        print(usage())
+
+        def show_help() -> int:
+            print(usage())
+            return run_app(args)  # Hydra's own help follows
+
+        raise SystemExit(_to_a_reader_that_may_leave(show_help))
     raise SystemExit(run_app(args))
 
 
@@ -68,11 +74,17 @@ def _subcommand(args: list[str]) -> int:
     from evalhydra.cli.store_commands import main as store_main
 
     resume_gc()
+    return _to_a_reader_that_may_leave(lambda: store_main(args))
+
+
+def _to_a_reader_that_may_leave(command: Callable[[], int]) -> int:
+    """Run ``command`` and return its code, or 0 when the reader of its output left first
+    (``evalhydra results latest | head``, ``evalhydra --help | head``): no traceback."""
     try:
-        code = store_main(args)
+        code = command()
         sys.stdout.flush()
-    except BrokenPipeError:  # e.g. `evalhydra results latest | head`: the reader left
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit
         code = 0
     return code
 

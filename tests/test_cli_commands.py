@@ -171,3 +171,16 @@ def test_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     proc.stdout.close()  # the reader goes away before the listing is written
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and b"Traceback" not in err
+
+
+@pytest.mark.parametrize("args", [["--help"], ["runs", "--help"]])
+def test_a_reader_that_leaves_first_gets_no_traceback(tmp_path: Path, args: list[str]) -> None:
+    """`evalhydra --help | head -1`: the pipe is closed before evalhydra writes to it."""
+    proc = subprocess.Popen([sys.executable, "-m", "evalhydra", *args], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # long before the interpreter has started
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 0, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
