@@ -132,14 +132,21 @@ _FLOOR_SQL = """select "group" || eval_id || service_name || model || run_index 
   || judge_retried || judge_status_code || latency_ms from results where run_id = ?"""
 
 
+def _read_only(db: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+
+
+def _drain(conn: sqlite3.Connection, sql: str) -> int:
+    """Run ``sql`` for the bench's run and fetch every row; returns how many."""
+    cursor = conn.execute(sql, (RUN_ID,))
+    return sum(len(rows) for rows in iter(lambda: cursor.fetchmany(2000), []))
+
+
 def scan_floor(db: Path) -> dict[str, object]:
     """Time one SQLite pass over the run returning one string per result (call in a fresh process)."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = _read_only(db)
     started = time.perf_counter()
-    cursor = conn.execute(_FLOOR_SQL, (RUN_ID,))
-    count = 0
-    for rows in iter(lambda: cursor.fetchmany(2000), []):
-        count += len(rows)
+    count = _drain(conn, _FLOOR_SQL)
     elapsed = time.perf_counter() - started
     conn.close()
     return {"seconds": elapsed, "rows": count}
@@ -165,12 +172,10 @@ def parallel_floor(db: Path) -> dict[str, object]:
     seconds: dict[str, float] = {}
 
     def run(name: str, sql: str) -> None:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+        conn = _read_only(db)
         start.wait()
         began = time.perf_counter()
-        cursor = conn.execute(sql, (RUN_ID,))
-        for _ in iter(lambda: cursor.fetchmany(2000), []):
-            pass
+        _drain(conn, sql)
         seconds[name] = time.perf_counter() - began
         conn.close()
 
