@@ -237,7 +237,7 @@ def _evalhydra(url: str, n: int, c: int, workdir: Path, transport: str) -> dict[
     ])
     # As `python -m evalhydra` does once Hydra has composed the config (evalhydra.cli.startup.resume_gc):
     # what start-up made stays out of the run's collections. Left in, the collection at the run's
-    # end (evalhydra.execute.gcpace) walked every object of this process: 85 ms of the run's wall.
+    # end (evalhydra.execute.gcpace) walked every object of this process: 36-85 ms of the run's wall.
     gc.freeze()
     plan = build_plan(cfg)
     store = open_store(plan.store_path)
