@@ -549,14 +549,16 @@ async def test_cli_process_and_sync_openai_client(
     proc, url = mock_process
 
     def ask() -> tuple[int, Any]:
-        sync = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
-        with pytest.raises(openai.InternalServerError) as failed:  # --fail-first-n 1
-            sync.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "x"}])
-        result = sync.chat.completions.create(
-            model="gpt-x",
-            messages=[{"role": "user", "content": "Search the web for the weather in Melbourne."}],
-            tools=[SEARCH_WEB],  # type: ignore[list-item]
-        )
+        # Closed when done: the exception's traceback puts the client in a reference cycle, so
+        # left open its pooled socket waited for a collection, inside whatever test ran then.
+        with openai.OpenAI(base_url=url, api_key="x", max_retries=0) as sync:
+            with pytest.raises(openai.InternalServerError) as failed:  # --fail-first-n 1
+                sync.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "x"}])
+            result = sync.chat.completions.create(
+                model="gpt-x",
+                messages=[{"role": "user", "content": "Search the web for the weather in Melbourne."}],
+                tools=[SEARCH_WEB],  # type: ignore[list-item]
+            )
         return failed.value.status_code, result
 
     status, result = await trio.to_thread.run_sync(ask)
