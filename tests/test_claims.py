@@ -7,12 +7,20 @@ import re
 import signal
 import sqlite3
 import time
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
+import trio
+from omegaconf import DictConfig
 
+from evalhydra.execute.runner import execute
+from evalhydra.plan.build import build_plan
+from evalhydra.plan.cells import count_cells
 from evalhydra.store.claims import Claims
 from evalhydra.store.db import Batch, open_store
+from evalhydra.testing.mock import MockSettings, serve
 from tests.helpers import (
     chat_requests,
     mock_process,
@@ -78,6 +86,59 @@ def test_stored_results_are_not_claimed_and_errors_only_from_earlier_runs(tmp_pa
     keep = Claims(path, "run-c", "2026-05-01T00:00:00.000Z", resend_errors=False)
     assert keep.claim(["old-error"]).stored == ["old-error"]
     keep.close()
+
+
+def test_a_claim_ends_in_the_transaction_that_stores_its_result_unless_it_is_an_error(
+        tmp_path: Path) -> None:
+    path = _store(tmp_path)
+    mine = Claims(path, "run-a", _AT, resend_errors=True)
+    theirs = Claims(path, "run-b", _AT, resend_errors=True)
+    assert mine.claim(["ok", "err", "in-flight"]).claimed == ["ok", "err", "in-flight"]
+    assert theirs.claim(["other"]).claimed == ["other"]
+    store = open_store(path)
+    store.write(Batch(results=[result_row("ok", "run-a"), result_row("err", "run-a", error="timeout"),
+                               result_row("other", "run-b")]), claims_of="run-a")
+    held = dict(store.conn.execute("select cell_key, run_id from claims"))
+    # an error stays claimed until the run ends (a run resending errors must not take it
+    # meanwhile), and another run's claim is that run's business
+    assert held == {"err": "run-a", "in-flight": "run-a", "other": "run-b"}
+    store.close()
+    mine.close()
+    theirs.close()
+
+
+Compose = Callable[..., DictConfig]
+
+#: One read: the claims, the results, and the claims on stored results.
+_SAMPLE = """select (select count(*) from claims), (select count(*) from results),
+  (select count(*) from claims join results using (cell_key))"""
+
+
+async def test_a_run_holds_claims_only_on_cells_whose_results_are_not_stored(
+        compose: Compose, tmp_path: Path) -> None:
+    registry = numbered_registry(tmp_path / "reg", 60)
+    samples: list[tuple[int, int, int]] = []
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve, MockSettings(latency_ms=20))
+        plan = build_plan(compose("service=mock", "service.mock.enabled=false",
+                                  f"service.base_url={server.url}", "eval=g", f"registry={registry}",
+                                  "run.concurrency=4", "run.batch_size=2"))
+        store = open_store(plan.store_path)
+
+        async def sample() -> None:
+            with closing(sqlite3.connect(plan.store_path)) as conn:
+                while True:
+                    samples.append(conn.execute(_SAMPLE).fetchone())
+                    await trio.sleep(0.005)
+
+        nursery.start_soon(sample)
+        outcome = await execute(plan, store, total=count_cells(plan))
+        nursery.cancel_scope.cancel()
+    assert outcome.executed == 60 and outcome.errors == 0
+    assert all(on_stored == 0 for _, _, on_stored in samples), samples
+    assert any(claims and 0 < stored < 60 for claims, stored, _ in samples), samples  # seen mid-run
+    assert store.conn.execute("select count(*) from claims").fetchone()[0] == 0
+    store.close()
 
 
 def test_claims_of_a_dead_process_are_released_when_the_store_is_opened(tmp_path: Path) -> None:

@@ -99,3 +99,21 @@ async def test_the_writer_waits_for_a_batch_or_the_interval_and_never_spins_whil
     before = trio.current_time()
     await sink.wait(100)  # closed: nothing to wait for
     assert trio.current_time() == before
+
+
+async def test_a_hurried_sink_hands_each_row_to_the_writer_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    sink = RowSink(batch_size=100)
+    await sink.put(members=[("r", "a")])
+    sink.hurry()  # the run's last cells are in flight
+    start = trio.current_time()
+    await sink.wait(100)  # a row is pending: at once, not after the interval
+    assert trio.current_time() == start
+    assert [key for _, key in sink.take().members] == ["a"]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sink.wait, 100)
+        await trio.sleep(5)  # nothing pending: the writer still sleeps
+        assert nursery.child_tasks
+        await sink.put(members=[("r", "b")])
+    assert trio.current_time() == start + 5  # the next row, as soon as it came

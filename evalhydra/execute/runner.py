@@ -237,7 +237,8 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
                progress: Progress, work_scope: trio.CancelScope) -> None:
     rows = RowSink(plan.run.batch_size)
     async with trio.open_nursery() as outer:
-        outer.start_soon(store_writer, rows, store)
+        claims_of = outcome.run_id if source.claims is not None else None
+        outer.start_soon(partial(store_writer, rows, store, claims_of=claims_of))
         try:
             async with trio.open_nursery() as helpers:
                 async with open_runner(helpers) as runner:
@@ -364,6 +365,7 @@ async def _worker(work: _Work, jobs: JobQueue[CellJob]) -> None:
         outcome.errors += is_error
         work.progress.advance(passed=bool(row.passed), error=is_error)
         await rows.put((row,), ((work.run_id, job.key),), attempts)
+    rows.hurry()  # no cell is left to start: write the last ones as they come
 
 
 async def watch_signals(scope: trio.CancelScope) -> None:

@@ -8,6 +8,7 @@ them a batch at a time and commits each batch off the trio thread.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 import trio
@@ -33,6 +34,7 @@ class RowSink:
         self.batch_size = max(1, batch_size)
         self.pending = Batch()
         self.closed = False
+        self.hurried = False
         self._filled = trio.Event()  # a row is pending, or the sink is closed
         self._full = trio.Event()  # a batch is pending, or the sink is closed
         self._room = trio.lowlevel.ParkingLot()  # tasks waiting for the writer to take rows
@@ -47,10 +49,21 @@ class RowSink:
         if not self._filled.is_set():
             self._filled.set()
         size = max(len(pending.results), len(pending.members))
-        if size >= self.batch_size:
+        if size >= self.batch_size or self.hurried:
             self._full.set()
             while max(len(self.pending.results), len(self.pending.members)) >= 2 * self.batch_size:
                 await self._room.park()
+
+    def hurry(self) -> None:
+        """From now on the writer takes rows as soon as it is free, not a batch at a time.
+
+        Workers call it when no cell is left to start: the rows still to come are the
+        last cells' in flight, and waiting for a full batch or the flush interval only
+        leaves them all to one write after the last cell, which the run then waits for.
+        """
+        self.hurried = True
+        if len(self.pending):
+            self._full.set()
 
     def take(self) -> Batch:
         """Every pending row (the writer's); wakes the tasks waiting for room."""
@@ -75,21 +88,24 @@ class RowSink:
             await self._full.wait()
 
 
-async def store_writer(sink: RowSink, store: Store, flush_interval: float = FLUSH_INTERVAL_S) -> None:
+async def store_writer(sink: RowSink, store: Store, flush_interval: float = FLUSH_INTERVAL_S, *,
+                       claims_of: str | None = None) -> None:
     """The only task that writes: one transaction per batch of the sink, or per
     ``flush_interval`` seconds, whichever comes first, committed off the trio thread.
 
     A crash loses at most the last interval's results, which resume re-runs;
-    nothing stored is ever duplicated.
+    nothing stored is ever duplicated. With ``claims_of``, that run's claims on the
+    results written end in the same transactions (:meth:`~evalhydra.store.db.Store.write`).
     """
+    write = partial(store.write, claims_of=claims_of)
     try:
         while not (sink.closed and not len(sink.pending)):
             await sink.wait(flush_interval)
             batch = sink.take()
             if len(batch):
-                await trio.to_thread.run_sync(store.write, batch)
+                await trio.to_thread.run_sync(write, batch)
     finally:
         with trio.CancelScope(shield=True):
             batch = sink.take()
             if len(batch):
-                await trio.to_thread.run_sync(store.write, batch)
+                await trio.to_thread.run_sync(write, batch)

@@ -1,10 +1,16 @@
 """Cell claims: one cell, one request, however many processes share a store.
 
 Before a run sends a cell it claims it in the ``claims`` table, in the same
-transaction that checks the cell is still unstored. A claim holds for the
-whole run (the run renews its lease while it lasts) and is released when the
-run ends, so a second invocation on the same store skips the cells the first
-one is sending or has sent, and sends only what nobody holds. A claim whose
+transaction that checks the cell is still unstored. A claim holds until the
+store writer stores the cell's result, in that same transaction
+(:meth:`~evalhydra.store.db.Store.write`), so at every moment a cell is
+either claimed or stored; an infrastructure error's claim, and those of cells
+never finished, hold until the run ends (the run renews its lease while it
+lasts). A second invocation on the same store skips the cells the first one is
+sending or has sent, and sends only what nobody holds. The table holds only
+cells in flight: the lease renewals and the release at the end touch those, not
+every cell of the run (releasing 20,000 claims at a run's end took 16-17 ms of
+its wall). A claim whose
 lease ran out (its process died on another host) can be taken over; on this
 host, opening the store for writing releases the claims of runs whose process
 is gone at once (:meth:`~evalhydra.store.db.Store._close_abandoned_runs`).
@@ -99,7 +105,7 @@ class Claims:
                               [time.time() + self.lease_s, self.run_id])
 
     def release(self) -> None:
-        """Drop this run's claims (its cells are stored, or free for the next run)."""
+        """Drop this run's remaining claims (errors, and cells it did not finish: free for the next run)."""
         with self._lock, immediate(self.conn):
             self.conn.execute("delete from claims where run_id = ?", [self.run_id])
 

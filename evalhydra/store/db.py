@@ -112,20 +112,38 @@ class Store:
         self.conn.close()
 
     # -- writes -----------------------------------------------------------
-    def write(self, batch: Batch) -> None:
-        """Write a batch atomically (``BEGIN IMMEDIATE`` … ``COMMIT``)."""
+    def write(self, batch: Batch, *, claims_of: str | None = None) -> None:
+        """Write a batch atomically (``BEGIN IMMEDIATE`` … ``COMMIT``).
+
+        Args:
+            batch: The rows.
+            claims_of: The run whose claims on the batch's results end in the same
+                transaction (see :mod:`evalhydra.store.claims`), except on infrastructure
+                errors, which the run holds until it ends.
+        """
         if not len(batch):
             return
-        self.write_values([row_values(_typed(r)) for r in batch.results], batch.members,
-                          [_attempt_values(a) for a in batch.attempts])
+        results = [_typed(r) for r in batch.results]
+        settled = None
+        if claims_of is not None:
+            settled = (claims_of, [r.cell_key for r in results if not r.is_error])
+        self.write_values([row_values(r) for r in results], batch.members,
+                          [_attempt_values(a) for a in batch.attempts], settled=settled)
 
     def write_values(self, results: Sequence[Sequence[Any]], members: Sequence[Sequence[Any]],
-                     attempts: Sequence[Sequence[Any]]) -> None:
+                     attempts: Sequence[Sequence[Any]], *,
+                     settled: tuple[str, Sequence[str]] | None = None) -> None:
         """Write rows already in column order atomically: ``results`` in ``RESULT_FIELDS`` order,
         ``members`` as ``(run_id, cell_key)``, ``attempts`` in ``ATTEMPT_FIELDS`` order.
 
         :meth:`write` builds these from a :class:`Batch`; ``bench/throughput.py`` times
         this alone as the store's floor.
+
+        Args:
+            results: Result rows.
+            members: Run memberships.
+            attempts: HTTP attempt rows.
+            settled: ``(run_id, cell keys)``: that run's claims on these cells are deleted.
         """
         with immediate(self.conn):
             insert_present(self.conn, "insert or replace into results", _RESULT_COLUMNS, results,
@@ -133,6 +151,8 @@ class Store:
             _insert_members(self.conn, members)
             insert_present(self.conn, "insert or replace into attempts", ATTEMPT_FIELDS, attempts,
                            self._shapes["attempts"])
+            if settled is not None:
+                _delete_claims(self.conn, *settled)
 
     def start_run(self, row: dict[str, Any]) -> None:
         """Insert the ``runs`` row of a new invocation."""
@@ -375,6 +395,16 @@ def _insert_members(conn: sqlite3.Connection, members: Sequence[Sequence[Any]]) 
         insert_rows(conn, _INSERT_MEMBER, members)
         return
     insert_rows(conn, _INSERT_MEMBER, [(key,) for _, key in members], shared=[*runs])
+
+
+def _delete_claims(conn: sqlite3.Connection, run_id: str, keys: Sequence[str]) -> None:
+    """Delete ``run_id``'s claims on ``keys``, in statements of the sizes :func:`insert_rows` uses."""
+    start = 0
+    for size in _chunk_sizes(len(keys)):
+        marks = ", ".join("?" * size)
+        conn.execute(f"delete from claims where run_id = ? and cell_key in ({marks})",
+                     [run_id, *keys[start:start + size]])
+        start += size
 
 
 def _chunk_sizes(total: int) -> list[int]:
