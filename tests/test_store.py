@@ -240,6 +240,23 @@ def test_migration_5_renames_agent_tool_call_args(tmp_path: Path) -> None:
     store.close()
 
 
+def test_migration_8_drops_the_claims_index_by_run_and_keeps_the_claims(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    open_store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("create index idx_claims_run_id on claims (run_id)")  # as schema version 7 had it
+    conn.execute("insert into claims (cell_key, run_id, expires_at) values ('k', 'run-a', 1e12)")
+    conn.execute("pragma user_version = 7")
+    conn.commit()
+    conn.close()
+    store = open_store(path)
+    indexes = [r[1] for r in store.conn.execute("pragma index_list(claims)")]
+    assert indexes == ["sqlite_autoindex_claims_1"]  # the cell key's, which every claim statement uses
+    assert list(store.conn.execute("select cell_key, run_id from claims")) == [("k", "run-a")]
+    assert store.conn.execute("pragma user_version").fetchone()[0] == SCHEMA_VERSION
+    store.close()
+
+
 def test_a_run_whose_process_is_gone_is_marked_interrupted(tmp_path: Path) -> None:
     store = open_store(tmp_path / "s.db")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,

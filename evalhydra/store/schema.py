@@ -292,7 +292,17 @@ def _migration_7(db: sqlite_utils.Database) -> None:
             db.conn.execute(f"alter table runs add column {name} {kind}")
 
 
+def _migration_8(db: sqlite_utils.Database) -> None:
+    """No index of claims by run: a claim now ends when its result is stored, so the table holds
+    only the cells in flight (and a run's infrastructure errors until it ends), and the statements
+    by run (renewal, release) read a few hundred rows. The index cost every claim and every
+    stored result a third B-tree update: in a 20,000-cell run, the writer's deletes took 3.6-3.9 µs
+    of CPU a cell with it and 1.2-1.3 µs without, the claims 5.1-5.3 against 4.7-4.9 µs."""
+    db.conn.execute("drop index if exists idx_claims_run_id")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
+    _migration_8,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
