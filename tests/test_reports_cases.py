@@ -8,13 +8,15 @@ read through the ``run_id`` index or by a table scan.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from evalhydra.reports import aggregate, selection
+from evalhydra.reports import aggregate, selection, writer
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
 from evalhydra.reports.writer import ALL_FORMATS, write_run_reports
@@ -120,3 +122,34 @@ def test_reports_are_identical_read_by_index_or_by_scan(mock_store: MockStore, t
     assert "runs.json" in files and "junit.xml" in files
     for name in files:
         assert (tmp_path / "scan" / name).read_bytes() == (tmp_path / "index" / name).read_bytes(), name
+
+
+def test_reports_are_identical_whether_the_per_case_statement_has_a_core_of_its_own(
+        mock_store: MockStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = [mock_store.runs[n] for n in ("base", "flaky", "judge")]
+    store = open_store(mock_store.path, read_only=True)
+    threads: dict[str, set[str]] = {}
+    for name, cores in (("apart", 8), ("after", 2)):
+        monkeypatch.setattr(writer, "_usable_cores", lambda cores=cores: cores)
+        recording = _recording(threads.setdefault(name, set()))
+        monkeypatch.setattr(writer, "case_rows", recording)  # on a worker
+        monkeypatch.setattr(aggregate, "case_rows", recording)  # on the main thread
+        write_run_reports(store, ids, tmp_path / name, formats=("json", "md", "text"), cumulative=False)
+    store.close()
+    # 8 cores: on a worker beside runs.json's; 2: on the main thread, after the totals
+    assert threads == {"apart": {"evalhydra-report_1"}, "after": {"MainThread"}}
+    files = sorted(p.name for p in (tmp_path / "apart").iterdir())
+    assert "runs.json" in files and "report.md" in files
+    for name in files:
+        assert (tmp_path / "apart" / name).read_bytes() == (tmp_path / "after" / name).read_bytes(), name
+
+
+def _recording(seen: set[str]) -> Callable[..., list[tuple[Any, ...]]]:
+    """:func:`case_rows` that notes the thread it ran on."""
+    def record(*args: Any) -> list[tuple[Any, ...]]:
+        seen.add(threading.current_thread().name)
+        return _CASE_ROWS(*args)
+    return record
+
+
+_CASE_ROWS = aggregate.case_rows
