@@ -136,8 +136,9 @@ def test_reports_are_identical_whether_the_per_case_statement_has_a_core_of_its_
         monkeypatch.setattr(aggregate, "case_rows", recording)  # on the main thread
         write_run_reports(store, ids, tmp_path / name, formats=("json", "md", "text"), cumulative=False)
     store.close()
-    # 8 cores: on a worker beside runs.json's; 2: on the main thread, after the totals
-    assert threads == {"apart": {"evalhydra-report_1"}, "after": {"MainThread"}}
+    # 8 cores: on a worker beside runs.json's (either of the pool's two); 2: on the main thread
+    assert threads["after"] == {"MainThread"}
+    assert len(threads["apart"]) == 1 and threads["apart"].pop().startswith("evalhydra-report_")
     files = sorted(p.name for p in (tmp_path / "apart").iterdir())
     assert "runs.json" in files and "report.md" in files
     for name in files:
