@@ -10,10 +10,9 @@ lasts). A second invocation on the same store skips the cells the first one is
 sending or has sent, and sends only what nobody holds. The table holds only
 cells in flight: the lease renewals and the release at the end touch those, not
 every cell of the run (releasing 20,000 claims at a run's end took 16-25 ms of
-its wall). A claim whose
-lease ran out (its process died on another host) can be taken over; on this
-host, opening the store for writing releases the claims of runs whose process
-is gone at once (:meth:`~evalhydra.store.db.Store._close_abandoned_runs`).
+its wall). A claim whose lease ran out (its process died on another host) can be
+taken over; on this host, opening the store for writing releases the claims of
+runs whose process is gone at once (:meth:`~evalhydra.store.db.Store._close_abandoned_runs`).
 
 Claims have their own connection: they are written from the producer task's
 thread while the store writer commits results on its own connection.
