@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,20 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture(scope="session")
+def fake_agent_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake agent as an executable run by this interpreter, not by whatever ``python3`` is on PATH.
+
+    A venv need not be activated for its interpreter to run the tests, so the script's
+    ``#!`` line names ``sys.executable`` itself.
+    """
+    path = tmp_path_factory.mktemp("bin") / "fake-agent"
+    path.write_text(f"#!{sys.executable}\nimport runpy\n"
+                    "runpy.run_module('evalhydra.testing.fake_agent', run_name='__main__')\n")
+    path.chmod(0o755)
+    return path
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""run_trial through real subprocesses of the fake agent (tests/fake_agent.py)."""
+"""run_trial through real subprocesses of the fake agent (conftest's ``fake_agent_cli``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import trio
 from evalhydra.agents import AgentCase, TrialResult, load_cases, run_trial, validate_command_service
 from evalhydra.config.schema import PricingConfig, ServiceConfig
 
-FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
+FAKE_AGENT = Path()  # set by _fake_agent: the launcher conftest writes for this interpreter
 REGISTRY = Path(__file__).resolve().parents[1] / "registry"
 MODEL = "fake:model-1"
 
@@ -33,6 +33,12 @@ class FileStatus:
 
 validator = FileStatus()
 """
+
+
+@pytest.fixture(autouse=True)
+def _fake_agent(fake_agent_cli: Path) -> None:
+    global FAKE_AGENT
+    FAKE_AGENT = fake_agent_cli
 
 
 def make_case(root: Path, name: str, instruction: str, workdir: dict[str, str] | None = None) -> AgentCase:

@@ -101,7 +101,7 @@ print("importable", numpy.float64(1.5) == 1.5)
 
 
 def test_the_hydra_app_imports_sqlite_utils_without_numpy() -> None:
-    """NumPy is installed here (Ray needs it), so sqlite-utils would import it; the app keeps it out."""
+    """NumPy is installed (the test extra lists it), so sqlite-utils would import it; the app keeps it out."""
     res = subprocess.run([sys.executable, "-c", _NUMPY_PROBE], capture_output=True, text=True, timeout=60)
     expected = ["numpy installed True", "imported [] True", "importable True"]
     assert res.stdout.splitlines() == expected, res.stderr
