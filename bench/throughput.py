@@ -222,7 +222,7 @@ def _registry(root: Path, n: int) -> tuple[Path, int]:
 def _evalhydra(url: str, n: int, c: int, workdir: Path, transport: str) -> dict[str, Any]:
     import trio
 
-    from evalhydra.config.compose import compose_config
+    from evalhydra.compose.compose import compose_config
     from evalhydra.execute.runner import execute
     from evalhydra.plan.build import build_plan
     from evalhydra.plan.cells import count_cells
@@ -316,7 +316,7 @@ def _run_side(side: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def _start_mock(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evalhydra.testing.mock", "--port", "0", "--latency-ms", str(latency_ms)],
+        [sys.executable, "-m", "evalhydra.services.mock", "--port", "0", "--latency-ms", str(latency_ms)],
         stdout=subprocess.PIPE, text=True,
     )
     assert proc.stdout is not None

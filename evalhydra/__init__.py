@@ -1,10 +1,27 @@
-"""evalhydra: run declarative LLM eval suites, store every result in SQLite, report and compare."""
+"""evalhydra: run declarative LLM eval suites, store every result in SQLite, report and compare.
+
+The package is layered; each layer imports only those below it (import-linter's
+contract in ``pyproject.toml`` enforces it)::
+
+    testing                          test helpers; nothing in the package imports them
+    cli | api                        argv and printing | the Python API (evaluate, rejudge)
+    job                              one job end to end: run or rejudge, reports, gates, exit codes
+    reports                          SQL selections over the store, and the formats written from them
+    execute                          the trio runner: cells in a nursery, one store writer
+    plan                             a composed config validated into a frozen plan; pre-flight checks
+    services | agents | matchers     who answers (chat endpoints, the mock) | agent CLIs | scoring
+    http                             transports behind httpx's interface
+    compose                          conf/ and the registry composed by Hydra
+    registry | store                 eval definitions and datasets on disk | the SQLite store
+    config                           the typed config schema
+    core                             errors, value types, messages, strict JSON, trio helpers
+"""
 
 import importlib.util
 import sys
 from pathlib import Path
 
-__version__ = "0.1.0"
+from evalhydra.core.version import __version__
 
 #: Data packages the wheel installs inside ``evalhydra/``, and the checkout folders they come from.
 _DATA_PACKAGES = {"conf": "conf", "registry_data": "registry"}
@@ -34,11 +51,20 @@ def _map_checkout_data_packages() -> None:
 _map_checkout_data_packages()
 
 
-def __getattr__(name: str) -> object:
-    """``evalhydra.evaluate`` and ``evalhydra.EvalResult``, imported on first use: the store
-    subcommands start without loading Hydra and the runner (about 0.2 s)."""
-    if name in ("evaluate", "EvalResult"):
-        from evalhydra import api
+__all__ = ["EvalHydraError", "EvalResult", "__version__", "evaluate", "rejudge"]
 
-        return getattr(api, name)
+#: The public names imported on first use, and their modules: the store subcommands
+#: start without loading Hydra and the runner.
+_LAZY = {"EvalHydraError": "evalhydra.core.errors", "EvalResult": "evalhydra.api",
+         "evaluate": "evalhydra.api", "rejudge": "evalhydra.api"}
+
+
+def __getattr__(name: str) -> object:
+    """The public names of :data:`_LAZY`, imported on first use."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,9 +1,10 @@
-"""The Python API: run evals from code (pytest, notebooks) exactly as the command line does.
+"""The Python API: run and re-judge evals from code (pytest, notebooks) exactly as the command line does.
 
 Example:
     >>> import evalhydra  # doctest: +SKIP
     >>> result = evalhydra.evaluate(["eval=smoke"], trials=3)  # doctest: +SKIP
     >>> assert result.ok, result.stats  # doctest: +SKIP
+    >>> again = evalhydra.rejudge(result.run_id, ["matcher=includes"])  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ from typing import Any
 
 import trio
 
-from evalhydra.cli.job import EXIT_OK, run_job
-from evalhydra.config.compose import compose_config
+from evalhydra.compose.compose import compose_config
+from evalhydra.config.defaults import DEFAULT_STORE_PATH
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.job.exit_codes import ExitCode
+from evalhydra.job.rejudge import rejudge as rejudge_run
+from evalhydra.job.run import run_job
 from evalhydra.plan.build import build_plan
 from evalhydra.store.db import open_store
 
-__all__ = ["EvalResult", "evaluate"]
+__all__ = ["EvalHydraError", "EvalResult", "evaluate", "rejudge"]
 
 
 @dataclass
@@ -46,7 +51,7 @@ class EvalResult:
     @property
     def ok(self) -> bool:
         """True when the run measured and every gate passed."""
-        return self.exit_code == EXIT_OK
+        return self.exit_code == ExitCode.OK
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every result row of the run (``results`` columns), read from the store."""
@@ -85,6 +90,27 @@ def evaluate(overrides: Sequence[str] = (), /, **options: Any) -> EvalResult:
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(_evaluate, items).result()
     return _evaluate(items)
+
+
+def rejudge(run_id: str, overrides: Sequence[str] = (), /, *, store: str | Path = DEFAULT_STORE_PATH,
+            out: str | Path | None = None) -> EvalResult:
+    """Score a stored run's outputs again as a new run, as ``evalhydra rejudge`` does.
+
+    Args:
+        run_id: The run to re-judge: a full id, a unique prefix, or ``latest``.
+        overrides: Hydra overrides on top of the run's own, e.g. ``["matcher=includes"]``.
+        store: The SQLite store holding the run (the new run goes there too).
+        out: The report directory (default: ``<store dir>/runs/<new run id>``).
+
+    Returns:
+        The new run's id, exit code and per-target stats.
+
+    Raises:
+        EvalHydraError: An unknown run, an invalid config or judge (before any call).
+    """
+    result = rejudge_run(store, run_id, overrides, out=Path(out) if out is not None else None)
+    return EvalResult(run_id=result.run_id, exit_code=result.exit_code, stats=result.stats,
+                      store_path=Path(store).expanduser().resolve())
 
 
 def _evaluate(items: list[str]) -> EvalResult:

@@ -40,7 +40,7 @@ def fake_agent_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """
     path = tmp_path_factory.mktemp("bin") / "fake-agent"
     path.write_text(f"#!{sys.executable}\nimport runpy\n"
-                    "runpy.run_module('evalhydra.testing.fake_agent', run_name='__main__')\n")
+                    "runpy.run_module('evalhydra.agents.fake_agent', run_name='__main__')\n")
     path.chmod(0o755)
     return path
 
@@ -48,7 +48,7 @@ def fake_agent_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def compose(tmp_path: Path) -> Callable[..., DictConfig]:
     """Compose the packaged config with a store under tmp_path and progress off."""
-    from evalhydra.config.compose import compose_config
+    from evalhydra.compose.compose import compose_config
 
     def _compose(*overrides: str) -> DictConfig:
         base = [f"store.path={tmp_path / 'store.db'}", "run.progress=false"]
@@ -109,7 +109,7 @@ def copy_fixture(tmp_path: Path) -> Callable[[Path], Path]:
 
 @pytest.fixture(scope="module")
 def mock_url() -> Iterator[str]:
-    """One mock server process per test module (``python -m evalhydra.testing.mock``)."""
+    """One mock server process per test module (``python -m evalhydra.services.mock``)."""
     from tests.helpers import mock_process
 
     with mock_process() as url:
@@ -119,7 +119,7 @@ def mock_url() -> Iterator[str]:
 @pytest.fixture
 def url(mock_url: str) -> str:
     """The module's mock process with default settings and zeroed counters."""
-    from evalhydra.testing.mock import MockSettings
+    from evalhydra.services.mock import MockSettings
     from tests.helpers import mock_call
 
     mock_call(mock_url, "config", MockSettings().to_dict())

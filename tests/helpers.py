@@ -21,9 +21,9 @@ PY = sys.executable
 
 @contextmanager
 def mock_process(*args: str) -> Iterator[str]:
-    """Run ``python -m evalhydra.testing.mock --port 0`` in its own process; yield its base URL."""
+    """Run ``python -m evalhydra.services.mock --port 0`` in its own process; yield its base URL."""
     proc = subprocess.Popen(
-        [PY, "-m", "evalhydra.testing.mock", "--port", "0", *args], stdout=subprocess.PIPE, text=True
+        [PY, "-m", "evalhydra.services.mock", "--port", "0", *args], stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None

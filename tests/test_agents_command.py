@@ -9,7 +9,7 @@ import pytest
 
 from evalhydra.agents import build_argv, build_env, safe_model_name, session_name, validate_command_service
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 
 
 def cfg(**overrides: object) -> ServiceConfig:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.cli.job import run_plan
+from evalhydra.job.run import run_plan
 from evalhydra.plan.build import build_plan
 from evalhydra.registry.definitions import default_registry_root
 
@@ -88,7 +88,7 @@ def test_agent_run_resume_and_retry_errors(compose: Compose, agent_registry: Pat
 
 
 def test_agent_eval_needs_a_command_service(compose: Compose) -> None:
-    from evalhydra.errors import EvalHydraError
+    from evalhydra.core.errors import EvalHydraError
 
     with pytest.raises(EvalHydraError, match="service=fake_agent"):
         build_plan(compose("eval=agent_cases"))
@@ -97,7 +97,7 @@ def test_agent_eval_needs_a_command_service(compose: Compose) -> None:
 
 
 def test_zrb_template_requires_provider_model(compose: Compose) -> None:
-    from evalhydra.errors import EvalHydraError
+    from evalhydra.core.errors import EvalHydraError
 
     with pytest.raises(EvalHydraError, match="provider:name"):
         build_plan(compose("service=zrb", "eval=agent_cases", "service.model=gpt-4o"))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evalhydra.agents import ValidatorProtocol, load_cases, load_validator
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 
 GOOD = """
 from evalhydra.agents import ValidationResult

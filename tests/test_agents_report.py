@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from evalhydra.agents import TrialResult
-from evalhydra.atomic import write_json_atomic
+from evalhydra.reports.atomic import write_json_atomic
 from evalhydra.reports.zrb_markdown import render_zrb_report
 from tests.reference.zrb_report import list_table, results_json
 

@@ -329,7 +329,7 @@ async def test_example_cases_fail_with_a_lazy_model(tmp_path: Path) -> None:
 
 
 async def test_fake_agent_runs_as_a_module(tmp_path: Path) -> None:
-    argv = ["{python}", "-m", "evalhydra.testing.fake_agent", "chat", "--interactive", "false"]
+    argv = ["{python}", "-m", "evalhydra.agents.fake_agent", "chat", "--interactive", "false"]
     argv += ["--yolo", "true", "--model", "{model}", "--message", "{instruction}", "--session", "{session}"]
     (case,) = load_cases(["agent_cases/hello-file"], REGISTRY)
     result = await run(case, tmp_path / "out", service(argv=argv, cli_name=None))

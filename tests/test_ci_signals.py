@@ -15,8 +15,8 @@ import trio
 from omegaconf import DictConfig
 
 import evalhydra
-from evalhydra.cli.job import run_plan
 from evalhydra.cli.store_commands import main
+from evalhydra.job.run import run_plan
 from evalhydra.plan.build import build_plan
 from evalhydra.registry.definitions import default_registry_root
 from evalhydra.store.db import open_store

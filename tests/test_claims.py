@@ -18,9 +18,9 @@ from omegaconf import DictConfig
 from evalhydra.execute.runner import execute
 from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells
+from evalhydra.services.mock import MockSettings, serve
 from evalhydra.store.claims import Claims
 from evalhydra.store.db import Batch, open_store
-from evalhydra.testing.mock import MockSettings, serve
 from tests.helpers import (
     chat_requests,
     mock_process,

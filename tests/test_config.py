@@ -11,7 +11,7 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import DictConfig
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import cell_key
 from tests.conftest import ZIG_FIXTURE

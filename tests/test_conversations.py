@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.cli.job import run_plan
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.job.run import run_plan
 from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells, planned_cells
 from evalhydra.store.db import open_store

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.cli.job import run_plan
 from evalhydra.config.schema import ServiceConfig
+from evalhydra.core.values import ChatRequest
+from evalhydra.job.run import run_plan
 from evalhydra.plan.build import build_plan
-from evalhydra.services.openai_compat import build_payload
-from evalhydra.testing.mock.replies import reply_for, usage_for
-from evalhydra.types import ChatRequest
+from evalhydra.services.mock.replies import reply_for, usage_for
+from evalhydra.services.openai import build_payload
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli
 

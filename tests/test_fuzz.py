@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evalhydra.config.schema import RetryConfig, ServiceConfig
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import ChatRequest, Completion
 from evalhydra.registry.datasets import iter_cases
 from evalhydra.registry.definitions import load_registry
-from evalhydra.services.openai_compat import OpenAICompatService
-from evalhydra.types import ChatRequest, Completion
+from evalhydra.services.openai import OpenAICompatService
 from tests.conftest import smoke_eval, write_registry
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,8 +16,8 @@ from evalhydra.execute.gcpace import RUN_GEN0_THRESHOLD, RunGcPace
 from evalhydra.execute.runner import execute
 from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells
+from evalhydra.services.mock import MockSettings, serve
 from evalhydra.store.db import open_store
-from evalhydra.testing.mock import MockSettings, serve
 from tests.helpers import numbered_registry
 
 

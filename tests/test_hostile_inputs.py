@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.cli.job import run_plan
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.job.run import run_plan
 from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells
 from tests.conftest import smoke_eval, write_registry

@@ -17,14 +17,15 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.cli.job import run_config, run_plan
-from evalhydra.config.compose import compose_config
-from evalhydra.errors import EvalHydraError
+from evalhydra.cli.jobs import run_config
+from evalhydra.compose.compose import compose_config
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.job.run import run_plan
 from evalhydra.matchers.prompts import parse_prompt
 from evalhydra.matchers.rubric import refinement_input
 from evalhydra.plan.build import build_plan
 from evalhydra.registry.definitions import default_registry_root, load_registry
-from evalhydra.testing.mock.replies import reply_for, usage_for
+from evalhydra.services.mock.replies import reply_for, usage_for
 from tests.conftest import AIWG_FIXTURE, ZIG_FIXTURE, smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_call, mock_process
 

@@ -2,7 +2,7 @@
 
 Two layers:
 
-* :class:`~evalhydra.services.openai_compat.OpenAICompatService` with both
+* :class:`~evalhydra.services.openai.OpenAICompatService` with both
   transports against hypercorn (in this trio loop) serving
   :mod:`tests.asgi_chat`, over HTTP and over HTTPS with a ``trustme`` CA given
   through ``SSL_CERT_FILE``;
@@ -31,9 +31,9 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from evalhydra.config.schema import RetryConfig, ServiceConfig
+from evalhydra.core.values import ChatRequest, Completion, ErrorKind
 from evalhydra.http.lean import DEADLINE, LeanTransport
-from evalhydra.services.openai_compat import OpenAICompatService
-from evalhydra.types import ChatRequest, Completion, ErrorKind
+from evalhydra.services.openai import OpenAICompatService
 from tests import asgi_chat
 
 ASK = ChatRequest("Reply with exactly OK.")

@@ -30,9 +30,9 @@ def test_mypy_is_clean() -> None:
 
 @pytest.mark.slow
 def test_mypy_refuses_assigning_a_field_of_an_immutable_type(tmp_path: Path) -> None:
-    # evalhydra.types.immutable: frozen for the type checker only (a cheaper __init__).
+    # evalhydra.core.values.immutable: frozen for the type checker only (a cheaper __init__).
     snippet = tmp_path / "assign.py"
-    snippet.write_text("from evalhydra.types import Completion, Usage\n"
+    snippet.write_text("from evalhydra.core.values import Completion, Usage\n"
                        "c = Completion(output='a', model='m')\n"
                        "c.output = 'b'\n"
                        "u = Usage()\n"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import Case, ErrorKind, MatchResult
 from evalhydra.matchers import MatchContext, build_matcher, validate_matcher
 from evalhydra.matchers.composite import Part, combine
 from evalhydra.testing.judges import ScriptedJudge, judge_error
-from evalhydra.types import Case, ErrorKind, MatchResult
 
 EXACT = {"kind": "exact_match"}
 INCLUDES = {"kind": "includes"}

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import Case, ErrorKind, MatchResult
 from evalhydra.matchers import MatchContext, build_matcher, validate_matcher
 from evalhydra.matchers.custom import coerce_result, validation_to_result
-from evalhydra.types import Case, ErrorKind, MatchResult
 
 MODULE = textwrap.dedent(
     """
-    from evalhydra.types import MatchResult
+    from evalhydra.core.values import MatchResult
 
     def says_ok(ctx, word="OK"):
         return word in ctx.output

@@ -9,7 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from evalhydra.config.schema import MatcherConfig
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import Case, ErrorKind, MatchResult
 from evalhydra.matchers import (
     MATCHER_KINDS,
     MatchContext,
@@ -20,7 +21,6 @@ from evalhydra.matchers import (
 )
 from evalhydra.matchers.base import sync_matcher
 from evalhydra.matchers.factory import guard
-from evalhydra.types import Case, ErrorKind, MatchResult
 
 WHERE = "registry/evals/smoke/reply_ok.json: matcher"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import Case
 from evalhydra.matchers import MatchContext, build_matcher, validate_matcher
 from evalhydra.matchers.jsonmatch import json_fields, json_schema_match, make_validator
-from evalhydra.types import Case
 
 SCHEMA = {
     "type": "object",

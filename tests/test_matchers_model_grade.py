@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import Case, ErrorKind
 from evalhydra.matchers import MatchContext, build_matcher, model_grade_prompt, validate_matcher
 from evalhydra.matchers.model_grade import parse_judge_reply
 from evalhydra.testing.judges import ScriptedJudge, judge_error, judge_reply
-from evalhydra.types import Case, ErrorKind
 
 GOLDEN = (
     "You are grading an LLM or product response for an eval.\n"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import Case, ErrorKind
 from evalhydra.matchers import MatchContext, build_matcher, refinement_input, validate_matcher
 from evalhydra.matchers.prompts import contamination_markers, parse_prompt, render
 from evalhydra.matchers.rubric import evaluate_reply, parse_evaluator_reply, rubric_score
 from evalhydra.testing.judges import ScriptedJudge, judge_error, judge_reply
-from evalhydra.types import Case, ErrorKind
 from tests.conftest import AIWG_FIXTURE
 
 FIXTURES = AIWG_FIXTURE

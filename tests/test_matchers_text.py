@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import Case
 from evalhydra.matchers import MatchContext, build_matcher, validate_matcher
 from evalhydra.matchers.text import exact_match, includes, parse_flags, regex_match
-from evalhydra.types import Case
 
 
 def ctx(output: str, ideal: str | None = None) -> MatchContext:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from evalhydra.core.values import Case, ExpectedToolCall, ToolCall
 from evalhydra.matchers import MatchContext, build_matcher
 from evalhydra.matchers.toolcall import assign_distinct, json_equal, tool_call_match
-from evalhydra.types import Case, ExpectedToolCall, ToolCall
 
 E = ExpectedToolCall
 A = ToolCall

@@ -24,10 +24,10 @@ import pytest
 import trio
 
 from evalhydra.config.schema import MockConfig
-from evalhydra.testing.mock import FAULTS, MockServer, MockSettings, open_mock_server, reply_for, serve
-from evalhydra.testing.mock.__main__ import build_parser
-from evalhydra.testing.mock.replies import usage_for
-from evalhydra.testing.mock.wire import parse_head
+from evalhydra.services.mock import FAULTS, MockServer, MockSettings, open_mock_server, reply_for, serve
+from evalhydra.services.mock.__main__ import build_parser
+from evalhydra.services.mock.replies import usage_for
+from evalhydra.services.mock.wire import parse_head
 from tests.conftest import AIWG_FIXTURE
 
 AIWG = AIWG_FIXTURE
@@ -529,7 +529,7 @@ async def test_open_mock_server_context() -> None:
 
 @pytest.fixture
 def mock_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
-    argv = [sys.executable, "-m", "evalhydra.testing.mock", "--port", "0", "--fail-first-n", "1"]
+    argv = [sys.executable, "-m", "evalhydra.services.mock", "--port", "0", "--fail-first-n", "1"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -577,7 +577,7 @@ async def test_a_reply_bug_answers_500_and_the_server_lives_on(
     def broken(payload: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("evalhydra.testing.mock.server.reply_for", broken)
+    monkeypatch.setattr("evalhydra.services.mock.server.reply_for", broken)
     response = await chat(client, user("unique prompt for the broken reply"))
     assert response.status_code == 500
     assert response.json()["error"]["message"] == "mock internal error: RuntimeError: boom"

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 import trio
 import trio.testing
 
-from evalhydra.testing.mock.delays import SLACK, DelayLine
+from evalhydra.services.mock.delays import SLACK, DelayLine
 
 
 @asynccontextmanager

@@ -19,10 +19,11 @@ import trio
 import trio.testing
 
 from evalhydra.config.schema import PricingConfig, RateLimitConfig, RetryConfig, ServiceConfig
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import ChatRequest, ErrorKind, ToolCall, ToolSpec, Usage
 from evalhydra.http.pool import environment_proxy
 from evalhydra.services.base import Service
-from evalhydra.services.openai_compat import (
+from evalhydra.services.openai import (
     MAX_RESPONSE_BYTES,
     InvalidResponseError,
     OpenAICompatService,
@@ -34,7 +35,6 @@ from evalhydra.services.openai_compat import (
     upstream_error_message,
 )
 from evalhydra.services.pricing import cost_usd
-from evalhydra.types import ChatRequest, ErrorKind, ToolCall, ToolSpec, Usage
 
 MiB = 1024 * 1024
 Reply = httpx.Response | Exception | Callable[[httpx.Request], Any]

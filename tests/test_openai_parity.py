@@ -21,14 +21,14 @@ import pytest
 import trio
 
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.services.openai_compat import (
+from evalhydra.core.values import Attachment, Case, ChatRequest, ToolCall, ToolSpec
+from evalhydra.services.mock import MockServer, MockSettings, serve
+from evalhydra.services.openai import (
     OpenAICompatService,
     parse_chat_response,
     upstream_error_message,
 )
 from evalhydra.services.render import build_chat_request
-from evalhydra.testing.mock import MockServer, MockSettings, serve
-from evalhydra.types import Attachment, Case, ChatRequest, ToolCall, ToolSpec
 
 T = TypeVar("T")
 KEY = "sk-parity-test"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 from evalhydra.matchers.text import exact_match
 from evalhydra.registry.datasets import iter_cases
 from evalhydra.registry.definitions import load_registry

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.cli.job import run_plan
-from evalhydra.cli.rejudge import main, merge_overrides, rejudge
-from evalhydra.errors import EvalHydraError
-from evalhydra.execute.rejudge import rejudge_cell_key
+from evalhydra.cli.rejudge import main
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.execute.rejudge_cell import rejudge_cell_key
+from evalhydra.job.rejudge import merge_overrides, rejudge
+from evalhydra.job.run import run_plan
 from evalhydra.plan.build import build_plan
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_process

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import Attachment, Case, ErrorKind, ToolSpec
 from evalhydra.registry.attachments import (
     MAX_ATTACHMENT_BYTES,
     RenderError,
@@ -21,7 +22,6 @@ from evalhydra.services.render import (
     render_request,
     render_user_content,
 )
-from evalhydra.types import Attachment, Case, ErrorKind, ToolSpec
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 

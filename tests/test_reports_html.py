@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.cli.job import run_plan
 from evalhydra.cli.store_commands import main
+from evalhydra.job.run import run_plan
 from evalhydra.plan.build import build_plan
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import open_store

@@ -42,8 +42,8 @@ def mock_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockStore]:
     """Run the four mock runs once per session (about two seconds)."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from evalhydra.cli.job import run_config
-    from evalhydra.config.compose import compose_config
+    from evalhydra.cli.jobs import run_config
+    from evalhydra.compose.compose import compose_config
 
     root = tmp_path_factory.mktemp("mock_store")
     db = root / "store.db"

@@ -11,12 +11,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from evalhydra.core.zig_numbers import integral_numbers
 from evalhydra.reports.compare import baseline_comparisons_sql, split_paired
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
 from evalhydra.reports.writer import ALL_FORMATS, normalize_formats, write_run_reports
 from evalhydra.store.db import open_store
-from evalhydra.zignum import integral_numbers
 from tests.reference import zig
 from tests.test_reports_support import (
     MockStore,
@@ -201,7 +201,7 @@ def test_trials_json_gives_unbiased_pass_at_k(tmp_path: Path) -> None:
 
 
 def test_unknown_format_is_a_user_error() -> None:
-    from evalhydra.errors import EvalHydraError
+    from evalhydra.core.errors import EvalHydraError
 
     assert normalize_formats("md, JSON,md") == ("md", "json")
     with pytest.raises(EvalHydraError, match="Unknown report format: pdf"):

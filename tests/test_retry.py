@@ -10,7 +10,8 @@ import pytest
 import trio
 
 from evalhydra.config.schema import RetryConfig
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import ErrorKind
 from evalhydra.services.retry import (
     DEADLINE_REASON,
     TIMEOUT_REASON,
@@ -22,7 +23,6 @@ from evalhydra.services.retry import (
     parse_retry_after,
     run_with_retries,
 )
-from evalhydra.types import ErrorKind
 
 REQ = httpx.Request("POST", "http://x/v1/chat/completions")
 

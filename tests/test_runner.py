@@ -16,8 +16,8 @@ from omegaconf import DictConfig
 from evalhydra.execute.runner import execute
 from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells
+from evalhydra.services.mock import MockSettings, serve
 from evalhydra.store.db import open_store
-from evalhydra.testing.mock import MockSettings, serve
 from tests.helpers import numbered_registry
 
 Compose = Callable[..., DictConfig]
@@ -110,7 +110,7 @@ def test_multirun_sweep_writes_one_store_and_a_sweep_report(tmp_path: Path) -> N
 def test_dataset_errors_stop_the_run_before_any_call(compose: Compose, tmp_path: Path) -> None:
     import pytest
 
-    from evalhydra.errors import EvalHydraError
+    from evalhydra.core.errors import EvalHydraError
 
     registry = numbered_registry(tmp_path / "reg", 3)
     with (registry / "data/g/e/test.jsonl").open("a") as handle:

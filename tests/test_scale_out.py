@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells, planned_cells
 from evalhydra.store.db import Batch, open_store

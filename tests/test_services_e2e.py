@@ -7,7 +7,7 @@ Two layers:
   as soon as the peer has written, so pytest-trio's ``autojump_clock`` only
   jumps when every task really waits on a timer: sleeps, timeouts and rate
   limits are measured exactly in virtual time;
-* full runs (:func:`evalhydra.cli.job.run_plan`, and the CLI where the process
+* full runs (:func:`evalhydra.job.run.run_plan`, and the CLI where the process
   matters: warnings on stderr, Hydra's saved config, the log file) against a
   mock process, checking the ``results`` and ``attempts`` rows.
 """
@@ -31,14 +31,14 @@ import trio
 import trio.testing
 from omegaconf import DictConfig
 
-from evalhydra.cli.job import run_plan
 from evalhydra.config.schema import PricingConfig, RateLimitConfig, RetryConfig, ServiceConfig
+from evalhydra.core.values import ChatRequest, ErrorKind, ToolCall, ToolSpec
+from evalhydra.job.run import run_plan
 from evalhydra.plan.build import build_plan
-from evalhydra.services.openai_compat import OpenAICompatService
+from evalhydra.services.mock import MockServer, MockSettings, open_mock_server
+from evalhydra.services.mock.replies import usage_for
+from evalhydra.services.openai import OpenAICompatService
 from evalhydra.services.retry import RetryPolicy
-from evalhydra.testing.mock import MockServer, MockSettings, open_mock_server
-from evalhydra.testing.mock.replies import usage_for
-from evalhydra.types import ChatRequest, ErrorKind, ToolCall, ToolSpec
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 from evalhydra.store.db import Batch, insert_present, open_store
 from evalhydra.store.merge import merge_stores
 from evalhydra.store.rows import RESULT_FIELDS, ResultRow

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from evalhydra import strictjson
-from evalhydra.errors import EvalHydraError
+from evalhydra.core import strictjson
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import ExpectedToolCall, ToolCall
 from evalhydra.matchers.jsonmatch import json_fields
 from evalhydra.matchers.toolcall import tool_call_match
 from evalhydra.registry.datasets import iter_cases
 from evalhydra.registry.definitions import load_registry
-from evalhydra.services.openai_compat import InvalidResponseError, parse_chat_response, upstream_error_message
-from evalhydra.types import ExpectedToolCall, ToolCall
+from evalhydra.services.openai import InvalidResponseError, parse_chat_response, upstream_error_message
 from tests.conftest import smoke_eval, write_registry
 
 

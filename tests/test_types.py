@@ -6,9 +6,7 @@ import dataclasses
 
 import pytest
 
-from evalhydra.matchers.base import MatchContext
-from evalhydra.plan.cells import CellJob
-from evalhydra.types import (
+from evalhydra.core.values import (
     AttemptRecord,
     Case,
     Completion,
@@ -18,6 +16,8 @@ from evalhydra.types import (
     Usage,
     immutable,
 )
+from evalhydra.matchers.base import MatchContext
+from evalhydra.plan.cells import CellJob
 
 
 def test_equal_values_are_equal_and_hash_alike() -> None:

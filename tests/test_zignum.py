@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from evalhydra.core.zig_numbers import fixed, integral_numbers, json_number
 from evalhydra.matchers import model_grade_prompt
 from evalhydra.reports.zig import format_text_report
-from evalhydra.zignum import fixed, integral_numbers, json_number
 
 
 @pytest.mark.parametrize(

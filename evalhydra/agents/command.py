@@ -28,7 +28,7 @@ from pathlib import Path
 
 from evalhydra.agents.models import DEFAULT_CLI, MIN_TIMEOUT_S
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.core.errors import EvalHydraError, did_you_mean
 
 __all__ = [
     "check_executable",

@@ -6,7 +6,7 @@ implementing :class:`~evalhydra.agents.ValidatorProtocol`; the optional
 ``workdir/`` is copied into every trial's working directory.
 
 Every problem of every case is collected and raised together, before any
-trial runs, as one :class:`~evalhydra.errors.EvalHydraError`.
+trial runs, as one :class:`~evalhydra.core.errors.EvalHydraError`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from evalhydra.agents.models import ValidatorProtocol
 from evalhydra.agents.zrb_compat import provide_zrb_names
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 
 __all__ = ["AgentCase", "CaseLoadError", "load_cases", "load_validator"]
 

@@ -1,4 +1,4 @@
-"""The Hydra entry point. Thin: choose the registry, compose, run :func:`evalhydra.cli.job.run_config`."""
+"""The Hydra entry point. Thin: choose the registry, compose, run :func:`evalhydra.job.run.run_config`."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from evalhydra.cli.hydra_errors import explain
-from evalhydra.cli.job import note_exit_code, run_config, worst_exit_code
+from evalhydra.cli.jobs import note_exit_code, run_config, worst_exit_code
 from evalhydra.cli.startup import resume_gc
-from evalhydra.config.compose import params_overrides, register
-from evalhydra.config.registry_options import activate
-from evalhydra.errors import EvalHydraError
+from evalhydra.compose.compose import params_overrides, register
+from evalhydra.compose.registry_options import activate
+from evalhydra.core.errors import EvalHydraError
 
 __all__ = ["exit_code", "hydra_main", "run_app"]
 

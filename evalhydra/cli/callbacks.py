@@ -15,7 +15,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from evalhydra.cli.job import note_exit_code, sweep_exit_code
+from evalhydra.cli.jobs import note_exit_code, sweep_exit_code
 from evalhydra.config.defaults import SWEEP_REPORT_FORMATS
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Store, open_store

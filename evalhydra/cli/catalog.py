@@ -9,9 +9,9 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from evalhydra.agents.loader import load_cases
-from evalhydra.config.compose import config_dirs
+from evalhydra.compose.compose import config_dirs
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 from evalhydra.registry.datasets import iter_cases
 from evalhydra.registry.definitions import Registry
 

@@ -3,7 +3,7 @@
 Hydra prints composition errors over many lines (the config search path, a
 ``HYDRA_FULL_ERROR`` hint) and exits 1, the code of a failed gate. The app
 lets Hydra raise instead, and :func:`explain` turns each error a user can
-fix into an :class:`~evalhydra.errors.EvalHydraError` naming the key or the
+fix into an :class:`~evalhydra.core.errors.EvalHydraError` naming the key or the
 option, what is wrong, and the closest valid names.
 """
 
@@ -26,7 +26,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationE
 import evalhydra.config.schema as schema_module
 from evalhydra.cli.commands import SUBCOMMANDS
 from evalhydra.config.schema import Config
-from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.core.errors import EvalHydraError, did_you_mean
 
 __all__ = ["explain", "schema_keys"]
 

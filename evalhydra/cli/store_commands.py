@@ -29,7 +29,7 @@ from evalhydra.cli.callbacks import sweep_run_ids
 from evalhydra.cli.catalog import eval_rows, service_rows
 from evalhydra.cli.commands import STORE_COMMANDS, CommandParser
 from evalhydra.config.defaults import DEFAULT_STORE_PATH
-from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.registry.definitions import load_registry, registry_origin, resolve_registry_root
 from evalhydra.reports.comparecmd import Target, compare, parse_target, regressions, render
 from evalhydra.reports.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQL, select_runs

@@ -1,10 +1,9 @@
-"""Configuration: the typed schema, Hydra composition, defaults, secret redaction.
+"""Configuration's typed shape: the schema, its defaults, and what never reaches a stored config.
 
 * :mod:`~evalhydra.config.schema`: structured configs, the typed shape of every group.
-* :mod:`~evalhydra.config.compose`: registering the schema and composing a config
-  (the only package below :mod:`evalhydra.cli` that imports Hydra).
-* :mod:`~evalhydra.config.registry_options`: a registry's services and evals as
-  config-group options (the Hydra plugin in ``hydra_plugins/`` adapts it).
-* :mod:`~evalhydra.config.defaults`: defaults shared by the run and the subcommands.
+* :mod:`~evalhydra.config.defaults`: defaults shared by the run and the subcommands
+  (standard library only, so the store commands start without OmegaConf).
 * :mod:`~evalhydra.config.redact`: what never reaches a stored config.
+
+Composing a config with Hydra is :mod:`evalhydra.compose`'s job.
 """

@@ -60,10 +60,10 @@ class PricingConfig:
 
 
 @dataclass
-class MockConfig:
-    """Start the built-in mock server for this service (base_url is then ignored)."""
+class MockBehaviour:
+    """How the built-in mock answers; :class:`evalhydra.services.mock.MockSettings` checks
+    these fields and documents each one."""
 
-    enabled: bool = False
     latency_ms: float = 0.0
     jitter_ms: float = 0.0
     fail_rate: float = 0.0
@@ -72,6 +72,20 @@ class MockConfig:
     hang_rate: float = 0.0
     malformed_rate: float = 0.0
     seed: int = 0
+    retry_after_http_date: bool = False
+    fail_first_n: int = 0
+    reset_rate: float = 0.0
+    oversized_rate: float = 0.0
+    fault: str | None = None
+    model: str = "mock-model"
+    fixed_reply: str | None = None
+
+
+@dataclass
+class MockConfig(MockBehaviour):
+    """Start the built-in mock server for this service (base_url is then ignored)."""
+
+    enabled: bool = False
 
 
 @dataclass

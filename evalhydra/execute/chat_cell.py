@@ -13,18 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.fastpath import RunClock
+from evalhydra.core.messages import as_text
+from evalhydra.core.trio_util import RunClock
+from evalhydra.core.values import Case, ChatRequest, Completion, MatchResult, Usage
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.factory import judge_services_of
 from evalhydra.matchers.rubric import refinement_input
-from evalhydra.messages import as_text
 from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import Service
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow, attempt_row, now_iso, verdict_fields
-from evalhydra.types import Case, ChatRequest, Completion, MatchResult, Usage
 
 __all__ = ["ChatCellRunner"]
 

@@ -16,7 +16,7 @@ flushed, and the run is marked ``interrupted``.
 What a cell does is the :class:`CellRunner`'s business: :func:`execute` runs a
 plan's chat or agent cells; ``evalhydra rejudge`` runs the same loop over
 stored outputs with a runner that only calls judges
-(:mod:`evalhydra.execute.rejudge`).
+(:mod:`evalhydra.execute.rejudge_cell`).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from typing import Any, Protocol
 
 import trio
 
-import evalhydra
 from evalhydra.agents.command import cli_version
 from evalhydra.agents.loader import load_cases
 from evalhydra.config.redact import redact_overrides
+from evalhydra.core.version import __version__
 from evalhydra.execute.agent_cell import AgentCellRunner
 from evalhydra.execute.chat_cell import ChatCellRunner
 from evalhydra.execute.gcpace import RunGcPace
@@ -110,7 +110,7 @@ def run_row(plan: RunPlan, run_id: str, total: int) -> dict[str, Any]:
         "overrides": redact_overrides(plan.overrides),
         "config": plan.config,
         "fingerprint": plan.fingerprint,
-        "version": evalhydra.__version__,
+        "version": __version__,
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
         "cells_total": total,

@@ -8,14 +8,14 @@ from contextlib import asynccontextmanager
 import trio
 
 from evalhydra.config.schema import ServiceConfig
+from evalhydra.core.values import ChatRequest, Completion
 from evalhydra.matchers.base import Matcher
 from evalhydra.matchers.factory import build_matcher
 from evalhydra.plan.model import RunPlan
 from evalhydra.services.base import Service
-from evalhydra.services.openai_compat import OpenAICompatService
-from evalhydra.testing.mock.server import serve
-from evalhydra.testing.mock.settings import MockSettings
-from evalhydra.types import ChatRequest, Completion
+from evalhydra.services.mock.server import serve
+from evalhydra.services.mock.settings import MockSettings
+from evalhydra.services.openai import OpenAICompatService
 
 __all__ = ["JudgeServices", "build_matchers", "open_service", "open_services"]
 

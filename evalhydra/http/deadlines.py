@@ -24,7 +24,11 @@ from typing import Any
 
 import trio
 
-__all__ = ["DONE", "EXPIRED", "LIVE", "SocketDeadlines"]
+__all__ = ["DEADLINE", "DONE", "EXPIRED", "LIVE", "SocketDeadlines"]
+
+#: A request extension: the trio time by which the exchange must end. A transport whose
+#: :attr:`~evalhydra.http.pool.TransportPool.ends_at_deadline` is true honours it.
+DEADLINE = "evalhydra.deadline"
 
 #: An entry's state: still waiting, finished in time, or woken by its deadline.
 LIVE, DONE, EXPIRED = 0, 1, 2

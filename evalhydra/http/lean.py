@@ -55,12 +55,9 @@ from evalhydra.http.connection import (
     open_connection,
     timed_out,
 )
-from evalhydra.http.deadlines import SocketDeadlines
+from evalhydra.http.deadlines import DEADLINE, SocketDeadlines
 
 __all__ = ["DEADLINE", "CompleteBody", "LeanTransport"]
-
-#: A request extension: the trio time by which the exchange must end (see the module docstring).
-DEADLINE = "evalhydra.deadline"
 
 #: DEBUG: each connection opened and each reply's status line (never a header or a body).
 log = logging.getLogger("evalhydra.http")

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.http.lean import LeanTransport
 
 __all__ = ["CONNECTIONS_PER_SHARD", "TRANSPORTS", "TransportPool", "environment_proxy", "tls_context"]
@@ -117,6 +117,12 @@ class TransportPool:
             count = max(1, math.ceil(concurrency / CONNECTIONS_PER_SHARD))
             self.transports = _shards(proxy, count, ssl_context or httpx.create_ssl_context())
         self.in_flight = [0] * len(self.transports)
+
+    @property
+    def ends_at_deadline(self) -> bool:
+        """True when the transport ends each exchange at its request's
+        :data:`~evalhydra.http.deadlines.DEADLINE` extension (no cancel scope is needed)."""
+        return isinstance(self.transports[0], LeanTransport)
 
     def acquire(self) -> int:
         """The index of the transport with the fewest requests in flight, now counted as one more.

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from evalhydra.types import Case, ChatRequest, Completion, MatchResult, ToolCall, immutable
+from evalhydra.core.values import Case, ChatRequest, Completion, MatchResult, ToolCall, immutable
 
 __all__ = ["JudgeClient", "MatchContext", "Matcher", "SyncMatcher", "sync_matcher"]
 

@@ -13,8 +13,8 @@ from typing import Any, TypeGuard
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from evalhydra.messages import as_text
-from evalhydra.types import MatchResult
+from evalhydra.core.messages import as_text
+from evalhydra.core.values import MatchResult
 
 __all__ = [
     "ASCII_WHITESPACE",

@@ -25,9 +25,9 @@ from typing import Any
 
 import trio
 
+from evalhydra.core.values import ErrorKind, MatchResult
 from evalhydra.matchers.base import MatchContext, Matcher
 from evalhydra.matchers.judging import merge_judges
-from evalhydra.types import ErrorKind, MatchResult
 
 __all__ = [
     "COMPOSITE_KINDS",

@@ -34,11 +34,11 @@ from typing import Any
 
 import trio
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import MatchResult
 from evalhydra.matchers.base import MatchContext, Matcher
 from evalhydra.matchers.common import is_number, is_unit_number
 from evalhydra.matchers.paths import resolve_registry_path
-from evalhydra.types import MatchResult
 
 __all__ = [
     "build_custom",

@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.core.errors import EvalHydraError, did_you_mean
+from evalhydra.core.values import ErrorKind, MatchResult
 from evalhydra.matchers import composite, custom, jsonmatch, model_grade, rubric, text, toolcall
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher, SyncMatcher
 from evalhydra.matchers.common import is_number, plain
 from evalhydra.matchers.options import DEFAULTS, MATCHER_KINDS, REQUIRED, check_option
-from evalhydra.types import ErrorKind, MatchResult
 
 __all__ = [
     "MATCHER_KINDS",

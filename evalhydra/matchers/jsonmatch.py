@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from evalhydra import strictjson
-from evalhydra.errors import EvalHydraError
+from evalhydra.core import strictjson
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import MatchResult
 from evalhydra.matchers.base import MatchContext, Matcher, sync_matcher
 from evalhydra.matchers.common import fail, passed, strict_json_loads, strip_code_fence
 from evalhydra.matchers.paths import resolve_registry_path
-from evalhydra.types import MatchResult
 
 if TYPE_CHECKING:  # jsonschema is imported when a schema is first used: it takes ~1 s to load
     from jsonschema.protocols import Validator

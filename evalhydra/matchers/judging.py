@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.core.errors import EvalHydraError, did_you_mean
+from evalhydra.core.values import Completion, ErrorKind, MatchResult, Usage
 from evalhydra.matchers.base import JudgeClient
-from evalhydra.types import Completion, ErrorKind, MatchResult, Usage
 
 __all__ = ["invalid_judge_output", "judge_call_failed", "merge_judges", "require_judge"]
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalhydra import strictjson
+from evalhydra.core import strictjson
+from evalhydra.core.values import ChatRequest, Completion, MatchResult
+from evalhydra.core.zig_numbers import fixed
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.common import (
     ASCII_WHITESPACE,
@@ -22,8 +24,6 @@ from evalhydra.matchers.common import (
     is_unit_number,
 )
 from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, require_judge
-from evalhydra.types import ChatRequest, Completion, MatchResult
-from evalhydra.zignum import fixed
 
 __all__ = [
     "INVALID_JUDGE_OUTPUT",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 from evalhydra.matchers.common import ASCII_WHITESPACE, is_number, is_unit_number
 
 __all__ = ["DEFAULTS", "MATCHER_KINDS", "REQUIRED", "check_option"]

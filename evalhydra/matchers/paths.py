@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 
 __all__ = ["resolve_registry_path"]
 

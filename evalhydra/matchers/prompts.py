@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from evalhydra.errors import EvalHydraError
-from evalhydra.messages import placeholders, render
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.messages import placeholders, render
 
 __all__ = [
     "EVALUATOR_VARIABLES",

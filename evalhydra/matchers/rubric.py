@@ -32,13 +32,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import ChatRequest, Completion, MatchResult
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.common import format_value, is_unit_number, strict_json_loads, strip_code_fence
 from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, require_judge
 from evalhydra.matchers.paths import resolve_registry_path
 from evalhydra.matchers.prompts import PromptFile, load_evaluator_prompt
-from evalhydra.types import ChatRequest, Completion, MatchResult
 
 __all__ = [
     "DEFAULT_PASS_THRESHOLD",

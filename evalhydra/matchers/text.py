@@ -18,7 +18,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import MatchResult
 from evalhydra.matchers.base import MatchContext, Matcher, sync_matcher
 from evalhydra.matchers.common import (
     ASCII_WHITESPACE,
@@ -28,7 +29,6 @@ from evalhydra.matchers.common import (
     fail,
     passed,
 )
-from evalhydra.types import MatchResult
 
 __all__ = [
     "IDEAL_PLACEHOLDER",

@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evalhydra import strictjson
+from evalhydra.core import strictjson
+from evalhydra.core.values import ExpectedToolCall, MatchResult, ToolCall
 from evalhydra.matchers.base import MatchContext, Matcher, sync_matcher
 from evalhydra.matchers.common import ASCII_WHITESPACE, fail, passed
-from evalhydra.types import ExpectedToolCall, MatchResult, ToolCall
 
 __all__ = [
     "ARGUMENT_ERROR_RANK",

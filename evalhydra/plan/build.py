@@ -16,20 +16,20 @@ from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, OmegaConf
 
-from evalhydra import strictjson
 from evalhydra.agents.command import check_executable, validate_command_service
-from evalhydra.config.compose import config_dirs, to_config
+from evalhydra.compose.compose import config_dirs, to_config
 from evalhydra.config.redact import redact
 from evalhydra.config.schema import Config, RunConfig, ServiceConfig
-from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.core import strictjson
+from evalhydra.core.errors import EvalHydraError, did_you_mean
+from evalhydra.core.messages import MessageError, check_messages
+from evalhydra.core.values import ToolSpec
 from evalhydra.matchers.factory import judge_services_of, validate_matcher, with_judge_service
-from evalhydra.messages import MessageError, check_messages
 from evalhydra.plan.cells import digest
 from evalhydra.plan.model import EvalPlan, RunPlan
 from evalhydra.registry.datasets import CaseTemplate
 from evalhydra.registry.definitions import Registry, load_registry, resolve_registry_root, validate_retry
-from evalhydra.testing.mock.settings import MockSettings
-from evalhydra.types import ToolSpec
+from evalhydra.services.mock.settings import MockSettings
 
 __all__ = ["build_plan"]
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from evalhydra.agents.loader import load_cases
 from evalhydra.config.schema import ServiceConfig
+from evalhydra.core.values import immutable
 from evalhydra.plan.model import EvalPlan, RunPlan
 from evalhydra.registry.datasets import iter_cases
-from evalhydra.types import immutable
 
 __all__ = [
     "CellJob",
@@ -41,7 +41,7 @@ class CellJob:
     case: Any  # Case for chat evals, AgentCase for agent evals
     trial: int
     model: str = ""  # the cell's model when the run has several (agent CLIs), else the plan's
-    parent: Any = None  # re-judging: the stored result scored again (evalhydra.execute.rejudge.StoredResult)
+    parent: Any = None  # re-judging: the stored result scored again (execute.rejudge_cell.StoredResult)
 
 
 def digest(value: Any) -> str:

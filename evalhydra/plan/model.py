@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.config.schema import RunConfig, ServiceConfig
+from evalhydra.core.values import ToolSpec
 from evalhydra.registry.datasets import CaseTemplate
-from evalhydra.types import ToolSpec
 
 __all__ = ["EvalPlan", "RunPlan"]
 

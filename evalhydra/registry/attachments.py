@@ -3,7 +3,7 @@
 The dataset loader checks every attachment with :func:`check_attachment_path`
 and :func:`attachment_mime` when a line is read, so an unsafe path, a missing
 or oversized file or an unsupported type stops the run before any call. Both
-raise :class:`RenderError`, an :class:`~evalhydra.errors.EvalHydraError`; the
+raise :class:`RenderError`, an :class:`~evalhydra.core.errors.EvalHydraError`; the
 loader adds the dataset file and line. At call time the renderer
 (:mod:`evalhydra.services.render`) uses the same checks.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
-from evalhydra.errors import EvalHydraError
-from evalhydra.types import Attachment
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import Attachment
 
 __all__ = [
     "IMAGE_MIME_TYPES",
@@ -55,9 +55,9 @@ _TEXT_APPLICATION_TYPES = frozenset({"application/json", "application/x-ndjson"}
 class RenderError(EvalHydraError):
     """An attachment cannot be checked or rendered.
 
-    A subclass of :class:`~evalhydra.errors.EvalHydraError`, so at load time it
+    A subclass of :class:`~evalhydra.core.errors.EvalHydraError`, so at load time it
     stops the run like any user error. At call time the runner turns it into a
-    ``render_error`` :class:`~evalhydra.types.Completion`.
+    ``render_error`` :class:`~evalhydra.core.values.Completion`.
 
     Attributes:
         reason: The seed-style error name, e.g. ``UnsupportedAttachmentType``.

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalhydra import strictjson
-from evalhydra.errors import EvalHydraError
-from evalhydra.messages import MessageError, check_messages, fill, is_conversation
+from evalhydra.core import strictjson
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.messages import MessageError, check_messages, fill, is_conversation
+from evalhydra.core.values import Attachment, Case, ExpectedToolCall
 from evalhydra.registry.attachments import attachment_mime, check_attachment_path, check_text
-from evalhydra.types import Attachment, Case, ExpectedToolCall
 
 __all__ = ["MAX_DATASET_BYTES", "CaseTemplate", "dataset_file", "iter_cases"]
 
@@ -46,7 +46,7 @@ def dataset_file(root: Path, rel: str, where: str) -> Path:
 
 @dataclass(frozen=True)
 class CaseTemplate:
-    """An eval's prompt template, filled from each case's fields (:func:`evalhydra.messages.fill`).
+    """An eval's prompt template, filled from each case's fields (:func:`evalhydra.core.messages.fill`).
 
     Attributes:
         prompt: A string template: the case's input becomes the filled string.

@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 
 import evalhydra.registry_data as registry_data
-from evalhydra import strictjson
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.core import strictjson
+from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.registry.datasets import WHITESPACE, dataset_file
 
 __all__ = [

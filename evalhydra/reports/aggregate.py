@@ -23,7 +23,7 @@ from evalhydra.reports.selection import (
     TRIAL_ORDER_SQL,
     Selection,
 )
-from evalhydra.stats import pass_at_k, pass_hat_k
+from evalhydra.reports.stats import pass_at_k, pass_hat_k
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = [

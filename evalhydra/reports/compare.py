@@ -5,7 +5,7 @@ are paired on ``(group, eval_id, case_id, run_index)``. Per eval, SQLite
 returns the 2×2 table of paired outcomes and the cases that regressed
 (baseline passed, candidate failed) or improved; Python only turns the counts
 into Newcombe's paired interval and McNemar's exact p-value
-(:mod:`evalhydra.stats`).
+(:mod:`evalhydra.reports.stats`).
 
 :func:`baseline_comparisons_sql` builds the same document as
 the row-based reference (``tests/reference/zig.py``) without loading rows.
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalhydra.reports.selection import PASSED_SQL, Selection
+from evalhydra.reports.stats import delta_interval, mcnemar_exact_p, newcombe_paired_interval, wilson_interval
 from evalhydra.reports.zig import CONFIDENCE_LEVEL, SCHEMA_VERSION
-from evalhydra.stats import delta_interval, mcnemar_exact_p, newcombe_paired_interval, wilson_interval
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = [

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.compare import EvalPairing, Side, comparison_row, paired_by_eval, pooled
 from evalhydra.reports.markdown import comparison_table
 from evalhydra.store.rows import INFRA_ERROR_SQL

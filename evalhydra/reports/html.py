@@ -21,8 +21,8 @@ from typing import Any, TextIO
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.data import ReportData
 from evalhydra.reports.selection import STATUS_SQL, Selection
+from evalhydra.reports.stats import wilson_interval
 from evalhydra.reports.trials import trials_json
-from evalhydra.stats import wilson_interval
 
 __all__ = ["TEXT_CAP", "render_html", "write_html"]
 

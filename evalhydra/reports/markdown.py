@@ -24,8 +24,8 @@ from tabulate import tabulate
 
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.data import ReportData
+from evalhydra.reports.stats import wilson_interval
 from evalhydra.reports.zrb import STATUS_ICONS, status_label, summary_row, trial_details
-from evalhydra.stats import wilson_interval
 
 __all__ = ["comparison_table", "escape_cell", "render_markdown", "render_summary_md", "verdict"]
 

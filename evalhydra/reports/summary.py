@@ -20,7 +20,7 @@ from tabulate import tabulate
 
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
-from evalhydra.stats import wilson_interval
+from evalhydra.reports.stats import wilson_interval
 from evalhydra.store.db import Store
 from evalhydra.store.rows import INFRA_ERROR_SQL, infra_error_sql
 

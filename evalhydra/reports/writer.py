@@ -31,11 +31,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from evalhydra.atomic import stream_atomic, write_json_atomic, write_text_atomic
 from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.zig_numbers import integral_numbers
 from evalhydra.reports.aggregate import case_rows
 from evalhydra.reports.aiwg import append_run_lines, result_lines, summary_json
+from evalhydra.reports.atomic import stream_atomic, write_json_atomic, write_text_atomic
 from evalhydra.reports.compare import split_paired
 from evalhydra.reports.data import collect
 from evalhydra.reports.html import write_html
@@ -48,7 +49,6 @@ from evalhydra.reports.zig import SCHEMA_VERSION, format_text_report
 from evalhydra.reports.zrb import experiment_from_store, write_agent_artifacts
 from evalhydra.reports.zrb_markdown import render_zrb_report
 from evalhydra.store.db import Store
-from evalhydra.zignum import integral_numbers
 
 __all__ = [
     "ALL_FORMATS",

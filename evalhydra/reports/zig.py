@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evalhydra.stats import Z95, wilson_interval
-from evalhydra.zignum import fixed
+from evalhydra.core.zig_numbers import fixed
+from evalhydra.reports.stats import Z95, wilson_interval
 
 __all__ = [
     "CONFIDENCE_LEVEL",

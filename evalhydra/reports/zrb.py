@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.agents.models import DEFAULT_CLI, MIN_TIMEOUT_S, TrialResult
-from evalhydra.atomic import write_json_atomic
+from evalhydra.reports.atomic import write_json_atomic
 
 __all__ = [
     "PASSING",

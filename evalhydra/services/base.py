@@ -1,7 +1,7 @@
 """The seam between the runner and whatever answers a case.
 
-A :class:`Service` turns a :class:`~evalhydra.types.ChatRequest` into a
-:class:`~evalhydra.types.Completion`. It never raises for a per-call problem
+A :class:`Service` turns a :class:`~evalhydra.core.values.ChatRequest` into a
+:class:`~evalhydra.core.values.Completion`. It never raises for a per-call problem
 (HTTP error, timeout, bad body): those become a Completion with ``error_kind``
 set, so one failure never cancels its siblings.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.types import ChatRequest, Completion
+from evalhydra.core.values import ChatRequest, Completion
 
 __all__ = ["Service"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evalhydra.config.schema import PricingConfig
-from evalhydra.types import Usage
+from evalhydra.core.values import Usage
 
 __all__ = ["cost_usd"]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import trio
 
+from evalhydra.core.values import Attachment, Case, ChatRequest, Completion, ErrorKind, ToolSpec
 from evalhydra.registry.attachments import RenderError, attachment_mime, check_attachment_path, read_capped
-from evalhydra.types import Attachment, Case, ChatRequest, Completion, ErrorKind, ToolSpec
 
 __all__ = [
     "RenderError",
@@ -86,7 +86,7 @@ def _input_text(value: object) -> str:
 
 def build_chat_request(case: Case, tools: tuple[ToolSpec, ...], root: Path,
                        params: dict[str, Any] | None = None) -> ChatRequest:
-    """Build the :class:`~evalhydra.types.ChatRequest` for one case.
+    """Build the :class:`~evalhydra.core.values.ChatRequest` for one case.
 
     A conversation (``case.messages``) is sent as it is, its attachments joining
     the last user message; a string input is the one user message; any other

@@ -57,8 +57,8 @@ import httpx
 import trio
 
 from evalhydra.config.schema import RetryConfig
-from evalhydra.errors import EvalHydraError
-from evalhydra.types import AttemptRecord, ErrorKind
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import AttemptRecord, ErrorKind
 
 __all__ = [
     "DEADLINE_REASON",
@@ -345,7 +345,7 @@ async def run_with_retries(
         before_attempt: Awaited before each attempt.
         rng: Jitter source (default: a fresh ``random.Random()``).
         timeout_in_fn: ``fn`` keeps ``timeout_s`` itself (no scope per attempt).
-        now: Reads the run's time (a :class:`~evalhydra.fastpath.RunClock`'s, which is cheaper).
+        now: Reads the run's time (a :class:`~evalhydra.core.trio_util.RunClock`'s, which is cheaper).
 
     Returns:
         The outcome with every attempt recorded.

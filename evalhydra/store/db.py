@@ -21,7 +21,7 @@ from typing import Any
 
 import sqlite_utils
 
-from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.store.rows import ATTEMPT_FIELDS, INFRA_ERROR_SQL, RESULT_FIELDS, ResultRow, row_values
 from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION
 from evalhydra.store.sqlite_lib import disable_memory_statistics

@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 from evalhydra.store.db import immediate, open_store
 from evalhydra.store.rows import RESULT_FIELDS, infra_error_sql
 from evalhydra.store.schema import SCHEMA_VERSION

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any
 
-from evalhydra.types import ErrorKind, MatchResult
+from evalhydra.core.values import ErrorKind, MatchResult
 
 __all__ = [
     "ERROR_STATUSES",
@@ -205,7 +205,7 @@ ATTEMPT_FIELDS = ("cell_key", "run_id", "call", "attempt", "status_code", "error
 
 
 def attempt_row(cell_key: str, run_id: str, call: str, record: Any) -> dict[str, Any]:
-    """One ``attempts`` row for an :class:`~evalhydra.types.AttemptRecord`."""
+    """One ``attempts`` row for an :class:`~evalhydra.core.values.AttemptRecord`."""
     return {
         "cell_key": cell_key,
         "run_id": run_id,

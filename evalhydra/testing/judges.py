@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from evalhydra.types import ChatRequest, Completion, ErrorKind
+from evalhydra.core.values import ChatRequest, Completion, ErrorKind
 
 __all__ = ["ScriptedJudge", "judge_error", "judge_reply"]
 

@@ -1,6 +1,6 @@
 """Hydra plugins: the ``evalhydra-registry://`` config source and the search-path entry for it.
 
-See :mod:`evalhydra.config.registry_options`; this module only adapts it to Hydra's
+See :mod:`evalhydra.compose.registry_options`; this module only adapts it to Hydra's
 ``ConfigSource`` and ``SearchPathPlugin`` interfaces.
 """
 
@@ -35,7 +35,7 @@ class EvalHydraSearchPath(SearchPathPlugin):
 
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         """Append ``evalhydra-registry://<active registry>`` once."""
-        from evalhydra.config.registry_options import active_root
+        from evalhydra.compose.registry_options import active_root
 
         if _ENABLED[0] and not any(e.path.startswith(f"{SCHEME}://") for e in search_path.get_path()):
             search_path.append(provider=SCHEME, path=f"{SCHEME}://{active_root()}")
@@ -54,8 +54,8 @@ class EvalHydraRegistrySource(ConfigSource):
     def _options(self) -> tuple[object, dict[str, list[str]]]:
         from pathlib import Path
 
-        from evalhydra.config.registry_options import registry_options
-        from evalhydra.errors import EvalHydraError
+        from evalhydra.compose.registry_options import registry_options
+        from evalhydra.core.errors import EvalHydraError
 
         try:
             return registry_options(Path(self.path))
@@ -94,8 +94,8 @@ class EvalHydraRegistrySource(ConfigSource):
 
     def load_config(self, config_path: str) -> ConfigResult:
         """Build the node for one option."""
-        from evalhydra.config.registry_options import eval_option, service_option
-        from evalhydra.errors import EvalHydraError
+        from evalhydra.compose.registry_options import eval_option, service_option
+        from evalhydra.core.errors import EvalHydraError
 
         group, name = self._split(config_path)
         if not self.is_config(config_path):

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from evalhydra.reports.stats import nearest_rank, wilson_interval
 from evalhydra.reports.summary import failing_stats, print_gate_failures
-from evalhydra.stats import nearest_rank, wilson_interval
 from evalhydra.store.rows import is_infra_error
 
 __all__ = ["gate_failures", "group_stats"]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from evalhydra.reports.stats import delta_interval, nearest_rank, paired_comparison, wilson_interval
 from evalhydra.reports.zig import (
     _LAT_SQL,
     _PICKS,
@@ -25,7 +26,6 @@ from evalhydra.reports.zig import (
     format_text_report,
     stats_object,
 )
-from evalhydra.stats import delta_interval, nearest_rank, paired_comparison, wilson_interval
 
 __all__ = [
     "baseline_comparisons",

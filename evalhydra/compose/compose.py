@@ -22,9 +22,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 import evalhydra.conf as conf_pkg
-from evalhydra.config.registry_options import activate
+from evalhydra.compose.registry_options import activate
 from evalhydra.config.schema import Config
-from evalhydra.errors import EvalHydraError, did_you_mean
+from evalhydra.core.errors import EvalHydraError, did_you_mean
 from hydra_plugins.evalhydra_registry import EvalHydraRegistrySource, EvalHydraSearchPath, enable
 
 __all__ = ["compose_config", "config_dirs", "keep_env_reference", "params_overrides", "register", "to_config"]

@@ -35,7 +35,8 @@ from typing import Any
 
 import trio
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.values import Case, ErrorKind, MatchResult, ToolCall
 from evalhydra.execute.services import build_matchers, open_services
 from evalhydra.matchers.base import MatchContext, Matcher
 from evalhydra.matchers.factory import judge_services_of
@@ -44,7 +45,6 @@ from evalhydra.plan.model import EvalPlan, RunPlan
 from evalhydra.registry.datasets import iter_cases
 from evalhydra.store.db import Store
 from evalhydra.store.rows import ResultRow, attempt_row, now_iso, verdict_fields
-from evalhydra.types import Case, ErrorKind, MatchResult, ToolCall
 
 __all__ = [
     "RejudgeCellRunner",

@@ -9,7 +9,7 @@ the YAML files in ``conf/``.
 
 Which registry is active is decided before Hydra starts: :func:`activate`
 reads the ``registry=`` override (``evalhydra.__main__`` and
-:func:`evalhydra.config.compose.compose_config` call it).
+:func:`evalhydra.compose.compose.compose_config` call it).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evalhydra.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError
 from evalhydra.registry.definitions import Registry, load_registry, resolve_registry_root
 
 __all__ = ["activate", "active_root", "eval_option", "registry_options", "service_option"]

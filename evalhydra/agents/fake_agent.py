@@ -1,6 +1,6 @@
 """A scriptable stand-in for an agent CLI, for tests and demos (stdlib only).
 
-Run it as ``python -m evalhydra.testing.fake_agent`` with any built-in
+Run it as ``python -m evalhydra.agents.fake_agent`` with any built-in
 template's arguments:
 
 * zrb: ``chat --interactive false --yolo true --model M --message I --session S``
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalhydra import __version__
+from evalhydra.core.version import __version__
 
 __all__ = ["main"]
 

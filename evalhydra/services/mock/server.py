@@ -4,10 +4,10 @@ Each connection is one trio task that reads a request, answers it and loops,
 so a client's pool keeps its connections. To stay cheap at thousands of
 requests a second, plain requests (HTTP/1.1, ``Content-Length`` body, no
 ``Expect`` or ``Transfer-Encoding``) are framed by a small parser in
-:mod:`evalhydra.testing.mock.wire`; the first request that is anything else hands the
+:mod:`evalhydra.services.mock.wire`; the first request that is anything else hands the
 connection to h11, which frames it (chunked bodies, HTTP/1.0, protocol errors
 answered 400) for the rest of its life. Handlers never touch the socket: they
-return a :class:`~evalhydra.testing.mock.wire.Reply` that either path writes in one send.
+return a :class:`~evalhydra.services.mock.wire.Reply` that either path writes in one send.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from typing import Any
 
 import trio
 
-from evalhydra.testing.mock import responses, wire
-from evalhydra.testing.mock.delays import DelayLine
-from evalhydra.testing.mock.replies import reply_for, usage_for
-from evalhydra.testing.mock.settings import MockSettings
-from evalhydra.testing.mock.wire import Reply
+from evalhydra.services.mock import responses, wire
+from evalhydra.services.mock.delays import DelayLine
+from evalhydra.services.mock.replies import reply_for, usage_for
+from evalhydra.services.mock.settings import MockSettings
+from evalhydra.services.mock.wire import Reply
 
 __all__ = ["MockServer", "MockSettings", "MockStats", "open_mock_server", "serve"]
 

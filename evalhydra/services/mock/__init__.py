@@ -1,12 +1,12 @@
 """The built-in OpenAI-compatible mock chat-completions server.
 
 Used in-process by the runner for ``service=mock`` and as its own process by
-tests and benchmarks (``python -m evalhydra.testing.mock --port 9000``). It speaks
+tests and benchmarks (``python -m evalhydra.services.mock --port 9000``). It speaks
 HTTP/1.1 with keep-alive (trio + h11) and answers deterministically.
 
 Endpoints:
     ``POST /v1/chat/completions`` (or ``/chat/completions``): an OpenAI
-    ``chat.completion`` whose message follows :mod:`evalhydra.testing.mock.replies`;
+    ``chat.completion`` whose message follows :mod:`evalhydra.services.mock.replies`;
     ``"stream": true`` gets the same answer as server-sent events.
     ``GET /v1/models``: the mock model.
     ``GET /_mock/stats``: counters (``requests``, ``chat_requests``, ``ok``,
@@ -46,9 +46,9 @@ Example:
     ...     client = openai.AsyncOpenAI(base_url=server.url, api_key="x")
 """
 
-from evalhydra.testing.mock.replies import reply_for, usage_for
-from evalhydra.testing.mock.server import MockServer, MockStats, open_mock_server, serve
-from evalhydra.testing.mock.settings import FAULTS, MockSettings
+from evalhydra.services.mock.replies import reply_for, usage_for
+from evalhydra.services.mock.server import MockServer, MockStats, open_mock_server, serve
+from evalhydra.services.mock.settings import FAULTS, MockSettings
 
 __all__ = [
     "FAULTS",

@@ -1,4 +1,4 @@
-"""``python -m evalhydra.testing.mock``: run the mock server as its own process.
+"""``python -m evalhydra.services.mock``: run the mock server as its own process.
 
 Prints ``evalhydra mock listening on http://HOST:PORT/v1`` once bound (so a
 parent started with ``--port 0`` can read the port), then serves until killed.
@@ -14,8 +14,8 @@ from typing import Any
 
 import trio
 
-from evalhydra.testing.mock.server import MockServer
-from evalhydra.testing.mock.settings import FAULTS, MockSettings
+from evalhydra.services.mock.server import MockServer
+from evalhydra.services.mock.settings import FAULTS, MockSettings
 
 __all__ = ["build_parser", "main"]
 
@@ -40,7 +40,7 @@ _SWITCHES: list[tuple[str, str, Any, str]] = [
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser; every flag mirrors a ``MockSettings`` field."""
     parser = argparse.ArgumentParser(
-        prog="python -m evalhydra.testing.mock",
+        prog="python -m evalhydra.services.mock",
         description="OpenAI-compatible mock chat-completions server (deterministic replies, "
         "switchable faults). Rates are probabilities in [0, 1] drawn from one seeded "
         "generator; settings can also be changed at run time with POST /_mock/config.",

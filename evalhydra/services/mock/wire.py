@@ -17,7 +17,7 @@ from http import HTTPStatus
 import h11
 import trio
 
-from evalhydra.testing.mock.responses import error_body
+from evalhydra.services.mock.responses import error_body
 
 __all__ = [
     "EVENT_STREAM",

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evalhydra.config.schema import MockBehaviour
+
 __all__ = ["FAULTS", "MockSettings"]
 
 #: Values of :attr:`MockSettings.fault`, each forcing one misbehaviour on every
@@ -45,8 +47,8 @@ _RATES = ("fail_rate", "hang_rate", "malformed_rate", "reset_rate", "oversized_r
 
 
 @dataclass
-class MockSettings:
-    """How the mock answers; field names match :class:`evalhydra.config.schema.MockConfig`.
+class MockSettings(MockBehaviour):
+    """How the mock answers: the config's :class:`~evalhydra.config.schema.MockBehaviour`, checked.
 
     Rates are probabilities in [0, 1], drawn per chat request from one
     ``random.Random(seed)`` so a run is reproducible. One draw decides among
@@ -70,22 +72,6 @@ class MockSettings:
         model: Model reported when a request names none, and by ``/v1/models``.
         fixed_reply: When set, every completion's content is this text.
     """
-
-    latency_ms: float = 0.0
-    jitter_ms: float = 0.0
-    fail_rate: float = 0.0
-    fail_status: int = 500
-    retry_after_s: float | None = None
-    hang_rate: float = 0.0
-    malformed_rate: float = 0.0
-    seed: int = 0
-    retry_after_http_date: bool = False
-    fail_first_n: int = 0
-    reset_rate: float = 0.0
-    oversized_rate: float = 0.0
-    fault: str | None = None
-    model: str = "mock-model"
-    fixed_reply: str | None = None
 
     def __post_init__(self) -> None:
         for name in _RATES:
@@ -120,7 +106,7 @@ class MockSettings:
             values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
         else:
             values = {str(k): v for k, v in dict(cfg).items()}
-        values.pop("enabled", None)
+        values.pop("enabled", None)  # the config's switch that starts the mock, not how it answers
         return cls(**_checked(values))
 
     def update(self, changes: Mapping[str, Any]) -> None:

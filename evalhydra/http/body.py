@@ -1,0 +1,96 @@
+"""Reading a reply's body with a cap on what it decodes to (the role of httpx's ``_decoders.py``).
+
+A service reads every reply through :func:`read_capped` and gives it back with
+:func:`aclose_response`, whichever transport answered: the lean transport's whole
+bodies are taken as they are, any other stream is read chunk by chunk, and a
+gzip or deflate body is inflated here with the cap applied to its decoded size.
+"""
+
+from __future__ import annotations
+
+import zlib
+from contextlib import aclosing
+
+import httpx
+
+from evalhydra.http.lean import CompleteBody
+
+__all__ = ["aclose_response", "read_capped"]
+
+
+async def aclose_response(response: httpx.Response) -> None:
+    """Close a response after its body was read (a body read whole has nothing to close)."""
+    if type(response.stream) is not CompleteBody:
+        await response.aclose()
+
+
+async def read_capped(response: httpx.Response, cap: int) -> bytes | None:
+    """Read the body, stopping past ``cap`` decoded bytes; None when it is larger.
+
+    The cap counts what the body decodes to: a gzip or deflate body is inflated here,
+    at most ``cap + 1`` bytes of it, so a small compressed reply cannot expand past
+    the cap in memory (``Content-Length`` is the compressed size). A body without a
+    ``Content-Encoding`` is read from the response's raw stream: httpx's decoding
+    layers would only copy it.
+    """
+    encoding = _content_encoding(response.headers.raw)
+    stream = response.stream
+    if type(stream) is CompleteBody and encoding in _IDENTITY and not response.is_stream_consumed:
+        body = stream.chunks[0] if len(stream.chunks) == 1 else b"".join(stream.chunks)
+        return body if len(body) <= cap else None  # the lean transport read it whole with its head
+    # A response built in memory (already read) is already decoded; the paths below count it.
+    raw = not response.is_stream_consumed and isinstance(stream, httpx.AsyncByteStream)
+    if raw and encoding in _INFLATE_WBITS:
+        return await _inflate_capped(response, cap, encoding)
+    length = response.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > cap:
+        return None
+    plain = raw and encoding in _IDENTITY
+    source = aiter(response.stream) if plain else response.aiter_bytes()  # type: ignore[arg-type]
+    parts: list[bytes] = []
+    size = 0
+    async with aclosing(source) as chunks:  # type: ignore[type-var]
+        async for chunk in chunks:
+            parts.append(chunk)
+            size += len(chunk)
+            if size > cap:
+                return None
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+_IDENTITY = ("", "identity")
+
+
+def _content_encoding(headers: list[tuple[bytes, bytes]]) -> str:
+    """The reply's ``Content-Encoding``, lower-cased (repeated headers joined with ``", "``, as
+    ``httpx.Headers.get`` joins them); one pass over the raw headers."""
+    values = [value for name, value in headers if name.lower() == b"content-encoding"]
+    if not values:
+        return ""
+    return b", ".join(values).decode("latin-1").strip().lower()
+
+
+#: zlib window bits per Content-Encoding (gzip header, or the zlib wrapper of deflate).
+_INFLATE_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+async def _inflate_capped(response: httpx.Response, cap: int, encoding: str) -> bytes | None:
+    """Inflate a gzip/deflate body from its raw bytes, never holding more than ``cap + 1`` of it."""
+    inflater = zlib.decompressobj(_INFLATE_WBITS[encoding])
+    out = bytearray()
+    first = True
+    try:
+        async with aclosing(response.aiter_raw()) as chunks:  # type: ignore[type-var]
+            async for chunk in chunks:
+                if first and encoding == "deflate" and chunk[:1] not in (b"x", b"X"):
+                    inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as httpx accepts
+                first = False
+                data = chunk
+                while data:
+                    out += inflater.decompress(data, cap + 1 - len(out))
+                    if len(out) > cap:
+                        return None
+                    data = inflater.unconsumed_tail
+    except zlib.error as exc:
+        raise httpx.DecodingError(f"invalid {encoding} body: {exc}", request=response.request) from None
+    return bytes(out)

@@ -1,0 +1,168 @@
+"""One job, end to end: plan → pre-flight checks → run → store → reports → summary → exit code.
+
+Everything here is a plain function of a plan, so the command line
+(:mod:`evalhydra.cli.jobs`), the Python API (:mod:`evalhydra.api`) and tests call
+:func:`run_job` alike. A re-judge (:mod:`evalhydra.job.rejudge`) runs other cells
+and ends through the same :func:`finish_job`.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.execute.progress import Progress
+from evalhydra.execute.runner import RunOutcome, execute
+from evalhydra.job.diagnose import fix_hints, unmeasured
+from evalhydra.job.dry_run import print_dry_run
+from evalhydra.job.exit_codes import ExitCode
+from evalhydra.plan.cells import count_cells
+from evalhydra.plan.model import RunPlan
+from evalhydra.plan.preflight import check_services
+from evalhydra.registry.definitions import registry_origin
+from evalhydra.reports.summary import print_run_summary, run_gate
+from evalhydra.reports.writer import normalize_formats, write_run_reports
+from evalhydra.store.db import Store, open_store
+
+__all__ = ["JobResult", "finish_job", "publish_run", "report_formats", "run_header", "run_job", "run_plan"]
+
+def run_plan(plan: RunPlan, *, output_dir: Path | None = None) -> ExitCode:
+    """Execute a plan and write its reports; return the exit code."""
+    return run_job(plan, output_dir=output_dir).exit_code
+
+
+@dataclass
+class JobResult:
+    """What one job did: its exit code, its run (None for a dry run) and the per-target stats."""
+
+    exit_code: ExitCode
+    run_id: str | None = None
+    stats: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
+    """Execute a plan, write its reports and print its summary.
+
+    Raises:
+        EvalHydraError: A problem found before the first call (nothing is sent or stored).
+    """
+    report_formats(plan)  # an unknown format fails now, not after every cell has run
+    check_services(plan)
+    total = count_cells(plan)
+    if plan.run.dry_run:
+        print_dry_run(plan)
+        return JobResult(ExitCode.OK)
+    store = open_store(plan.store_path)
+    try:
+        progress = Progress(total, enabled=plan.run.progress, label=f"[{plan.service.name}{_shard(plan)}] ")
+        outcome = trio.run(partial(execute, plan, store, total=total, progress=progress))
+        with _further_interrupts_ignored(outcome.interrupted):
+            out = output_dir or plan.store_path.parent / "runs" / outcome.run_id
+            return finish_job(plan, store, outcome, out, header=run_header(plan))
+    finally:
+        store.close()
+
+
+def finish_job(plan: RunPlan, store: Store, outcome: RunOutcome, out: Path, *, header: str | None = None,
+               resume_hint: str = "rerun the same command to resume") -> JobResult:
+    """Write a run's reports, print its summary, apply its gates, and record its exit code.
+
+    Args:
+        plan: The plan the run executed.
+        store: The store the run wrote to.
+        outcome: What the runner reported.
+        out: The report directory.
+        header: The summary's first line (None: none).
+        resume_hint: What an interrupted run's message tells the user to do.
+
+    Returns:
+        The exit code (also stored as ``runs.exit_code``), the run id and the per-target stats.
+    """
+    gate_failed, stats = publish_run(
+        store, outcome, out, formats=report_formats(plan), fail_under=plan.run.fail_under,
+        per_eval=plan.run.fail_under_per_eval, header=header,
+        hints=fix_hints(plan, store, outcome.run_id))
+    code = _exit_code(plan, outcome, stats, gate_failed, resume_hint)
+    store.finish_run(outcome.run_id, exit_code=int(code))
+    return JobResult(code, outcome.run_id, stats)
+
+
+def _exit_code(plan: RunPlan, outcome: RunOutcome, stats: list[dict[str, Any]], gate_failed: bool,
+               resume_hint: str) -> ExitCode:
+    if outcome.interrupted:
+        print(f"interrupted: {outcome.executed} results stored; {resume_hint}.", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    if outcome.budget_exhausted:
+        print(f"stopped scheduling: run.max_cost_usd={plan.run.max_cost_usd} reached.", file=sys.stderr)
+    reasons = unmeasured(stats, plan.run.max_error_rate)
+    sys.stdout.flush()
+    for reason in reasons:
+        print(f"error: could not measure: {reason}", file=sys.stderr)
+    if reasons:
+        return ExitCode.UNMEASURED
+    return ExitCode.GATE if gate_failed else ExitCode.OK
+
+
+def run_header(plan: RunPlan) -> str:
+    """The summary's first line: which registry and store this run used."""
+    origin = registry_origin(plan.registry_root)
+    return f"registry: {plan.registry_root} ({origin}) · store: {plan.store_path}{_shard(plan)}"
+
+
+def _shard(plan: RunPlan) -> str:
+    """`` · shard 2/4`` for a sharded run (1-based), else ""."""
+    run = plan.run
+    return f" · shard {run.shard_index + 1}/{run.shard_count}" if run.shard_count > 1 else ""
+
+
+def report_formats(plan: RunPlan) -> tuple[str, ...]:
+    """The plan's ``report`` formats, checked.
+
+    Raises:
+        EvalHydraError: An unknown format, naming the valid ones.
+    """
+    try:
+        return normalize_formats(plan.config.get("report") or DEFAULT_REPORT_FORMATS)
+    except EvalHydraError as exc:
+        raise EvalHydraError(f"report: {exc.message}", exc.hint) from None
+
+
+def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequence[str],
+                fail_under: float | None, per_eval: Mapping[str, float] | None, header: str | None = None,
+                hints: Sequence[str] = ()) -> tuple[bool, list[dict[str, Any]]]:
+    """Write a finished run's reports, print its summary and apply the gates (all in SQL).
+
+    Returns:
+        Whether a pass rate is below ``fail_under`` or its per-eval threshold, and the
+        per-target stats of the summary.
+    """
+    write_run_reports(store, [outcome.run_id], out, formats=formats)
+    stats = print_run_summary(store, outcome, out, header=header, hints=hints)
+    thresholds = dict(per_eval or {})
+    if fail_under is None and not thresholds:
+        return False, stats
+    return bool(run_gate(store, [outcome.run_id], fail_under, thresholds, stats=stats)), stats
+
+
+@contextmanager
+def _further_interrupts_ignored(interrupted: bool) -> Iterator[None]:
+    """After a Ctrl-C stopped the run, more Ctrl-Cs must not cut its reports short."""
+    if not interrupted or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

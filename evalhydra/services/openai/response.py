@@ -1,0 +1,129 @@
+"""The reply of an OpenAI-compatible endpoint: a completion parsed strictly, or the reason it is not one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalhydra.core import strictjson
+from evalhydra.core.values import ToolCall, Usage, immutable
+
+__all__ = ["ChatAnswer", "InvalidResponseError", "parse_chat_response", "upstream_error_message"]
+
+
+@immutable
+class ChatAnswer:
+    """A parsed successful completion."""
+
+    output: str
+    model: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage
+
+
+class InvalidResponseError(Exception):
+    """A 2xx body that is not a usable completion; ``args[0]`` is the seed reason.
+
+    The reason is ``InvalidUpstreamJson`` or ``MalformedSuccessPayload``.
+    """
+
+
+def _nonneg_int(value: Any) -> int:
+    return value if type(value) is int and value >= 0 else 0  # not a bool, not a float
+
+
+def _parse_usage(data: dict[str, Any]) -> Usage:
+    usage = data.get("usage")
+    if type(usage) is not dict:
+        return Usage()
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if type(details) is dict else 0
+    return Usage(_nonneg_int(usage.get("prompt_tokens")), _nonneg_int(usage.get("completion_tokens")),
+                 _nonneg_int(cached))
+
+
+def _parse_tool_calls(message: dict[str, Any]) -> tuple[ToolCall, ...] | None:
+    raw = message.get("tool_calls")
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise InvalidResponseError("MalformedSuccessPayload")
+    calls = []
+    for entry in raw:
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if not isinstance(function, dict):
+            raise InvalidResponseError("MalformedSuccessPayload")
+        name, arguments = function.get("name"), function.get("arguments")
+        if not isinstance(name, str) or not isinstance(arguments, str):
+            raise InvalidResponseError("MalformedSuccessPayload")
+        calls.append(ToolCall(name, arguments))
+    return tuple(calls)
+
+
+def _first_message(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise InvalidResponseError("InvalidUpstreamJson")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise InvalidResponseError("MalformedSuccessPayload")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise InvalidResponseError("MalformedSuccessPayload")
+    return message
+
+
+def parse_chat_response(body: bytes, requested_model: str) -> ChatAnswer:
+    """Parse a 2xx chat-completions body.
+
+    Args:
+        body: The raw body.
+        requested_model: Used when the body names no model.
+
+    Returns:
+        The answer: content (null → ""), model, tool calls, usage.
+
+    Raises:
+        InvalidResponseError: ``InvalidUpstreamJson`` (not a JSON object) or
+            ``MalformedSuccessPayload`` (no ``choices[0].message``, bad
+            content or tool calls, or neither content nor tool calls).
+    """
+    try:
+        data = strictjson.loads(body)
+    except (ValueError, UnicodeDecodeError):  # also a repeated key or a lone surrogate, as zig_eval
+        raise InvalidResponseError("InvalidUpstreamJson") from None
+    message = _first_message(data)
+    tool_calls = _parse_tool_calls(message)
+    if "content" in message:
+        content = message["content"]
+        if content is None:
+            content = ""
+        elif not isinstance(content, str):
+            raise InvalidResponseError("MalformedSuccessPayload")
+    elif tool_calls is not None:
+        content = ""
+    else:
+        raise InvalidResponseError("MalformedSuccessPayload")
+    model = data.get("model")
+    model = model if isinstance(model, str) and model else requested_model
+    return ChatAnswer(content, model, tool_calls or (), _parse_usage(data))
+
+
+def upstream_error_message(body: bytes) -> str:
+    """The reason for a final non-2xx response (zig_eval rule).
+
+    Args:
+        body: The error response's body.
+
+    Returns:
+        The body's ``error.message``, or ``error`` when it is a string, else
+        ``UpstreamHttpError``.
+    """
+    try:
+        data = strictjson.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return "UpstreamHttpError"
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    if isinstance(error, str):
+        return error
+    return "UpstreamHttpError"

@@ -1,0 +1,327 @@
+"""The OpenAI-compatible chat-completions service (zig_eval's HTTP client, on trio).
+
+One :class:`OpenAICompatService` per configured service, created inside the
+run's trio loop. It owns:
+
+* a :class:`~evalhydra.http.pool.TransportPool`: the lean transport
+  (``service.transport: lean``, the default) or httpx transport shards
+  (``httpx``, or any service behind a proxy), used only through httpx's
+  transport interface, with :mod:`evalhydra.http.body` reading replies;
+* a ``trio.CapacityLimiter(max_concurrency)`` held for the whole call;
+* the ``rpm``/``tpm`` buckets (:mod:`evalhydra.services.ratelimit`);
+* the retry policy (:mod:`evalhydra.services.retry`).
+
+:meth:`OpenAICompatService.complete` never raises for a call problem: HTTP
+errors, timeouts and bad bodies come back as a :class:`~evalhydra.core.values.Completion`
+with ``error_kind`` set. Cancellation propagates. A payload that cannot be
+JSON-encoded (e.g. a NaN in ``params``) is a ``render_error`` (``InvalidPayload``).
+
+Rate limits: each attempt waits for one ``rpm`` token and the request's
+estimated ``tpm`` tokens (outside its timeout, inside the call's concurrency
+slot); a successful attempt corrects the ``tpm`` charge with the real usage, a
+failed one keeps the estimate charged.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from evalhydra.config.schema import ServiceConfig
+from evalhydra.core import trio_util
+from evalhydra.core.values import ChatRequest, Completion, ErrorKind
+from evalhydra.core.version import __version__
+from evalhydra.http.body import aclose_response, read_capped
+from evalhydra.http.deadlines import DEADLINE
+from evalhydra.http.pool import TransportPool, tls_context
+from evalhydra.services.openai.payload import (
+    build_payload,
+    count_image_chars,
+    normalize_chat_url,
+    resolve_model,
+)
+from evalhydra.services.openai.response import (
+    ChatAnswer,
+    InvalidResponseError,
+    parse_chat_response,
+    upstream_error_message,
+)
+from evalhydra.services.openai.secrets import (
+    ENV_REF,
+    MIN_SECRET_LENGTH,
+    mask_secrets,
+    read_env,
+    resolve_header,
+    split_headers,
+)
+from evalhydra.services.pricing import cost_usd
+from evalhydra.services.ratelimit import RateLimiter, estimate_tokens
+from evalhydra.services.retry import (
+    AttemptResult,
+    RetryOutcome,
+    RetryPolicy,
+    classify_status,
+    parse_retry_after,
+    run_with_retries,
+)
+
+__all__ = ["MAX_RESPONSE_BYTES", "OpenAICompatService"]
+
+#: zig_eval's response cap: a larger body is ``invalid_response``.
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+
+#: Most distinct body lengths whose headers are kept (then the set starts again).
+_HEADER_SETS = 256
+#: Request bodies: compact UTF-8 JSON, NaN refused (one encoder, not one per call).
+_BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_BASE_HEADERS = {"content-type": "application/json", "accept": "application/json",
+                 "accept-encoding": "gzip, deflate", "user-agent": f"evalhydra/{__version__}"}
+
+
+class OpenAICompatService:
+    """A :class:`~evalhydra.services.base.Service` for OpenAI-compatible endpoints.
+
+    Args:
+        config: The service's config.
+        registry_root: The registry root (attachments are relative to it).
+        base_url: Overrides ``config.base_url`` (e.g. the started mock's URL).
+            It can also be changed later through :attr:`base_url`.
+        transport: An httpx transport for tests (``httpx.MockTransport``), used
+            instead of the connection shards.
+        rng: Randomness for backoff jitter (seed it for reproducible tests).
+
+    Raises:
+        EvalHydraError: For an unknown ``retry.strategy``.
+    """
+
+    def __init__(
+        self,
+        config: ServiceConfig,
+        *,
+        registry_root: Path,
+        base_url: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.registry_root = registry_root
+        static, self._dynamic_headers = split_headers(config.headers)
+        self._static_headers = {**_BASE_HEADERS, **{k.lower(): v for k, v in static.items()}}
+        self._set_url(config.base_url if base_url is None else base_url)
+        self._policy = RetryPolicy.from_config(config.retry)
+        self._timeout_s = config.timeout_ms / 1000.0
+        self._deadline_s = config.deadline_ms / 1000.0 if config.deadline_ms else None
+        self._limiter = trio.CapacityLimiter(max(1, config.max_concurrency))
+        self._rate = RateLimiter.from_config(config.rate_limit)
+        user_keys = {key.lower() for key in config.headers}
+        self._auth_env = None if "authorization" in user_keys else config.api_key_env
+        timeout = httpx.Timeout(connect=10.0, read=self._timeout_s, write=30.0, pool=None)
+        self._extensions: dict[str, Any] = {"timeout": timeout.as_dict()}
+        # With the attempt's deadline (below), a read timeout as long as the attempt can never
+        # end a read first: none is set, and a wait costs no clock read for it.
+        self._lean_timeouts = {**timeout.as_dict(), "read": None}
+        context = tls_context(config.verify, config.ca_bundle)
+        self._pool = TransportPool(self._url, config.max_concurrency, transport, kind=config.transport,
+                                   proxy=config.proxy, ssl_context=context)
+        #: The lean transport ends an attempt at its deadline itself (no cancel scope per attempt).
+        self._deadline_in_transport = bool(self._timeout_s) and self._pool.ends_at_deadline
+        self._rng = rng or random.Random()
+        self._clock = trio_util.RunClock()
+        #: The last request sent and its encoded body (requests are immutable).
+        self._encoded: tuple[ChatRequest | None, bytes] = (None, b"")
+
+    @property
+    def name(self) -> str:
+        """The service's name."""
+        return self.config.name
+
+    @property
+    def base_url(self) -> str:
+        """The chat-completions endpoint; assign a base URL to change it.
+
+        The proxy (from the environment) is chosen for the URL the service was
+        created with.
+        """
+        return self._url
+
+    @base_url.setter
+    def base_url(self, value: str) -> None:
+        self._set_url(value)
+
+    def _set_url(self, base_url: str) -> None:
+        """Point the service at ``base_url``: the endpoint, parsed once, and the request headers
+        that never change (``Host`` and the static ones), encoded once."""
+        self._url = normalize_chat_url(base_url)
+        self._http_url = httpx.URL(self._url)
+        self._host = self._http_url.netloc.decode("ascii")
+        fixed = {"host": self._host, **self._static_headers}
+        fixed.pop("content-length", None)  # each call sends its own
+        self._fixed_headers = [(name.encode("ascii"), value.encode("ascii")) for name, value in fixed.items()]
+        #: Headers without secrets, by body length: httpx copies a ``Headers`` without
+        #: normalising each header again.
+        self._headers_by_length: dict[int, httpx.Headers] = {}
+
+    @property
+    def limiter(self) -> trio.CapacityLimiter:
+        """The per-service in-flight cap (``total_tokens`` may be changed at runtime)."""
+        return self._limiter
+
+    def _request_headers(self, length: int) -> httpx.Headers | list[tuple[bytes, bytes]]:
+        """The headers of one call, ``Host`` and ``Content-Length`` included; secrets are read
+        now and never stored."""
+        if self._auth_env is None and not self._dynamic_headers:
+            return self._fixed_request_headers(length)
+        headers = {"host": self._host, **self._static_headers, "content-length": str(length)}
+        key = read_env(self._auth_env)
+        if key is not None:
+            headers["authorization"] = f"Bearer {key}"
+        for name, template in self._dynamic_headers:
+            value = resolve_header(template)
+            if value is not None:
+                headers[name.lower()] = value
+        return [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
+
+    def _fixed_request_headers(self, length: int) -> httpx.Headers:
+        """The headers of a call that sends no secret, made once per body length."""
+        headers = self._headers_by_length.get(length)
+        if headers is None:
+            if len(self._headers_by_length) >= _HEADER_SETS:
+                self._headers_by_length.clear()
+            headers = httpx.Headers([*self._fixed_headers, (b"content-length", b"%d" % length)])
+            self._headers_by_length[length] = headers
+        return headers
+
+    def _estimate(self, body: bytes, request: ChatRequest) -> int:
+        n_images, image_chars = count_image_chars(request.user_content)
+        return estimate_tokens(len(body) - image_chars, n_images)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """Send one request with retries and return its outcome; never raises for call errors.
+
+        Args:
+            request: The rendered request.
+
+        Returns:
+            The Completion (``error_kind`` set on failure).
+        """
+        model = resolve_model(self.config, request)
+        if request is self._encoded[0]:  # a case's next trial: the same body
+            body = self._encoded[1]
+        else:
+            try:
+                body = _BODY_ENCODER.encode(build_payload(self.config, request)).encode("utf-8")
+            except (TypeError, ValueError) as exc:
+                return _failed(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
+            self._encoded = (request, body)
+        estimate = self._estimate(body, request) if self._rate.counts_tokens else 0
+        attempt = partial(self._attempt, body, self._request_headers(len(body)), model, estimate)
+        before = partial(self._rate.acquire, estimate) if self._rate.enabled else None
+        async with trio_util.Holding(self._limiter):
+            outcome = await run_with_retries(
+                attempt,
+                self._policy,
+                timeout_s=self._timeout_s,
+                deadline_s=self._deadline_s,
+                before_attempt=before,
+                rng=self._rng,
+                timeout_in_fn=self._deadline_in_transport,
+                now=self._clock.now,
+            )
+        return mask_secrets(self._completion(outcome, model), self._secrets())
+
+    def _secrets(self) -> list[str]:
+        """The secret values this service sends now: its key and every ``${env:…}`` header value."""
+        if self._auth_env is None and not self._dynamic_headers:
+            return []
+        values = [read_env(self._auth_env)]
+        values += [read_env(name) for _, template in self._dynamic_headers
+                   for name in ENV_REF.findall(template)]
+        return [v for v in values if v and len(v) >= MIN_SECRET_LENGTH]
+
+    async def _attempt(
+        self,
+        body: bytes,
+        headers: httpx.Headers | list[tuple[bytes, bytes]],
+        model: str,
+        estimate: int,
+        attempt: int,
+    ) -> AttemptResult[ChatAnswer]:
+        extensions = self._extensions
+        if self._deadline_in_transport:
+            extensions = {"timeout": self._lean_timeouts, DEADLINE: self._clock.now() + self._timeout_s}
+        # stream=: the headers are complete, so httpx has nothing to add or read
+        request = httpx.Request("POST", self._http_url, headers=headers, stream=httpx.ByteStream(body),
+                                extensions=extensions)
+        index = self._pool.acquire()
+        try:
+            response = await self._pool.transports[index].handle_async_request(request)
+            try:
+                status = response.status_code
+                raw = await read_capped(response, MAX_RESPONSE_BYTES)
+                retry_after = None if status == 200 else response.headers.get("retry-after")
+            finally:
+                await aclose_response(response)
+        finally:
+            self._pool.release(index)
+        if status != 200:  # zig_eval: any other status, a 201 or 204 too, is a failed call
+            return AttemptResult(
+                status_code=status,
+                error_kind=classify_status(status),
+                error_message=upstream_error_message(raw or b""),
+                retry_after_s=parse_retry_after(retry_after),
+            )
+        if raw is None:
+            return _invalid(status, "ResponseTooLarge")
+        try:
+            answer = parse_chat_response(raw, model)
+        except InvalidResponseError as exc:
+            return _invalid(status, str(exc.args[0]))
+        if self._rate.counts_tokens:
+            self._rate.adjust(answer.usage.prompt_tokens + answer.usage.completion_tokens - estimate)
+        return AttemptResult(value=answer, status_code=status)
+
+    def _completion(self, outcome: RetryOutcome[ChatAnswer], model: str) -> Completion:
+        last, n = outcome.last, len(outcome.attempts)
+        answer = last.value
+        if answer is None or last.error_kind is not None:
+            return Completion(
+                output="",
+                model=model,
+                status_code=last.status_code,
+                attempt_count=n,
+                retried=n > 1,
+                latency_ms=outcome.latency_ms,
+                error_kind=last.error_kind,
+                error_message=last.error_message,
+                attempts=tuple(outcome.attempts),
+            )
+        return Completion(
+            output=answer.output,
+            model=answer.model,
+            tool_calls=answer.tool_calls,
+            usage=answer.usage,
+            status_code=last.status_code,
+            attempt_count=n,
+            retried=n > 1,
+            latency_ms=outcome.latency_ms,
+            attempts=tuple(outcome.attempts),
+            cost_usd=cost_usd(answer.usage, self.config.pricing),
+        )
+
+    async def aclose(self) -> None:
+        """Close every connection shard (idempotent)."""
+        await self._pool.aclose()
+
+
+def _invalid(status: int, reason: str) -> AttemptResult[ChatAnswer]:
+    return AttemptResult(status_code=status, error_kind=ErrorKind.INVALID_RESPONSE, error_message=reason)
+
+
+def _failed(model: str, kind: ErrorKind, message: str, attempts: int) -> Completion:
+    return Completion(output="", model=model, attempt_count=attempts, error_kind=kind, error_message=message)
