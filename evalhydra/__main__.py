@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 
 from evalhydra import __version__
+from evalhydra.job.exit_codes import ExitCode
 
 __all__ = ["main"]
 
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a further Ctrl-C must not cut the exit short
         print("interrupted: results stored so far are kept; run the same command again to resume.",
               file=sys.stderr)
-        raise SystemExit(130) from None
+        raise SystemExit(ExitCode.INTERRUPTED) from None
     finally:
         if collecting:
             gc.enable()  # an error before the job (exit 2), --help: as the caller had it
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
 def _main(args: list[str]) -> None:
     if args[:1] in (["--version"], ["-V"]):
         print(f"evalhydra {__version__}")
-        raise SystemExit(0)
+        raise SystemExit(ExitCode.OK)
     from evalhydra.cli.commands import SUBCOMMANDS, usage  # imports httpx (evalhydra.cli)
 
     if args and args[0] in SUBCOMMANDS:
@@ -85,7 +86,7 @@ def _to_a_reader_that_may_leave(command: Callable[[], int]) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit
-        code = 0
+        code = ExitCode.OK
     return code
 
 

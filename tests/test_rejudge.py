@@ -137,3 +137,19 @@ def test_merge_overrides_replaces_keys_and_cell_keys_are_unique_per_run() -> Non
     assert rejudge_cell_key("k", "m", "run-a") != rejudge_cell_key("k", "m", "run-b")
     assert rejudge_cell_key("k", "m", "run-a") != rejudge_cell_key("k", "m2", "run-a")
     assert len(rejudge_cell_key("k", "m", "run-a")) == 32
+
+
+def test_rejudge_finishes_like_a_run_exit_3_and_its_exit_code_stored(compose: Compose, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A run whose cells all errored could not measure (exit 3); so can a re-judge of it, which
+    copies those errors: it says so, exits 3 and stores its exit code as a run does."""
+    db = tmp_path / "store.db"
+    plan = build_plan(compose("eval=smoke", "service.mock.fail_rate=1.0", "service.retry.max_attempts=1",
+                              f"store.path={db}"))
+    assert run_plan(plan) == 3
+    parent = next(iter(_runs(db)))
+    capsys.readouterr()
+    assert main([parent, "--store", str(db), "--out", str(tmp_path / "out")]) == 3
+    assert "error: could not measure" in capsys.readouterr().err
+    child = next(r for r in _runs(db).values() if r["parent_run_id"] == parent)
+    assert (child["exit_code"], _runs(db)[parent]["exit_code"]) == (3, 3)

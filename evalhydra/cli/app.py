@@ -18,6 +18,7 @@ from evalhydra.cli.startup import resume_gc
 from evalhydra.compose.compose import params_overrides, register
 from evalhydra.compose.registry_options import activate
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.job.exit_codes import ExitCode
 
 __all__ = ["exit_code", "hydra_main", "run_app"]
 
@@ -35,7 +36,7 @@ def run_app(args: list[str]) -> int:
         activate(args)
     except EvalHydraError as exc:  # an unusable registry= path: report it like any config error
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     sys.argv = [sys.argv[0], *params_overrides(args)]
     full_error = bool(os.environ.get("HYDRA_FULL_ERROR"))
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let Hydra raise: its errors become one line here
@@ -46,7 +47,7 @@ def run_app(args: list[str]) -> int:
         if error is None:
             raise
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     finally:
         if not full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
@@ -66,6 +67,6 @@ def hydra_main(cfg: DictConfig) -> None:
         sweep_dir=str(Path(hc.sweep.dir).resolve()) if multirun else None,
     )
     note_exit_code(code)
-    if code == 130:
+    if code == ExitCode.INTERRUPTED:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the process is on its way out: no traceback
-        raise SystemExit(130)
+        raise SystemExit(ExitCode.INTERRUPTED)

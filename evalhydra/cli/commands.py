@@ -10,6 +10,8 @@ import argparse
 import sys
 from typing import NoReturn
 
+from evalhydra.job.exit_codes import ExitCode
+
 __all__ = ["STORE_COMMANDS", "SUBCOMMANDS", "CommandParser", "usage"]
 
 #: Commands over the store (:mod:`evalhydra.cli.store_commands`).
@@ -50,4 +52,4 @@ class CommandParser(argparse.ArgumentParser):
         print(f"error: {self.prog}: {message}", file=sys.stderr)
         print(self.format_usage().rstrip(), file=sys.stderr)
         print(f"See: {self.prog} --help", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(ExitCode.USAGE)

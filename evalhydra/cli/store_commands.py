@@ -30,6 +30,7 @@ from evalhydra.cli.catalog import eval_rows, service_rows
 from evalhydra.cli.commands import STORE_COMMANDS, CommandParser
 from evalhydra.config.defaults import DEFAULT_STORE_PATH
 from evalhydra.core.errors import EvalHydraError, did_you_mean
+from evalhydra.job.exit_codes import ExitCode
 from evalhydra.registry.definitions import load_registry, registry_origin, resolve_registry_root
 from evalhydra.reports.comparecmd import Target, compare, parse_target, regressions, render
 from evalhydra.reports.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQL, select_runs
@@ -71,7 +72,7 @@ def main(argv: Sequence[str]) -> int:
         return int(args.handler(args) or 0)
     except EvalHydraError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
 
 
 def _open(args: argparse.Namespace) -> Store:
@@ -113,7 +114,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         group by ru.run_id order by ru.started_at desc, ru.run_id limit ?"""
     rows = list(store.query(sql, [args.limit]))
     print(_format(rows, args.format) if rows else "No runs yet.")
-    return 0
+    return ExitCode.OK
 
 
 def _cfg_runs(p: argparse.ArgumentParser) -> None:
@@ -143,7 +144,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                                 baseline_service=args.baseline, cumulative=args.cumulative)
     for path in written:
         print(path)
-    return 0
+    return ExitCode.OK
 
 
 def cmd_view(args: argparse.Namespace) -> int:
@@ -174,7 +175,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     print(page)
     if _can_open_a_browser():
         webbrowser.open(page.resolve().as_uri())
-    return 0
+    return ExitCode.OK
 
 
 def _target(store: Store, text: str) -> Target:
@@ -238,11 +239,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     result = compare(store.conn, base, cand, args.eval or ())
     print(render(result, args.format, args.limit))
     if not args.fail_on_regression:
-        return 0
+        return ExitCode.OK
     if not any(r["paired"] for r in [*result.rows, result.overall]):
         raise EvalHydraError("--fail-on-regression needs shared (case, trial) pairs; there are none.",
                              "Compare runs of the same evals and trials.")
-    return 1 if regressions(result) else 0
+    return ExitCode.GATE if regressions(result) else ExitCode.OK
 
 
 def _compare_targets(store: Store, args: argparse.Namespace) -> tuple[Any, Any]:
@@ -329,7 +330,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise EvalHydraError(f"{what}.", "evalhydra query is read-only: one SELECT (or WITH, "
                              "EXPLAIN, a read-only PRAGMA) per call.") from None
     print(_format(rows, args.format) if names else "(no result set)")
-    return 0
+    return ExitCode.OK
 
 
 def _head(sql: str) -> str:
@@ -369,7 +370,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         sql += f" limit {int(args.limit)}"
     rows = list(store.query(sql, params))
     print(_format(rows, args.format) if rows else "No results for that run.")
-    return 0
+    return ExitCode.OK
 
 
 def _cfg_results(p: argparse.ArgumentParser) -> None:
@@ -391,7 +392,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
                                  "Give the store files the jobs wrote (store.path of each job).")
     total = merge_stores(Path(args.store), [Path(s) for s in args.shards])
     print(f"merged {len(args.shards)} shard(s); {total} results in {args.store}")
-    return 0
+    return ExitCode.OK
 
 
 def _cfg_merge(p: argparse.ArgumentParser) -> None:
@@ -411,7 +412,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     print(_format(service_rows(registry), args.format))
     print("\nevals (eval=ID, or eval=GROUP for every eval of a group)")
     print(_format(eval_rows(registry), args.format))
-    return 0
+    return ExitCode.OK
 
 
 def _cfg_list(p: argparse.ArgumentParser) -> None:

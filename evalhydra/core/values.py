@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any, TypeVar, dataclass_transform, overload
 
 __all__ = [
+    "PASSING",
     "immutable",
     "Attachment",
     "AttemptRecord",
@@ -51,6 +52,10 @@ def immutable(cls: type[_T] | None = None, /, *, kw_only: bool = False) -> Any:
     """
     make = dataclass(slots=True, unsafe_hash=True, kw_only=kw_only)
     return make if cls is None else make(cls)
+
+
+#: The statuses that pass: zig_eval's PASS and the agent validators' EXCELLENT and PASS.
+PASSING = frozenset({"EXCELLENT", "PASS"})
 
 
 class ErrorKind(StrEnum):

@@ -15,7 +15,8 @@ from typing import Any
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.messages import as_text
 from evalhydra.core.trio_util import RunClock
-from evalhydra.core.values import Case, ChatRequest, Completion, MatchResult, Usage
+from evalhydra.core.values import Case, ChatRequest, Completion, MatchResult
+from evalhydra.execute.rows import attempt_row, chat_row
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.factory import judge_services_of
 from evalhydra.matchers.rubric import refinement_input
@@ -24,12 +25,9 @@ from evalhydra.plan.model import EvalPlan
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import Service
 from evalhydra.services.render import render_error_completion, render_request
-from evalhydra.store.rows import ResultRow, attempt_row, now_iso, verdict_fields
+from evalhydra.store.rows import ResultRow
 
 __all__ = ["ChatCellRunner"]
-
-_NO_USAGE = Usage()
-
 
 def _input_text(case: Case) -> str:
     """The text a refinement attempt rewrites: the input, or a conversation's last user message."""
@@ -93,7 +91,9 @@ class ChatCellRunner:
             if match.passed or match.error_kind is not None or completion.error_kind is not None:
                 break
         latency = (self._clock.now() - started) * 1000
-        row = self._row(job, completion, match, calls, len(history), history, latency)
+        row = chat_row(job, self.run_id, self.config.name, self.model, completion, match, calls,
+                       self._judge_names(job.eval), attempts=len(history), history=history,
+                       latency_ms=latency)
         return row, self._attempt_rows(job, calls, labels if len(history) > 1 else None)
 
     async def _run_once(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
@@ -105,7 +105,8 @@ class ChatCellRunner:
         if match.judge is not None:
             calls.append(("judge", match.judge))
         latency = (self._clock.now() - started) * 1000
-        row = self._row(job, completion, match, calls, 1, None, latency)
+        row = chat_row(job, self.run_id, self.config.name, self.model, completion, match, calls,
+                       self._judge_names(job.eval), attempts=1, history=None, latency_ms=latency)
         return row, self._attempt_rows(job, calls, None)
 
     async def _generate(self, job: CellJob, refinement: str | None = None) -> Completion:
@@ -129,87 +130,6 @@ class ChatCellRunner:
                                error_kind=completion.error_kind, details=details)
         ctx = MatchContext(case=job.case, output=completion.output, tool_calls=completion.tool_calls)
         return await self.matchers[job.eval.id](ctx)
-
-    def _row(
-        self,
-        job: CellJob,
-        completion: Completion,
-        match: MatchResult,
-        calls: list[tuple[str, Completion]],
-        attempts: int,
-        history: list[dict[str, Any]] | None,
-        latency_ms: float,
-    ) -> ResultRow:
-        """The result row; ``attempts`` generations were made, ``history`` is theirs (None: one,
-        without refinement)."""
-        case: Case = job.case
-        error = match.error_kind or completion.error_kind
-        verdict = verdict_fields(match, error, job.eval.matcher)
-        if case.attachments:  # named in report.html's case details
-            verdict["details"] = {**(verdict["details"] or {}),
-                                  "attachments": [a.label or a.path for a in case.attachments]}
-        return ResultRow(
-            cell_key=job.key,
-            run_id=self.run_id,
-            group=job.eval.group,
-            eval_id=job.eval.id,
-            service_name=self.config.name,
-            model=completion.model if completion.ok else self.model,
-            requested_model=self.model,
-            run_index=job.trial,
-            case_id=case.id,
-            kind="chat",
-            input=case.input,
-            ideal=case.ideal,
-            output=completion.output,
-            tool_calls=[{"name": t.name, "arguments": t.arguments} for t in completion.tool_calls],
-            latency_ms=int(round(latency_ms)),
-            attempts=attempts,
-            attempt_history=history,
-            case_hash=case.content_hash,
-            evaluated_at=now_iso(),
-            status_code=completion.status_code,
-            **verdict,
-            **self._accounting_fields(job, match, calls),
-        )
-
-    def _accounting_fields(
-        self, job: CellJob, match: MatchResult, calls: list[tuple[str, Completion]]
-    ) -> dict[str, Any]:
-        """Attempts, retries, tokens and cost, with the judge's kept apart (judge columns are
-        left out, so NULL, when no judge was called)."""
-        if len(calls) == 1:  # the common case: one generation, no judge
-            candidate = calls[0][1]
-            return {
-                "attempt_count": candidate.attempt_count,
-                "retried": candidate.retried,
-                "judge_service": self._judge_names(job.eval),
-                "prompt_tokens": candidate.usage.prompt_tokens,
-                "completion_tokens": candidate.usage.completion_tokens,
-                "cached_tokens": candidate.usage.cached_tokens,
-                "cost_usd": candidate.cost_usd,
-            }
-        judge = match.judge
-        candidates = [c for kind, c in calls if kind == "candidate"]
-        judges = [c for kind, c in calls if kind == "judge"]
-        usage = sum((c.usage for c in candidates), Usage())
-        judge_usage = sum((c.usage for c in judges), Usage()) if judges else _NO_USAGE
-        return {
-            "attempt_count": sum(c.attempt_count for _, c in calls),
-            "retried": any(c.retried for _, c in calls),
-            "judge_attempt_count": judge.attempt_count if judge else None,
-            "judge_retried": judge.retried if judge else None,
-            "judge_status_code": judge.status_code if judge else None,
-            "judge_service": self._judge_names(job.eval),
-            "judge_model": judge.model if judge else None,
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "cached_tokens": usage.cached_tokens,
-            "judge_prompt_tokens": judge_usage.prompt_tokens if judges else None,
-            "judge_completion_tokens": judge_usage.completion_tokens if judges else None,
-            "cost_usd": sum(c.cost_usd for c in candidates),
-            "judge_cost_usd": sum(c.cost_usd for c in judges) if judges else None,
-        }
 
     def _judge_names(self, ev: EvalPlan) -> str | None:
         if ev.id not in self._judge_cache:

@@ -30,21 +30,21 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.values import Case, ErrorKind, MatchResult, ToolCall
+from evalhydra.core.values import Case, ErrorKind, ToolCall
+from evalhydra.execute.rows import attempt_row, copied_row, parent_details, rejudged_row
 from evalhydra.execute.services import build_matchers, open_services
 from evalhydra.matchers.base import MatchContext, Matcher
-from evalhydra.matchers.factory import judge_services_of
 from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan, RunPlan
 from evalhydra.registry.datasets import iter_cases
 from evalhydra.store.db import Store
-from evalhydra.store.rows import ResultRow, attempt_row, now_iso, verdict_fields
+from evalhydra.store.rows import ResultRow
 
 __all__ = [
     "RejudgeCellRunner",
@@ -131,66 +131,19 @@ class RejudgeCellRunner:
         """Judge one stored output again (or copy it when its generation failed)."""
         parent: StoredResult = job.parent
         if _generation_failed(parent.row):
-            row, attempts = self._copied_row(job), []
+            row, attempts = copied_row(job, self.run_id, self.tally.parent_run_id), []
             self.tally.copied += 1
         else:
             started = trio.current_time()
             match = await self.matchers[job.eval.id](_context(job.case, parent.row))
-            row = self._judged_row(job, match, (trio.current_time() - started) * 1000)
+            latency_ms = (trio.current_time() - started) * 1000
+            row = rejudged_row(job, self.run_id, self.tally.parent_run_id, match, latency_ms)
             judge = match.judge
             calls = judge.attempts if judge else ()
             attempts = [attempt_row(job.key, self.run_id, "judge", a) for a in calls]
             self.tally.judged += 1
         self.tally.changed += bool(row.passed) != bool(parent.row.get("passed"))
         return row, attempts
-
-    def _base_row(self, job: CellJob, **changes: Any) -> ResultRow:
-        base = ResultRow.from_mapping(job.parent.row)
-        matcher = job.eval.matcher
-        fields = {
-            "cell_key": job.key, "run_id": self.run_id, "input": job.case.input, "ideal": job.case.ideal,
-            "case_hash": job.case.content_hash or base.case_hash, "cost_usd": 0.0, "evaluated_at": now_iso(),
-            "judge_service": _judge_label(matcher),
-            "pass_threshold": matcher.get("pass_threshold", matcher.get("pass_score")),
-        }
-        return replace(base, **{**fields, **changes})
-
-    def _info(self, job: CellJob) -> dict[str, Any]:
-        parent: StoredResult = job.parent
-        return {
-            "parent_run_id": self.tally.parent_run_id,
-            "parent_cell_key": parent.row["cell_key"],
-            "parent_passed": bool(parent.row.get("passed")),
-            "parent_score": parent.row.get("score"),
-            "candidate_attempt_count": parent.candidate_attempts,
-            "candidate_retried": parent.candidate_retried,
-        }
-
-    def _copied_row(self, job: CellJob) -> ResultRow:
-        details = {k: v for k, v in _parent_details(job.parent.row).items() if k != "rejudge"}
-        info = {**self._info(job), "skipped": "the candidate call failed; nothing to judge"}
-        return self._base_row(job, latency_ms=0, judge_cost_usd=None, details={**details, "rejudge": info})
-
-    def _judged_row(self, job: CellJob, match: MatchResult, latency_ms: float) -> ResultRow:
-        judge = match.judge
-        attempts, retried = job.parent.candidate_attempts, job.parent.candidate_retried
-        verdict = verdict_fields(match, match.error_kind, job.eval.matcher)
-        verdict["details"] = {**(match.details or {}), "rejudge": self._info(job)}
-        return self._base_row(
-            job,
-            attempt_count=attempts + (judge.attempt_count if judge else 0),
-            retried=retried or bool(judge and judge.retried),
-            judge_attempt_count=judge.attempt_count if judge else None,
-            judge_retried=judge.retried if judge else None,
-            judge_status_code=judge.status_code if judge else None,
-            judge_model=judge.model if judge else None,
-            latency_ms=int(round(latency_ms)),
-            judge_prompt_tokens=judge.usage.prompt_tokens if judge else None,
-            judge_completion_tokens=judge.usage.completion_tokens if judge else None,
-            judge_cost_usd=judge.cost_usd if judge else None,
-            **verdict,
-        )
-
 
 def _dataset_cases(plan: RunPlan, ev: EvalPlan) -> dict[str, Case]:
     if ev.dataset_path is None:
@@ -231,26 +184,13 @@ def _context(case: Case, row: Mapping[str, Any]) -> MatchContext:
                         tool_calls=_tool_calls(row.get("tool_calls")))
 
 
-def _judge_label(matcher: Mapping[str, Any]) -> str | None:
-    return ",".join(sorted(judge_services_of(matcher))) or None
-
-
-def _parent_details(parent: Mapping[str, Any]) -> dict[str, Any]:
-    raw = parent.get("details")
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except json.JSONDecodeError:
-        value = None
-    return value if isinstance(value, dict) else {}
-
-
 def _candidate_calls(store: Store, parent: Mapping[str, Any]) -> tuple[int, bool]:
     """The original candidate calls' HTTP attempt count and whether any was retried.
 
     From the parent's own re-judge record, else the ``attempts`` audit table,
     else the row's totals minus its (last) judge call.
     """
-    previous = _parent_details(parent).get("rejudge")
+    previous = parent_details(parent).get("rejudge")
     if isinstance(previous, dict) and "candidate_attempt_count" in previous:
         return int(previous["candidate_attempt_count"]), bool(previous.get("candidate_retried"))
     audit = list(store.query(

@@ -35,7 +35,7 @@ from typing import Any
 import trio
 
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.values import MatchResult
+from evalhydra.core.values import PASSING, MatchResult
 from evalhydra.matchers.base import MatchContext, Matcher
 from evalhydra.matchers.common import is_number, is_unit_number
 from evalhydra.matchers.paths import resolve_registry_path
@@ -50,8 +50,7 @@ __all__ = [
     "validation_to_result",
 ]
 
-_PASSING_STATUSES = ("EXCELLENT", "PASS")
-_STATUSES = (*_PASSING_STATUSES, "FAIL")
+_STATUSES = ("EXCELLENT", "PASS", "FAIL")
 _validator_cache: dict[tuple[str, int], Any] = {}
 
 
@@ -216,7 +215,7 @@ def validation_to_result(result: Any) -> MatchResult:
         }
         for c in _field(result, "details", None) or []
     ]
-    ok = status in _PASSING_STATUSES
+    ok = status in PASSING
     failing = [
         f"{c['name']}: {c['message']}" if c["message"] else c["name"] for c in checks if not c["passed"]
     ]

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.agents.models import DEFAULT_CLI, MIN_TIMEOUT_S, TrialResult
+from evalhydra.core.values import PASSING
 from evalhydra.reports.atomic import write_json_atomic
 
 __all__ = [
-    "PASSING",
     "STATUS_ICONS",
     "experiment_from_store",
     "inline_text",
@@ -35,7 +35,6 @@ __all__ = [
 
 STATUS_ICONS = {"EXCELLENT": "👍", "PASS": "✅", "FAIL": "❌", "TIMEOUT": "⏱️", "ERROR": "⚠️"}
 #: zrb statuses that count as passed.
-PASSING = frozenset({"EXCELLENT", "PASS"})
 
 Row = dict[str, Any]
 

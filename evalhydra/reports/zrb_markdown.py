@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from evalhydra.agents.models import STATUSES
-from evalhydra.reports.zrb import PASSING, STATUS_ICONS, trial_details
+from evalhydra.core.values import PASSING
+from evalhydra.reports.zrb import STATUS_ICONS, trial_details
 
 __all__ = ["render_zrb_report"]
 

@@ -18,20 +18,16 @@ from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any
 
-from evalhydra.core.values import ErrorKind, MatchResult
-
 __all__ = [
     "ERROR_STATUSES",
     "INFRA_ERROR_SQL",
     "MAX_STORED_OUTPUT_CHARS",
     "RESULT_STATUSES",
     "ResultRow",
-    "attempt_row",
     "cap_output",
     "infra_error_sql",
     "is_infra_error",
     "now_iso",
-    "verdict_fields",
 ]
 
 #: Agent statuses that are infrastructure errors (zrb's ERROR and TIMEOUT).
@@ -175,47 +171,9 @@ def cap_output(text: str) -> str:
             f"[evalhydra: output cut at {MAX_STORED_OUTPUT_CHARS} of {len(text)} characters]")
 
 
-def verdict_status(error: ErrorKind | str | None, passed: bool) -> str:
-    """A chat result's status: any error kind is ERROR (never FAIL), else PASS or FAIL."""
-    if error is not None:
-        return "ERROR"
-    return "PASS" if passed else "FAIL"
-
-
-def verdict_fields(match: MatchResult, error: ErrorKind | None, matcher: Mapping[str, Any]) -> dict[str, Any]:
-    """Status, pass, score and the judge's feedback of a scored chat cell (or a re-judge)."""
-    return {
-        "status": verdict_status(error, match.passed),
-        "passed": bool(match.passed) and error is None,
-        "score": float(match.score),
-        "failure_reason": None if match.passed else match.reason,
-        "error_kind": str(error) if error else None,
-        "details": match.details,
-        "feedback": match.feedback,
-        "rubric_scores": match.rubric_scores,
-        "failure_category": match.failure_category,
-        "suggested_fix": match.suggested_fix,
-        "pass_threshold": matcher.get("pass_threshold", matcher.get("pass_score")),
-    }
-
-
 #: ``attempts`` table columns, in order.
 ATTEMPT_FIELDS = ("cell_key", "run_id", "call", "attempt", "status_code", "error_kind", "latency_ms",
                   "error_message")
-
-
-def attempt_row(cell_key: str, run_id: str, call: str, record: Any) -> dict[str, Any]:
-    """One ``attempts`` row for an :class:`~evalhydra.core.values.AttemptRecord`."""
-    return {
-        "cell_key": cell_key,
-        "run_id": run_id,
-        "call": call,
-        "attempt": record.attempt,
-        "status_code": record.status_code,
-        "error_kind": str(record.error_kind) if record.error_kind else None,
-        "latency_ms": round(record.latency_ms, 3),
-        "error_message": record.error_message,
-    }
 
 
 #: The last whole second formatted, and the last millisecond's timestamp: ``[(key, text)]``
