@@ -139,8 +139,8 @@ def test_merge_overrides_replaces_keys_and_cell_keys_are_unique_per_run() -> Non
     assert len(rejudge_cell_key("k", "m", "run-a")) == 32
 
 
-def test_rejudge_finishes_like_a_run_exit_3_and_its_exit_code_stored(compose: Compose, tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_rejudge_finishes_like_a_run_exit_3_and_its_exit_code_stored(
+        compose: Compose, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A run whose cells all errored could not measure (exit 3); so can a re-judge of it, which
     copies those errors: it says so, exits 3 and stores its exit code as a run does."""
     db = tmp_path / "store.db"

@@ -3,9 +3,8 @@
 ``import httpx`` also imports httpx's own command-line client (``httpx._main``),
 which pulls in ``click``, ``rich`` and ``pygments`` whenever they are installed
 (they are: ``sqlite-utils`` needs click and evalhydra needs rich). That is more
-than half of httpx's import time (median of 9 on the 2-core development
-machine: 223 ms with it, 117 ms without), and evalhydra never runs that
-client (encode/httpx#3547 moves the import out; until it lands, this skips it).
+than half of httpx's import time (``bench/startup.py``), and evalhydra never
+runs that client (encode/httpx#3547 moves the import out; until it lands, this skips it).
 
 Start-up also makes a few hundred thousand objects (Hydra, OmegaConf, the
 libraries' modules, two compositions of the config), and the cyclic garbage
@@ -60,9 +59,9 @@ def import_sqlite_utils_without_numpy_or_pandas() -> None:
     sqlite-utils imports both whenever they are installed, only to map their value
     types to column types when it creates a table from values. evalhydra's tables are
     declared column by column and its rows are written with plain ``sqlite3``, so that
-    mapping is never used; NumPy alone added 40-50 ms to every run (``-X importtime``:
-    sqlite_utils 114-127 ms with it, 74-78 ms without), pandas far more. Both stay
-    importable for anything else that wants them.
+    mapping is never used, while NumPy's import alone is a visible share of start-up
+    (``python -X importtime``), pandas far more. Both stay importable for anything else
+    that wants them.
     """
     _import_without("sqlite_utils", ("numpy", "pandas"))
 

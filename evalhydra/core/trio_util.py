@@ -4,8 +4,8 @@ when it need not wait, and a cheap read of the run's clock.
 ``async with limiter`` always yields to the scheduler, which puts the task at the back of
 the run queue. When hundreds of replies arrive together (a fixed-latency
 upstream at high concurrency), every such yield between one reply and the
-next request costs the worker a round of the other ready tasks (a few ms each
-at C=500 in ``bench/throughput.py``). :class:`Holding` takes the ``acquire_nowait``
+next request costs the worker a round of the other ready tasks
+(``bench/throughput.py`` at high concurrency shows it). :class:`Holding` takes the ``acquire_nowait``
 path when it succeeds and falls back to the waiting call, which checkpoints,
 only when it must wait. (Jobs and rows move between the runner's tasks through
 :mod:`evalhydra.execute.jobqueue` and :class:`evalhydra.execute.writer.RowSink`,
@@ -44,8 +44,8 @@ class Holding:
 
 class RunClock:
     """The clock of the trio run that first reads it: ``clock.now()`` is
-    ``trio.current_time()`` without its two layers of indirection (0.21 against
-    0.47 µs, timeit). A chat cell reads the time four times. An object that holds
+    ``trio.current_time()`` without its two layers of indirection, which a chat cell
+    would pay four times. An object that holds
     one belongs to one trio run, as the run's services and runners do.
     """
 

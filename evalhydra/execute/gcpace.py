@@ -5,10 +5,9 @@ those freed by 700. A cell makes and frees hundreds (coroutine frames, httpx's
 request and response, the reply's parsed JSON, the result row), and the few
 hundred cells in flight keep theirs alive across each collection, so every one
 of those collections walks them and moves them up a generation to be walked
-again. Over ``bench/throughput.py``'s 20,000 cells at C=200, timing each
-collection inside ``execute_cells`` with ``gc.callbacks``: 222–226 collections,
-0.33–0.42 s of CPU, 17–21 µs a cell. With the youngest generation collected every
-10,000 net allocations instead: 2 collections, 0.004–0.008 s. Cyclic garbage
+again: a measurable share of a cell's CPU (``bench/throughput.py``; the figures
+are in docs/performance.md). With the youngest generation collected every 10,000
+net allocations instead, a run makes only a few collections. Cyclic garbage
 waits a little longer for its collection; everything else is freed by reference
 counting as before.
 
@@ -17,12 +16,9 @@ the caller's when the last run of the process ends (runs may overlap in one
 process: an API caller's threads), then collects the cyclic garbage of the run
 (and of whatever ran before it), so its finalisers run at the run's end and not
 inside whatever the caller does next. In the test suite an unclosed loopback
-socket in such garbage failed, at random, other tests' setups on a
-``ResourceWarning``; it was a test's own OpenAI client (``tests/test_mock.py``,
-closed since), not the run's. The collection walks only what the run made when
-start-up's objects are frozen (:func:`evalhydra.cli.startup.resume_gc`): 0.8 ms
-(1.0-1.1 ms in a 20,000-cell run at C=200; 2,699 objects collected, the
-lean transport's connections among them).
+socket in such garbage would otherwise fail, at random, a later test's setup on a
+``ResourceWarning``. The collection walks only what the run made when start-up's
+objects are frozen (:func:`evalhydra.cli.startup.resume_gc`), so it is short.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Cells on their way from the producer to the workers.
 
 A memory channel costs a task switch per cell (the producer blocks on a full
-channel, a worker on an empty one): ~30 µs per cell at C=200 on the bench
-machine, more than the rest of the runner's own bookkeeping. :class:`JobQueue`
+channel, a worker on an empty one), which costs more than the rest of the
+runner's own bookkeeping (``bench/throughput.py``). :class:`JobQueue`
 is a deque the producer tops up a chunk at a time: a worker takes a cell
 without a switch while any is queued, and the producer wakes only when the
 queue runs low, so the next chunk is claimed while workers still have work.

@@ -6,8 +6,8 @@ pipe) a plain line is printed every ``interval`` seconds, so logs stay short.
 Cells found already stored count as done from the start.
 
 ``rich`` (and the bar module) is imported only on a terminal: a CI log never
-needs it, and importing ``rich.progress`` took ~85 ms (median of 9) on the
-2-core development machine.
+needs it, and importing ``rich.progress`` is a visible part of start-up
+(``bench/startup.py``).
 """
 
 from __future__ import annotations

@@ -255,7 +255,7 @@ async def _work(work: _Work, source: _Source) -> None:
     concurrency = work.plan.run.concurrency
     # Two chunks' worth, not one: a put of one chunk is taken at once by the workers waiting
     # for it, so with one the queue ran dry before each next claim and nearly every cell
-    # waited for the producer (at C=200 against the latency-0 mock, the queue was empty at 98 % of takes).
+    # waited for the producer.
     jobs = JobQueue[CellJob](2 * _chunk(work))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_produce, work, source, jobs)
@@ -267,9 +267,9 @@ def _chunk(work: _Work) -> int:
     """Cells claimed (and queued) at a time: twice ``run.concurrency``, at most :data:`_CLAIM_CHUNK`.
 
     A claim's round trip through a worker thread lasts about one scheduling batch of the
-    busy event loop (every worker whose reply arrived runs first: ~100 ms at C=200 on the
-    2-core bench machine), so a chunk of ``concurrency`` cells per trip barely kept up with
-    the workers, who then waited for the producer at nearly every cell.
+    busy event loop (every worker whose reply arrived runs first), so a chunk of
+    ``concurrency`` cells per trip barely kept up with the workers, who then waited for
+    the producer at nearly every cell.
     """
     return max(1, min(_CLAIM_CHUNK, 2 * work.plan.run.concurrency))
 

@@ -1,8 +1,7 @@
 """Deadlines of many socket waits kept by one timer task, instead of a cancel scope each.
 
-Opening and closing a trio cancel scope costs ~50,000 instructions (``valgrind
---tool=cachegrind`` on trio 0.35, with or without a deadline): more than the
-rest of a small request's client work on the lean transport. A request sent
+Opening and closing a trio cancel scope costs more instructions than the rest
+of a small request's client work on the lean transport (docs/performance.md). A request sent
 with a timeout waits on its socket about once, so :class:`SocketDeadlines`
 keeps every such wait's deadline in one heap; a wait costs a push and a flag.
 

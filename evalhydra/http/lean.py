@@ -1,11 +1,10 @@
 """A lean HTTP/1.1 transport for trio under httpx's API, replies parsed by ``httptools``.
 
 ``httpx.AsyncHTTPTransport`` spends most of a small request's CPU in httpcore
-and h11 (pure-Python framing, per-event objects, pool bookkeeping): about
-1 ms per request on the 2-core bench machine against 0.2 ms for raw trio
-sockets (``bench/throughput.py``). :class:`LeanTransport` keeps httpx's
-interface (``httpx.Request`` in, ``httpx.Response`` out, httpx's exception
-types) and does the wire work itself:
+and h11 (pure-Python framing, per-event objects, pool bookkeeping), several
+times what raw trio sockets spend (``bench/throughput.py`` measures both).
+:class:`LeanTransport` keeps httpx's interface (``httpx.Request`` in,
+``httpx.Response`` out, httpx's exception types) and does the wire work itself:
 
 * a keep-alive pool of at most ``max_connections`` connections (idle ones are
   reused newest first and dropped after ``keepalive_expiry`` seconds);

@@ -99,8 +99,8 @@ def _record(category: bool, fix: bool) -> str:
 
 
 # One of four objects, by which optional keys hold a value: SQLite evaluates only the
-# branch taken. (A JSON merge patch of null keys did the same by parsing and rewriting
-# every line: 14.1 s against 9.4 s of SQLite's CPU for a million lines.)
+# branch taken. (A JSON merge patch of null keys does the same by parsing and rewriting
+# every line, at a higher cost.)
 LINE_SQL = f"""(case when {_CATEGORY} is null then
   (case when suggested_fix is null then {_record(False, False)} else {_record(False, True)} end)
   else (case when suggested_fix is null then {_record(True, False)} else {_record(True, True)} end) end)"""

@@ -32,7 +32,7 @@ _SUMS = ("c", "passed", "latency_sum", "retried_runs", "total_attempts", "errors
 
 # The GROUP BY leads with its most varied key, the whole-millisecond latency: SQLite's sorter
 # settles a comparison on an integer first key without decoding the rest of the record
-# (6.9 s -> 5.9 s for a million results; bench/report_scale.py's store).
+# (bench/report_scale.py).
 _HIST = f"""select "group" as g, eval_id as e, service_name as s, model as m, {_LAT} as lat,
   {STATUS_SQL} as st, {CATEGORY_KEY_SQL} as cat, count(*) as c, sum({PASSED_SQL}) as passed,
   sum(case when retried then 1 else 0 end) as retried_runs,

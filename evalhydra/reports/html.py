@@ -37,7 +37,7 @@ STATUS_MARKS = {"PASS": "✓", "EXCELLENT": "✓", "FAIL": "✗", "ERROR": "!", 
 @cache
 def _environment() -> Any:
     """The template environment, made on first use: Jinja2 is imported only by a run that writes HTML."""
-    from jinja2 import Environment, PackageLoader, select_autoescape  # ~85 ms of start-up otherwise
+    from jinja2 import Environment, PackageLoader, select_autoescape  # a visible share of start-up otherwise
 
     return Environment(loader=PackageLoader("evalhydra.reports", "templates"),
                        autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)

@@ -11,8 +11,8 @@ which SQLite answers from the ``run_id`` index or one table scan; otherwise it
 is ``cell_key IN (SELECT cell_key FROM run_cells WHERE run_id IN (…))``.
 
 When the runs hold most of the table, reading it straight through is several
-times faster than visiting each row through an index (0.2 s against 1.3 s
-for a million rows here), so full passes read ``FROM {sel.table}``, which is
+times faster than visiting each row through an index (``bench/report_scale.py``),
+so full passes read ``FROM {sel.table}``, which is
 then ``results NOT INDEXED``. Queries whose ``ORDER BY`` an index provides
 (``runs.json``) read plain ``results``.
 """

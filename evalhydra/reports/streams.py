@@ -78,7 +78,7 @@ def runs_json_chunks(conn: sqlite3.Connection, sel: Selection) -> Iterator[str]:
     """The run objects of ``runs.json`` (indented text), in seed order, a few thousand per chunk.
 
     Each chunk is one join of its pieces, and a score's text is made once per distinct
-    score: 0.51 against 1.13 µs a result for an f-string per result then a join.
+    score, not once per result.
     """
     sql = f"select {_BLOCK_COLUMNS} from results where {sel.where} order by {SEED_ORDER_SQL}"
     cursor = conn.execute(sql, sel.params)

@@ -111,10 +111,9 @@ def _usable_cores() -> int:
 def _case_rows_job(db: Path, sel: Selection) -> list[tuple[Any, ...]]:
     """The per-case statement, beside the main thread's totals (each sorts every result).
 
-    Only when a core is left for it beside the streamed files and the main thread: on the
-    2-core bench machine, with ``runs.json`` streaming, three SQLite-bound threads took
-    4.98-5.76 s for a million results and two (the per-case statement after the totals)
-    4.40-4.75 s, four interleaved rounds each.
+    Only when a core is left for it beside the streamed files and the main thread: with
+    fewer cores, a third SQLite-bound thread only competes for them and the report takes
+    longer (``bench/report_scale.py``).
     """
     with closing(_read_only(db)) as conn:
         return case_rows(conn, sel)

@@ -9,8 +9,7 @@ never finished, hold until the run ends (the run renews its lease while it
 lasts). A second invocation on the same store skips the cells the first one is
 sending or has sent, and sends only what nobody holds. The table holds only
 cells in flight: the lease renewals and the release at the end touch those, not
-every cell of the run (releasing 20,000 claims at a run's end took 16-25 ms of
-its wall). A claim whose lease ran out (its process died on another host) can be
+every cell of the run. A claim whose lease ran out (its process died on another host) can be
 taken over; on this host, opening the store for writing releases the claims of
 runs whose process is gone at once (:meth:`~evalhydra.store.db.Store._close_abandoned_runs`).
 
@@ -134,9 +133,9 @@ class Claims:
 
     # Each statement below returns one row, whatever the number of keys: every SQLite step
     # releases and retakes the GIL, and from this thread, behind a busy event loop, a retake
-    # can wait up to the switch interval (5 ms). (A claim of 200 cells took 2-72 ms in the
-    # thread either way on the bench machine; its round trip, ~50-130 ms, is set by the event
-    # loop's scheduling batches, which is why the producer claims more cells a trip.)
+    # can wait up to the switch interval. A claim's round trip is set by the event loop's
+    # scheduling batches, not by these statements, which is why the producer claims more
+    # cells a trip.
 
     def _stored(self, keys: Sequence[str]) -> set[str]:
         """Keys with a result that counts as done for this run."""

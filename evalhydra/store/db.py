@@ -35,11 +35,9 @@ def _null(value: None) -> None:
 
 # sqlite3 binds only exact int, float, str and bytearray directly; any other value (None,
 # a bool, bytes) first misses the adapter registry and then looks for ``__adapt__`` and
-# ``__conform__``, ~3,300 instructions a value. A result row bound ~26 of them (its NULL
-# columns, its flags) before :func:`insert_present` left out the columns NULL in a whole
-# batch; the rest still do. Registered adapters are found at the first lookup (~60 % less
-# per row then; ``valgrind --tool=cachegrind``) and bind exactly what the default path
-# binds: NULL, and 0 or 1.
+# ``__conform__``, a slow path a result row's NULL columns and flags would take for every
+# value. Registered adapters are found at the first lookup and bind exactly what the
+# default path binds: NULL, and 0 or 1.
 sqlite3.register_adapter(type(None), _null)
 sqlite3.register_adapter(bool, int)
 
@@ -312,8 +310,8 @@ def insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any
     times per batch behind the busy event loop. A statement per 256 rows takes
     it once each. Statements hold a power of two of rows (256, then the rest
     as 128 + 64 + …), so the connection's statement cache keeps at most nine
-    shapes per table instead of one per batch size (which grew the writer by
-    ~50 MB over a long run).
+    shapes per table instead of one per batch size (which grew the writer's
+    memory without bound over a long run).
     """
     if not rows:
         return
@@ -342,15 +340,14 @@ def insert_present(conn: sqlite3.Connection, into: str, columns: Sequence[str],
 
     A column left out is NULL, as a bound None would be: no column of the
     tables written this way has a default (``tests/test_store.py`` checks). A
-    chat result leaves ~25 of its 45 columns NULL, and each bound NULL cost
-    ~1,400 instructions (adapter call, bind, the connection's mutex). Leaving
-    them out, with the C-level flattening in :func:`insert_rows`, took the
-    writer thread from 203k to 154k instructions per cell of a chat run
-    (``valgrind --tool=callgrind``). Of the ~28 columns left, a chat batch
-    shares most (run, eval, service, model, kind, status code, attempt counts):
-    each is bound once per 256 rows, and SQLite copies it into each row while
-    it steps, without the GIL. Columns are chosen per batch, not per row, and
-    a cached 256-row statement holds ~0.8 MB, so the selections are bounded.
+    chat result leaves about half of its columns NULL, and each bound NULL costs
+    an adapter call, a bind and the connection's mutex; leaving them out is a
+    large share of the writer's work per cell (docs/performance.md). Of the
+    columns left, a chat batch shares most (run, eval, service, model, kind,
+    status code, attempt counts): each is bound once per 256 rows, and SQLite
+    copies it into each row while it steps, without the GIL. Columns are chosen
+    per batch, not per row, and a cached 256-row statement is large, so the
+    selections are bounded.
     """
     if not rows:
         return
@@ -383,8 +380,7 @@ def _same(column: tuple[Any, ...]) -> bool:
 
 
 #: Most column selections :func:`insert_present` uses per table and connection (each brings
-#: up to nine cached statements, the largest ~0.8 MB: 40 distinct 256-row, 45-column
-#: statements grew a process by 33 MB).
+#: up to nine cached statements, and a 256-row statement is large).
 _SHAPES = 8
 
 

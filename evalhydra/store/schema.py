@@ -251,8 +251,8 @@ def _migration_4(db: sqlite_utils.Database) -> None:
     """Results of a run in zig_eval's sort order straight from an index.
 
     ``runs.json`` lists a run's results sorted by (group, eval, service, trial,
-    case, model); without this index SQLite sorts them in a temp B-tree (3.5 of
-    9.3 s at a million rows). It replaces the ``(run_id)`` index, its prefix, so
+    case, model); without this index SQLite sorts them in a temp B-tree, a large
+    share of that report's time. It replaces the ``(run_id)`` index, its prefix, so
     writes maintain no more indexes than before.
     """
     db.conn.execute("drop index if exists idx_results_run_id")
@@ -296,8 +296,7 @@ def _migration_8(db: sqlite_utils.Database) -> None:
     """No index of claims by run: a claim now ends when its result is stored, so the table holds
     only the cells in flight (and a run's infrastructure errors until it ends), and the statements
     by run (renewal, release) read a few hundred rows. The index cost every claim and every
-    stored result a third B-tree update: in a 20,000-cell run, the writer's deletes took 3.6-3.9 µs
-    of CPU a cell with it and 1.2-1.3 µs without, the claims 5.1-5.3 against 4.7-4.9 µs."""
+    stored result a third B-tree update."""
     db.conn.execute("drop index if exists idx_claims_run_id")
 
 

@@ -3,10 +3,9 @@
 SQLite counts every allocation it makes (``SQLITE_CONFIG_MEMSTATUS``, on by
 default) under one global mutex. The count serves ``sqlite3_memory_used`` and
 the soft heap limit, neither of which Python's :mod:`sqlite3` or evalhydra uses,
-and it costs: building ``runs.json``'s text for a million results took 8.0 s
-with it and 4.9 s without, and two report threads on their own connections,
-each of them SQLite-bound, ran 1.5 times as fast as one instead of twice
-(``bench/report_scale.py``'s store).
+and it costs: the count slows every SQLite-bound report, and the mutex keeps two
+report threads on their own connections from running twice as fast as one
+(``bench/report_scale.py``).
 
 The setting can only change while the library is shut down, and shutting it
 down is safe only with no connection open. Python's :mod:`sqlite3` initialises

@@ -1,14 +1,13 @@
 """The mock's latency: one timer for every request waiting out its delay.
 
-``trio.sleep`` per request opens a cancel scope and, when it expires, cancels it:
-in a profile of the mock under 200 concurrent clients at 50 ms, that delivery
-(``Deadlines.expire`` → ``CancelScope._cancel`` → ``Cancelled`` raised and
-caught) was about a third of the mock's CPU, CPU the client under test then
-could not use on a small machine. Here a waiting request is an entry in a heap
-and a parked task; one timer task sleeps until the earliest entry is due (plus
-:data:`SLACK`, so entries due close together are released in one wake-up) and
-reschedules every task whose time has come. A request therefore waits at least
-its delay and at most :data:`SLACK` more.
+``trio.sleep`` per request opens a cancel scope and, when it expires, cancels it;
+under many concurrent clients that delivery (``Deadlines.expire`` →
+``CancelScope._cancel`` → ``Cancelled`` raised and caught) becomes a large share of
+the mock's CPU, CPU the client under test then cannot use on a small machine.
+Here a waiting request is an entry in a heap and a parked task; one timer task
+sleeps until the earliest entry is due (plus :data:`SLACK`, so entries due close
+together are released in one wake-up) and reschedules every task whose time has
+come. A request therefore waits at least its delay and at most :data:`SLACK` more.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def _origin_form(target: bytes) -> bytes:
 _MODELS_PATHS = frozenset({b"/v1/models", b"/models"})
 _FAIL = responses.error_body("mock failure", "server_error")
 _HTML = b"<html><body>502 Bad Gateway</body></html>"
-_CACHE_MAX_BODY = 4 * 1024  # larger bodies are rendered afresh, never kept (the cache stays under ~20 MB)
+_CACHE_MAX_BODY = 4 * 1024  # larger bodies are rendered afresh, never kept (the cache stays small)
 
 
 @dataclass
@@ -427,7 +427,7 @@ def _render(body: bytes, default_model: str, fixed_reply: str | None) -> bytes |
 
 
 #: Distinct bodies remembered: a bench cycles through its 2,000 cases once per trial, and an LRU
-#: smaller than that cycle would never hit (~600 bytes an entry: a few MB at most).
+#: smaller than that cycle would never hit (an entry is one small reply body).
 _CACHE_ENTRIES = 4096
 _rendered_cached = lru_cache(maxsize=_CACHE_ENTRIES)(_render)
 
