@@ -339,7 +339,7 @@ def insert_present(conn: sqlite3.Connection, into: str, columns: Sequence[str],
             table; at most :data:`_SHAPES` are used, then a new selection names every column.
 
     A column left out is NULL, as a bound None would be: no column of the
-    tables written this way has a default (``tests/test_store.py`` checks). A
+    tables written this way has a default (``tests/store/test_store.py`` checks). A
     chat result leaves about half of its columns NULL, and each bound NULL costs
     an adapter call, a bind and the connection's mutex; leaving them out is a
     large share of the writer's work per cell (docs/performance.md). Of the

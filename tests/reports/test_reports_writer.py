@@ -18,7 +18,7 @@ from evalhydra.reports.selection import select_runs
 from evalhydra.reports.writer import ALL_FORMATS, normalize_formats, write_run_reports
 from evalhydra.store.db import open_store
 from tests.reference import zig
-from tests.test_reports_support import (
+from tests.reports.test_reports_support import (
     MockStore,
     mock_store,
     random_rows,

@@ -369,7 +369,7 @@ async def test_latency_and_jitter(client: httpx.AsyncClient) -> None:
     await configure(client, latency_ms=60, jitter_ms=20)
     start = trio.current_time()
     await chat(client)
-    assert 0.035 <= trio.current_time() - start < 1.0
+    assert trio.current_time() - start >= 0.035  # latency less the jitter, at the least
 
 
 async def test_fail_with_retry_after(client: httpx.AsyncClient) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from importlinter.cli import lint_imports
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "evalhydra"
 PYPROJECT = REPO / "pyproject.toml"
 

@@ -268,7 +268,7 @@ def _free_port() -> int:
 def test_shard_bench_prints_both_walls_and_both_floors() -> None:
     """bench/shard_agents.py at a tiny size: every wall and ratio it reports, all trials stored."""
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    bench = Path(__file__).resolve().parents[1] / "bench" / "shard_agents.py"
+    bench = Path(__file__).resolve().parents[2] / "bench" / "shard_agents.py"
     res = subprocess.run([sys.executable, str(bench), "--trials", "4", "--sleep", "0.1", "--shards", "2"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr

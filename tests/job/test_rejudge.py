@@ -17,8 +17,8 @@ from evalhydra.job.rejudge import merge_overrides, rejudge
 from evalhydra.job.run import run_plan
 from evalhydra.plan.build import build_plan
 from tests.conftest import smoke_eval, write_registry
+from tests.e2e.test_judges_e2e import stored_rows
 from tests.helpers import chat_requests, mock_process
-from tests.test_judges_e2e import stored_rows
 
 Compose = Callable[..., DictConfig]
 

@@ -17,7 +17,7 @@ from evalhydra.reports.summary import (
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import open_store
 from tests.reference.summary import gate_failures, group_stats
-from tests.test_reports_support import result_row, write_run
+from tests.reports.test_reports_support import result_row, write_run
 
 RUN = "eval-gate-aaaaaaaa"
 

@@ -150,7 +150,7 @@ def _open_at_once(path: str, barrier: Any) -> None:
 @pytest.mark.slow  # 20 rounds of four processes: ~25 s
 def test_processes_that_create_one_store_at_once_all_open_it(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("forkserver")  # forked from one clean process: each starts at once
-    ctx.set_forkserver_preload(["evalhydra.store.db", "tests.test_store"])
+    ctx.set_forkserver_preload(["evalhydra.store.db", "tests.store.test_store"])
     for round_ in range(20):  # the race lost about one open in fifteen before the fix
         barrier = ctx.Barrier(4)
         procs = [ctx.Process(target=_open_at_once, args=(str(tmp_path / f"new{round_}.db"), barrier))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "throughput.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "throughput.py"
 
 
 @pytest.mark.slow

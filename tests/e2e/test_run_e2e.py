@@ -20,7 +20,7 @@ from tests.helpers import (
     stored_results,
     wait_for,
 )
-from tests.test_reports_zig import RUN_KEYS
+from tests.reports.test_reports_zig import RUN_KEYS
 
 
 def _args(registry: Path, url: str, db: Path, *extra: str) -> list[str]:

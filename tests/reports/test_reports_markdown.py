@@ -10,7 +10,7 @@ import pytest
 from evalhydra.reports import aggregate
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import open_store
-from tests.test_reports_support import MockStore, mock_store, result_row, write_run
+from tests.reports.test_reports_support import MockStore, mock_store, result_row, write_run
 
 __all__ = ["mock_store"]
 
@@ -129,7 +129,7 @@ def test_agent_trials_use_zrb_details(tmp_path: Path) -> None:
 
 
 def test_summary_md_is_short_and_lists_significant_regressions(tmp_path: Path) -> None:
-    from tests.test_reports_support import regression_store
+    from tests.reports.test_reports_support import regression_store
 
     store = regression_store(tmp_path / "s.db")
     ids = ["eval-base-aaaaaaaa", "eval-cand-bbbbbbbb"]
