@@ -98,7 +98,7 @@ def load_cases(cases: str | Path | Sequence[str | Path], root: Path) -> list[Age
 
 
 _CASE_LAYOUT_HINT = (f"A case is a directory with {INSTRUCTION_FILE} and a {VALIDATOR_FILE} that sets "
-                     "validator = YourValidator() (the README's agent-CLI recipe); "
+                     "validator = YourValidator() (docs/configuration.md, agent CLIs); "
                      "eval.cases names them or their folder.")
 
 

@@ -194,7 +194,8 @@ def _messages(value: Any, where: str) -> tuple[dict[str, Any], ...]:
     try:
         return check_messages(value)
     except MessageError as exc:
-        raise EvalHydraError(f"{where}: input {exc}.", "See README 'Conversations'.") from None
+        raise EvalHydraError(f"{where}: input {exc}.",
+                             "See docs/configuration.md, 'Conversations'.") from None
 
 
 def _expected_calls(value: Any, where: str) -> tuple[ExpectedToolCall, ...]:

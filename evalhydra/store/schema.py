@@ -177,7 +177,7 @@ _COUNTS = f"""count(r.cell_key) as total, coalesce(sum(r.passed), 0) as passed,
           round(1.0 * sum(r.passed) / nullif(count(r.cell_key) - sum({_ERR}), 0), 4) as pass_rate"""
 _COST = "round(sum(coalesce(r.cost_usd, 0) + coalesce(r.judge_cost_usd, 0)), 6) as cost_usd"
 
-#: Views of migrations 2 and 3 (documented in the README with example queries).
+#: Views of migrations 2 and 3 (documented in docs/store.md with example queries).
 REPORT_VIEWS: dict[str, str] = {
     # One row per eval × service × model over every stored result (replaces migration 1's).
     "eval_stats": f"""

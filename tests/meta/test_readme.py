@@ -1,4 +1,4 @@
-"""The README's promises: the quick start, the CI command, the documented queries and commands."""
+"""The README's and docs' promises: the quick start, the CI command, the documented queries and commands."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from tests.conftest import REPO
 from tests.helpers import run_cli
 
 README = (REPO / "README.md").read_text()
+#: The README and the reference in docs/: the documented commands, queries and examples.
+DOCS = README + "".join(p.read_text() for p in sorted((REPO / "docs").glob("*.md")))
 
 
 def _bash_blocks(text: str) -> list[str]:
@@ -63,7 +65,7 @@ def test_help_lists_options_and_every_subcommand_has_help(tmp_path: Path) -> Non
 
 
 def _readme_queries() -> list[str]:
-    return re.findall(r'evalhydra query "([^"]+)"', README)
+    return re.findall(r'evalhydra query "([^"]+)"', DOCS)
 
 
 @pytest.mark.slow
@@ -74,7 +76,7 @@ def test_readme_sql_examples_run_against_a_real_store(tmp_path: Path) -> None:
     assert len(queries) >= 4
     for sql in queries:
         conn.execute(sql).fetchall()
-    sqlite_utils_sql = re.search(r'sqlite-utils outputs/evalhydra.db "([^"]+)"', README)
+    sqlite_utils_sql = re.search(r'sqlite-utils outputs/evalhydra.db "([^"]+)"', DOCS)
     assert sqlite_utils_sql is not None
     rows = conn.execute(sqlite_utils_sql.group(1)).fetchall()
     assert rows == [("smoke.reply_ok", "mock", 1.0)]
@@ -170,7 +172,7 @@ def test_an_installed_wheel_runs_from_inside_a_checkout(wheel_site: Path, tmp_pa
 
 @pytest.mark.slow
 def test_the_readme_pytest_example_passes(tmp_path: Path) -> None:
-    (block,) = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    (block,) = re.findall(r"```python\n(.*?)```", DOCS, flags=re.S)
     (tmp_path / "test_example.py").write_text(block)
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error",
                           "test_example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)

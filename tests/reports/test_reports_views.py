@@ -1,4 +1,4 @@
-"""The store's report views: the README's example queries, and upgrading an older store."""
+"""The store's report views: the example queries of docs/store.md, and upgrading an older store."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.reports.test_reports_support import MockStore, mock_store, result_row
 
 __all__ = ["README_QUERIES", "mock_store"]
 
-#: The example queries of the README's "Report views" section (the same text, verbatim).
+#: The example queries of docs/store.md's "Views" section (the same text, verbatim).
 README_QUERIES = [
     ("select run_id, started_at, total, passed, failed, errors, pass_rate, cost_usd from "
      "run_pass_rates order by started_at desc limit 10"),
@@ -38,7 +38,7 @@ README_QUERIES = [
 
 @pytest.mark.parametrize("sql", README_QUERIES)
 def test_readme_queries_run_against_a_real_store(mock_store: MockStore, sql: str) -> None:
-    assert '"' not in sql  # the README quotes each query in double quotes
+    assert '"' not in sql  # the docs quote each query in double quotes
     conn = sqlite3.connect(f"file:{mock_store.path}?mode=ro", uri=True)
     rows = conn.execute(sql).fetchall()
     conn.close()
