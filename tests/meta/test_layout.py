@@ -62,3 +62,10 @@ def test_every_package_says_its_job() -> None:
     for init in sorted(PACKAGE.rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
         assert doc and len(doc.split()) >= 5, f"{init.relative_to(PACKAGE)} has no docstring saying its job"
+
+
+def test_the_wheel_lists_every_package() -> None:
+    """setuptools' package list is explicit: a package left out is missing from the wheel."""
+    listed = set(tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
