@@ -52,7 +52,7 @@ def test_help_lists_options_and_every_subcommand_has_help(tmp_path: Path) -> Non
 
 
     for name in sorted(SUBCOMMANDS):
-        assert f"`{name}`" in README or f" {name} " in README, f"{name} is not documented"
+        assert f"`{name}`" in DOCS or f" {name} " in DOCS, f"{name} is not documented"
         out = subprocess.run(
             [sys.executable, "-m", "evalhydra", name, "--help"],
             capture_output=True,
