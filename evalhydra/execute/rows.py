@@ -59,8 +59,13 @@ def chat_row(
         verdict["details"] = {**(verdict["details"] or {}),
                               "attachments": [a.label or a.path for a in case.attachments]}
     return ResultRow(
-        **_identity(job, run_id, service_name, completion.model if completion.ok else requested_model,
-                    requested_model),
+        cell_key=job.key,
+        run_id=run_id,
+        group=job.eval.group,
+        eval_id=job.eval.id,
+        service_name=service_name,
+        model=completion.model if completion.ok else requested_model,
+        requested_model=requested_model,
         run_index=job.trial,
         case_id=case.id,
         kind="chat",
@@ -77,13 +82,6 @@ def chat_row(
         **verdict,
         **_accounting_fields(match, calls, judge_service),
     )
-
-
-def _identity(job: CellJob, run_id: str, service_name: str, model: str,
-              requested_model: str) -> dict[str, Any]:
-    """The columns that say which cell a row is, and of which run."""
-    return {"cell_key": job.key, "run_id": run_id, "group": job.eval.group, "eval_id": job.eval.id,
-            "service_name": service_name, "model": model, "requested_model": requested_model}
 
 
 def _accounting_fields(
@@ -145,7 +143,13 @@ def agent_row(
     passed = trial.status in PASSING
     score = verdict.get("score")
     return ResultRow(
-        **_identity(job, run_id, service, trial.model, trial.model),
+        cell_key=job.key,
+        run_id=run_id,
+        group=job.eval.group,
+        eval_id=job.eval.id,
+        service_name=service,
+        model=trial.model,
+        requested_model=trial.model,
         run_index=trial.trial_index,
         case_id=trial.test_case,
         kind="agent",
