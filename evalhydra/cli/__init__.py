@@ -1,7 +1,8 @@
-"""The command line: the Hydra app, the job it runs, store subcommands, ``rejudge``, sweep callbacks.
+"""The command line: argv in, text and exit codes out (the work itself is :mod:`evalhydra.job`).
 
 * :mod:`~evalhydra.cli.commands`: the subcommand table.
-* :mod:`~evalhydra.cli.app`: ``@hydra.main``; :mod:`~evalhydra.job.run`: one job end to end.
+* :mod:`~evalhydra.cli.app`: ``@hydra.main``; :mod:`~evalhydra.cli.jobs`: a Hydra job's entry
+  and the exit codes a sweep's jobs leave.
 * :mod:`~evalhydra.cli.store_commands`: ``runs``, ``report``, ``compare``, ``query``, ``results``,
   ``merge``, ``list``; :mod:`~evalhydra.cli.rejudge`: ``rejudge``.
 * :mod:`~evalhydra.cli.callbacks`: the sweep report when a multirun ends.

@@ -1,4 +1,4 @@
-"""The Hydra entry point. Thin: choose the registry, compose, run :func:`evalhydra.job.run.run_config`."""
+"""The Hydra entry point. Thin: choose the registry, compose, run :func:`evalhydra.cli.jobs.run_config`."""
 
 from __future__ import annotations
 

@@ -38,10 +38,9 @@ from evalhydra.core.errors import EvalHydraError
 from evalhydra.execute.rejudge_cell import RejudgeTally, open_rejudge_runner, rejudge_jobs
 from evalhydra.execute.runner import RunOutcome, execute_cells, new_run_id, run_row
 from evalhydra.job.exit_codes import ExitCode
-from evalhydra.job.run import finish_job
+from evalhydra.job.run import finish_job, preflight
 from evalhydra.plan.build import build_plan
 from evalhydra.plan.model import RunPlan
-from evalhydra.plan.preflight import check_services
 from evalhydra.store.db import Store, open_store
 
 __all__ = ["RejudgeResult", "merge_overrides", "override_key", "rejudge"]
@@ -84,7 +83,7 @@ def rejudge(store_path: str | Path, run_id: str, overrides: Sequence[str] = (), 
         parent = _parent_run(store, run_id)
         merged = merge_overrides(_stored_overrides(parent), overrides)
         plan = build_plan(compose_config([*merged, f"store.path={path}"]), merged)
-        check_services(plan)
+        preflight(plan)
         new_id = new_run_id(plan, prefix="eval-rejudge")
         tally = RejudgeTally(parent_run_id=parent["run_id"])
         jobs = rejudge_jobs(store, plan, new_id, tally)

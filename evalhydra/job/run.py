@@ -35,7 +35,8 @@ from evalhydra.reports.summary import print_run_summary, run_gate
 from evalhydra.reports.writer import normalize_formats, write_run_reports
 from evalhydra.store.db import Store, open_store
 
-__all__ = ["JobResult", "finish_job", "publish_run", "report_formats", "run_header", "run_job", "run_plan"]
+__all__ = ["JobResult", "finish_job", "preflight", "publish_run", "report_formats", "run_header", "run_job",
+           "run_plan"]
 
 def run_plan(plan: RunPlan, *, output_dir: Path | None = None) -> ExitCode:
     """Execute a plan and write its reports; return the exit code."""
@@ -57,8 +58,7 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
     Raises:
         EvalHydraError: A problem found before the first call (nothing is sent or stored).
     """
-    report_formats(plan)  # an unknown format fails now, not after every cell has run
-    check_services(plan)
+    preflight(plan)
     total = count_cells(plan)
     if plan.run.dry_run:
         print_dry_run(plan)
@@ -67,11 +67,21 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
     try:
         progress = Progress(total, enabled=plan.run.progress, label=f"[{plan.service.name}{_shard(plan)}] ")
         outcome = trio.run(partial(execute, plan, store, total=total, progress=progress))
-        with _further_interrupts_ignored(outcome.interrupted):
-            out = output_dir or plan.store_path.parent / "runs" / outcome.run_id
-            return finish_job(plan, store, outcome, out, header=run_header(plan))
+        out = output_dir or plan.store_path.parent / "runs" / outcome.run_id
+        return finish_job(plan, store, outcome, out, header=run_header(plan))
     finally:
         store.close()
+
+
+def preflight(plan: RunPlan) -> None:
+    """Every check of a job before its first call: the report formats (an unknown one fails
+    now, not after every cell has run) and the services (:func:`~evalhydra.plan.preflight.check_services`).
+
+    Raises:
+        EvalHydraError: What the user must fix; nothing was sent or stored.
+    """
+    report_formats(plan)
+    check_services(plan)
 
 
 def finish_job(plan: RunPlan, store: Store, outcome: RunOutcome, out: Path, *, header: str | None = None,
@@ -89,12 +99,13 @@ def finish_job(plan: RunPlan, store: Store, outcome: RunOutcome, out: Path, *, h
     Returns:
         The exit code (also stored as ``runs.exit_code``), the run id and the per-target stats.
     """
-    gate_failed, stats = publish_run(
-        store, outcome, out, formats=report_formats(plan), fail_under=plan.run.fail_under,
-        per_eval=plan.run.fail_under_per_eval, header=header,
-        hints=fix_hints(plan, store, outcome.run_id))
-    code = _exit_code(plan, outcome, stats, gate_failed, resume_hint)
-    store.finish_run(outcome.run_id, exit_code=int(code))
+    with _further_interrupts_ignored(outcome.interrupted):
+        gate_failed, stats = publish_run(
+            store, outcome, out, formats=report_formats(plan), fail_under=plan.run.fail_under,
+            per_eval=plan.run.fail_under_per_eval, header=header,
+            hints=fix_hints(plan, store, outcome.run_id))
+        code = _exit_code(plan, outcome, stats, gate_failed, resume_hint)
+        store.finish_run(outcome.run_id, exit_code=int(code))  # sqlite3 binds plain ints only
     return JobResult(code, outcome.run_id, stats)
 
 

@@ -1,6 +1,7 @@
-"""Shipped stand-ins that power the offline default and the tests (like ``trio.testing``).
+"""Test helpers shipped with the package, which the package itself never imports (like ``trio.testing``).
 
-* :mod:`~evalhydra.services.mock`: the OpenAI-compatible mock server (``python -m evalhydra.services.mock``).
-* :mod:`~evalhydra.agents.fake_agent`: a zrb-compatible fake agent CLI.
 * :mod:`~evalhydra.testing.judges`: a scripted judge client for matcher tests.
+
+The built-in mock is a service (:mod:`evalhydra.services.mock`) and the fake agent an
+agent CLI (:mod:`evalhydra.agents.fake_agent`): the default run and the demos use them.
 """

@@ -157,6 +157,18 @@ def test_evaluate_runs_like_the_command_line(tmp_path: Path) -> None:
     assert not gated.ok and gated.exit_code == 1
 
 
+def test_rejudge_from_python_scores_a_run_again_as_a_new_run(tmp_path: Path) -> None:
+    store = tmp_path / "api.db"
+    first = evalhydra.evaluate(["eval=smoke"], trials=2, store__path=str(store))
+    again = evalhydra.rejudge(first.run_id or "", ["matcher=regex", "matcher.pattern='^NEVER$'",
+                                                   "run.fail_under=0.5"], store=store, out=tmp_path / "out")
+    assert again.run_id and again.run_id != first.run_id and again.run_id.startswith("eval-rejudge")
+    assert (again.exit_code, again.ok, again.store_path) == (1, False, store.resolve())
+    assert [r["status"] for r in again.rows()] == ["FAIL"] * 4  # the stored outputs, scored anew
+    with pytest.raises(evalhydra.EvalHydraError, match="nope"):
+        evalhydra.rejudge("nope", store=store)
+
+
 def test_evaluate_works_inside_a_running_event_loop(tmp_path: Path) -> None:
     async def in_asyncio() -> evalhydra.EvalResult:
         return evalhydra.evaluate(["eval=smoke"], store__path=str(tmp_path / "a.db"))

@@ -23,10 +23,10 @@ def _contracts() -> list[dict[str, object]]:
     return tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
 
 
-def _layers() -> list[set[str]]:
+def _layers() -> list[list[str]]:
     layers = next(c for c in _contracts() if c["type"] == "layers")["layers"]
     assert isinstance(layers, list)
-    return [{name.strip() for name in layer.split("|")} for layer in layers]
+    return [[name.strip() for name in layer.split("|")] for layer in layers]
 
 
 def test_the_import_contracts_are_kept(capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,15 +36,15 @@ def test_the_import_contracts_are_kept(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_every_package_is_in_a_layer() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
-    placed = set().union(*_layers())
+    placed = {name for layer in _layers() for name in layer}
     assert packages == placed - {"api"}, "a package without a layer, or a layer without a package"
 
 
-def test_the_package_docstring_draws_the_layers() -> None:
+def test_the_package_docstring_draws_the_layers_in_order() -> None:
+    """The drawing's lines name the contract's layers, top to bottom, as ``a | b`` then their job."""
     doc = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))) or ""
-    drawn = [line for line in doc.splitlines() if line.strip()]
-    for layer in _layers():
-        assert any(all(name in line for name in layer) for line in drawn), f"{layer} is not drawn"
+    drawing = [line.strip().split("  ")[0] for line in doc.split("::", 1)[1].strip().splitlines()]
+    assert drawing == [" | ".join(layer) for layer in _layers()]
 
 
 def test_the_foundation_imports_nothing_else_of_evalhydra() -> None:
