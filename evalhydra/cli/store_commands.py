@@ -241,7 +241,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not args.fail_on_regression:
         return ExitCode.OK
     if not any(r["paired"] for r in [*result.rows, result.overall]):
-        raise EvalHydraError("--fail-on-regression needs shared (case, trial) pairs; there are none.",
+        raise EvalHydraError("--fail-on-regression needs cases scored on both sides; there are none.",
                              "Compare runs of the same evals and trials.")
     return ExitCode.GATE if regressions(result) else ExitCode.OK
 

@@ -196,6 +196,8 @@ class RunConfig:
     max_error_rate: float = 0.5  # exit 3 when a larger share of the run's cells are infrastructure errors
     fail_under: float | None = None
     fail_under_per_eval: dict[str, float] = field(default_factory=dict)  # eval id or group -> threshold
+    fail_under_pass_hat_k: float | None = None  # exit 1 when pass^k (all k trials of a case pass) is below
+    pass_hat_k: int | None = None  # k of that gate; default: the fewest scored trials of a case
     max_cost_usd: float | None = None
     dry_run: bool = False
     progress: bool = True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -31,12 +31,12 @@ from evalhydra.plan.cells import count_cells
 from evalhydra.plan.model import RunPlan
 from evalhydra.plan.preflight import check_services
 from evalhydra.registry.definitions import registry_origin
-from evalhydra.reports.summary import print_run_summary, run_gate
+from evalhydra.reports.summary import Gates, print_run_summary, run_gate
 from evalhydra.reports.writer import normalize_formats, write_run_reports
 from evalhydra.store.db import Store, open_store
 
-__all__ = ["JobResult", "finish_job", "preflight", "publish_run", "report_formats", "run_header", "run_job",
-           "run_plan"]
+__all__ = ["JobResult", "finish_job", "plan_gates", "preflight", "publish_run", "report_formats",
+           "run_header", "run_job", "run_plan"]
 
 def run_plan(plan: RunPlan, *, output_dir: Path | None = None) -> ExitCode:
     """Execute a plan and write its reports; return the exit code."""
@@ -101,8 +101,7 @@ def finish_job(plan: RunPlan, store: Store, outcome: RunOutcome, out: Path, *, h
     """
     with _further_interrupts_ignored(outcome.interrupted):
         gate_failed, stats = publish_run(
-            store, outcome, out, formats=report_formats(plan), fail_under=plan.run.fail_under,
-            per_eval=plan.run.fail_under_per_eval, header=header,
+            store, outcome, out, formats=report_formats(plan), gates=plan_gates(plan), header=header,
             hints=fix_hints(plan, store, outcome.run_id))
         code = _exit_code(plan, outcome, stats, gate_failed, resume_hint)
         store.finish_run(outcome.run_id, exit_code=int(code))  # sqlite3 binds plain ints only
@@ -149,21 +148,25 @@ def report_formats(plan: RunPlan) -> tuple[str, ...]:
         raise EvalHydraError(f"report: {exc.message}", exc.hint) from None
 
 
-def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequence[str],
-                fail_under: float | None, per_eval: Mapping[str, float] | None, header: str | None = None,
-                hints: Sequence[str] = ()) -> tuple[bool, list[dict[str, Any]]]:
+def plan_gates(plan: RunPlan) -> Gates:
+    """The CI gates a plan's ``run`` section sets."""
+    run = plan.run
+    return Gates(run.fail_under, dict(run.fail_under_per_eval or {}), run.fail_under_pass_hat_k,
+                 run.pass_hat_k)
+
+
+def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequence[str], gates: Gates,
+                header: str | None = None, hints: Sequence[str] = ()) -> tuple[bool, list[dict[str, Any]]]:
     """Write a finished run's reports, print its summary and apply the gates (all in SQL).
 
     Returns:
-        Whether a pass rate is below ``fail_under`` or its per-eval threshold, and the
-        per-target stats of the summary.
+        Whether a gate failed, and the per-target stats of the summary.
     """
     write_run_reports(store, [outcome.run_id], out, formats=formats)
-    stats = print_run_summary(store, outcome, out, header=header, hints=hints)
-    thresholds = dict(per_eval or {})
-    if fail_under is None and not thresholds:
+    stats = print_run_summary(store, outcome, out, header=header, hints=hints, pass_hat_k=gates.pass_hat_k)
+    if not gates.active:
         return False, stats
-    return bool(run_gate(store, [outcome.run_id], fail_under, thresholds, stats=stats)), stats
+    return bool(run_gate(store, [outcome.run_id], gates, stats=stats)), stats
 
 
 @contextmanager

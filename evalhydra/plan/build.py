@@ -112,6 +112,11 @@ def _check_run(run: RunConfig) -> RunConfig:
         raise EvalHydraError(f"run.batch_size={run.batch_size}: must be at least 1.")
     if run.fail_under is not None and not 0 <= run.fail_under <= 1:
         raise EvalHydraError(f"run.fail_under={run.fail_under}: must be in 0..1.")
+    if run.fail_under_pass_hat_k is not None and not 0 <= run.fail_under_pass_hat_k <= 1:
+        raise EvalHydraError(f"run.fail_under_pass_hat_k={run.fail_under_pass_hat_k}: must be in 0..1.")
+    if run.pass_hat_k is not None and run.pass_hat_k < 1:
+        raise EvalHydraError(f"run.pass_hat_k={run.pass_hat_k}: must be at least 1.",
+                             "Leave it unset to use every trial of each case.")
     if not 0 <= run.max_error_rate <= 1:
         raise EvalHydraError(f"run.max_error_rate={run.max_error_rate}: must be in 0..1.")
     if run.shard_count < 1 or not 0 <= run.shard_index < run.shard_count:

@@ -38,9 +38,11 @@ __all__ = [
     "CaseData",
     "TargetAgg",
     "CaseViews",
+    "case_histograms",
     "case_views",
     "case_rows",
     "collect_cases",
+    "run_histograms",
     "FAILING_SQL",
     "pass_k_table",
     "trial_rows",
@@ -137,12 +139,18 @@ CATEGORY_KEY_SQL = (
     " else 'uncategorized' end)"
 )
 
-_CASES_SQL = f"""
-with cases as materialized (
+#: One row per (target, case): its results, passes and scored (not infrastructure-error) trials.
+_CASES_CTE = f"""cases as materialized (
   select max("group") as g, eval_id as e, service_name as s, coalesce(model, '') as m,
     case_id as c, count(*) as n, sum({PASSED_SQL}) as ok, count(*) - sum({INFRA_ERROR_SQL}) as scored
   from {{table}} where {{where}}
-  group by eval_id, case_id, service_name, model),
+  group by eval_id, case_id, service_name, model)"""
+
+_HISTOGRAM_SQL = f"""with {_CASES_CTE}
+select g, e, s, m, scored, ok, count(*) from cases where scored > 0 group by g, e, s, m, scored, ok"""
+
+_CASES_SQL = f"""
+with {_CASES_CTE},
 flaky as materialized (
   select g, e, s, m, c, ok, scored, 2.0 * min(ok, scored - ok) / scored as f
   from cases where ok > 0 and ok < scored)
@@ -208,6 +216,34 @@ def case_rows(conn: sqlite3.Connection, sel: Selection) -> list[tuple[Any, ...]]
     sql = _CASES_SQL.format(table=sel.table, where=sel.where, cap_cases=CAP_CASES, cap_flaky=CAP_FLAKY,
                             cap_flaky_json=CAP_FLAKY_JSON)
     return conn.execute(sql, sel.params).fetchall()
+
+
+def case_histograms(conn: sqlite3.Connection, sel: Selection) -> dict[Target, Counter[tuple[int, int]]]:
+    """Per target, how many cases had each (scored trials, passed trials) count.
+
+    What the case-clustered pass-rate intervals need (:mod:`evalhydra.reports.clustered`),
+    in one small query; cases with no scored trial are left out.
+    """
+    out: dict[Target, Counter[tuple[int, int]]] = {}
+    for g, e, s, m, scored, ok, cases in conn.execute(
+            _HISTOGRAM_SQL.format(table=sel.table, where=sel.where), sel.params):
+        out.setdefault((g, e, s, m), Counter())[(scored, ok)] += cases
+    return out
+
+
+def run_histograms(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, Counter[tuple[int, int]]]:
+    """Per run, the (scored trials, passed trials) histogram of its (target, case) clusters."""
+    marks = ", ".join("?" * len(run_ids))
+    sql = f"""select run_id, scored, ok, count(*) from (
+        select rc.run_id as run_id, sum({PASSED_SQL}) as ok,
+          count(*) - sum({INFRA_ERROR_SQL}) as scored
+        from run_cells rc join results r on r.cell_key = rc.cell_key where rc.run_id in ({marks})
+        group by rc.run_id, r.eval_id, r.case_id, r.service_name, r.model)
+      where scored > 0 group by run_id, scored, ok"""
+    out: dict[str, Counter[tuple[int, int]]] = {}
+    for run_id, scored, ok, cases in conn.execute(sql, list(run_ids)):
+        out.setdefault(run_id, Counter())[(scored, ok)] += cases
+    return out
 
 
 def collect_cases(conn: sqlite3.Connection, sel: Selection, targets: dict[Target, TargetAgg],

@@ -31,7 +31,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from evalhydra.reports.aggregate import Target, TargetAgg
+from evalhydra.reports.aggregate import Target, TargetAgg, run_histograms
+from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import PASSED_SQL, Selection
 
@@ -227,4 +228,16 @@ def summary_json(conn: sqlite3.Connection, run_id: str, sel: Selection,
         "total_cost_usd": total.cost_usd,
         "failure_breakdown": dict(sorted(total.categories.items())),
         "top_failures": _top_failures(conn, sel),
+        **_uncertainty(conn, run_id),
     }
+
+
+def _uncertainty(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+    """The run's pass rate over scored results (mean over cases) with its case-clustered interval.
+
+    aiwg's ``pass_rate`` counts infrastructure errors as failures; these keys, after
+    aiwg's, leave them out, as the terminal summary and the gates do.
+    """
+    rate = pass_rate_interval(run_histograms(conn, [run_id]).get(run_id, {}))
+    return {"scored_pass_rate": rate.estimate, "pass_rate_ci_low": rate.low,
+            "pass_rate_ci_high": rate.high, "ci_method": rate.method, "n_cases": rate.n_cases}

@@ -1,11 +1,13 @@
 """Comparisons computed in SQL: the seed's baselines plus paired statistics.
 
 Two *sides* (each a condition on ``results``: some runs, a service, a model)
-are paired on ``(group, eval_id, case_id, run_index)``. Per eval, SQLite
-returns the 2×2 table of paired outcomes and the cases that regressed
-(baseline passed, candidate failed) or improved; Python only turns the counts
-into Newcombe's paired interval and McNemar's exact p-value
-(:mod:`evalhydra.reports.stats`).
+are paired on ``(group, eval_id, case_id)``. Per eval, SQLite returns each
+side's totals and the sums of the per-case differences of the pass fractions
+(candidate − baseline, over scored trials); Python only turns them into the
+case-clustered paired interval and test (:mod:`evalhydra.reports.clustered`).
+The cases that regressed (lower pass fraction on the candidate) or improved,
+and the (case, trial) pairs whose verdict flipped on the same output (a
+judge's flip, not the model's), are listed.
 
 :func:`baseline_comparisons_sql` builds the same document as
 the row-based reference (``tests/reference/zig.py``) without loading rows.
@@ -18,23 +20,28 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalhydra.reports.clustered import CaseDiffs, holm, paired_difference
 from evalhydra.reports.selection import PASSED_SQL, Selection
-from evalhydra.reports.stats import delta_interval, mcnemar_exact_p, newcombe_paired_interval, wilson_interval
+from evalhydra.reports.stats import delta_interval, wilson_interval
 from evalhydra.reports.zig import CONFIDENCE_LEVEL, SCHEMA_VERSION
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = [
-    "PAIRED_METHOD",
+    "ALPHA",
     "EvalPairing",
     "Side",
+    "adjust_family",
     "baseline_comparisons_sql",
     "comparison_row",
+    "is_improvement",
+    "is_regression",
     "paired_block",
     "paired_by_eval",
     "pooled",
 ]
 
-PAIRED_METHOD = "newcombe-paired"
+#: The family-wise error rate of the regression verdicts.
+ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -48,12 +55,11 @@ class Side:
 
 @dataclass
 class EvalPairing:
-    """Both sides of one eval: totals plus the paired 2×2 table.
+    """Both sides of one eval: totals plus the per-case differences.
 
-    ``both``/``improved``/``regressed``/``neither`` count shared
-    ``(case_id, run_index)`` keys; ``ambiguous`` is set when a key occurs
-    twice within a side (e.g. a service that ran several models), in which
-    case the paired statistics are not defined.
+    ``ambiguous`` is set when a (case, trial) occurs twice within a side (e.g.
+    a service that ran several models), in which case the paired statistics
+    are not defined.
     """
 
     group: str
@@ -62,107 +68,161 @@ class EvalPairing:
     base_passed: int = 0
     cand_total: int = 0
     cand_passed: int = 0
-    both: int = 0
-    improved: int = 0
-    regressed: int = 0
-    neither: int = 0
+    diffs: CaseDiffs = field(default_factory=CaseDiffs)
     ambiguous: bool = False
     regressed_cases: list[str] = field(default_factory=list)
     improved_cases: list[str] = field(default_factory=list)
-
-    @property
-    def n_pairs(self) -> int:
-        """Shared (case, trial) keys."""
-        return self.both + self.improved + self.regressed + self.neither
+    judge_flips: list[str] = field(default_factory=list)
 
 
-
-
-def _keyed(side: Side, skip_errors: bool) -> str:
-    where = f"({side.where}) and not {INFRA_ERROR_SQL}" if skip_errors else side.where
+def _by_case(side: Side) -> str:
     return (
-        f'select "group" as g, eval_id as e, case_id as c, run_index as i, count(*) as k,'
-        f" max({PASSED_SQL}) as p, sum({PASSED_SQL}) as ps from results where {where}"
-        " group by g, e, c, i"
+        f'select "group" as g, eval_id as e, case_id as c, count(*) as k,'
+        f" count(distinct run_index) as u, sum({PASSED_SQL}) as ok,"
+        f" count(*) - sum({INFRA_ERROR_SQL}) as scored from results where {side.where}"
+        " group by g, e, c"
     )
 
 
+_FRACTIONS = "1.0 * b.ok / b.scored as fb, 1.0 * x.ok / x.scored as fx"
+
+
 def _pairs_sql(base: Side, cand: Side, skip_errors: bool) -> str:
-    b, x = _keyed(base, skip_errors), _keyed(cand, skip_errors)
+    total = "scored" if skip_errors else "k"
     return f"""
-        with b as materialized ({b}), x as materialized ({x}),
+        with b as materialized ({_by_case(base)}), x as materialized ({_by_case(cand)}),
         sides as (
-          select g, e, sum(k) as total, sum(ps) as passed, max(k) as kmax, 0 as side from b
-            group by g, e
+          select g, e, sum({total}) as total, sum(ok) as passed, max(k > u) as dup, 0 as side
+            from b group by g, e
           union all
-          select g, e, sum(k), sum(ps), max(k), 1 from x group by g, e),
+          select g, e, sum({total}), sum(ok), max(k > u), 1 from x group by g, e),
+        shared as (
+          select b.g, b.e, {_FRACTIONS}, b.scored as kb, x.scored as kx
+          from b join x on x.g = b.g and x.e = b.e and x.c = b.c
+          where b.scored > 0 and x.scored > 0),
         pairs as (
-          select b.g, b.e, sum(b.p and x.p) as both, sum(x.p and not b.p) as improved,
-            sum(b.p and not x.p) as regressed, sum(not b.p and not x.p) as neither
-          from b join x on x.g = b.g and x.e = b.e and x.c = b.c and x.i = b.i group by b.g, b.e)
-        select s.g, s.e, s.side, s.total, s.passed, s.kmax, p.both, p.improved, p.regressed,
-          p.neither
+          select g, e, count(*) as n, sum(fx - fb) as sd, sum((fx - fb) * (fx - fb)) as sd2,
+            max(max(kb, kx)) as tmax, sum(fb = 1 and fx = 1) as both, sum(fx > fb) as improved,
+            sum(fb > fx) as regressed, sum(fb = 0 and fx = 0) as neither, min(min(kb, kx)) as tmin,
+            sum(fb * (1 - fb) * kb / max(kb - 1, 1) + fx * (1 - fx) * kx / max(kx - 1, 1)) as w,
+            sum(fb * (1 - fb) / max(kb - 1, 1) + fx * (1 - fx) / max(kx - 1, 1)) as wk
+          from shared group by g, e)
+        select s.g, s.e, s.side, s.total, s.passed, s.dup, p.n, p.sd, p.sd2, p.tmax, p.both,
+          p.improved, p.regressed, p.neither, p.tmin, p.w, p.wk
         from sides s left join pairs p on p.g = s.g and p.e = s.e order by s.g, s.e, s.side"""
 
 
-def _discordant_sql(base: Side, cand: Side, skip_errors: bool) -> str:
-    b, x = _keyed(base, skip_errors), _keyed(cand, skip_errors)
+def _changed_sql(base: Side, cand: Side) -> str:
     return f"""
-        with b as materialized ({b}), x as materialized ({x})
-        select distinct b.g, b.e, b.c, b.p from b join x
+        with b as materialized ({_by_case(base)}), x as materialized ({_by_case(cand)})
+        select b.g, b.e, b.c, 1.0 * b.ok / b.scored > 1.0 * x.ok / x.scored from b join x
+          on x.g = b.g and x.e = b.e and x.c = b.c
+        where b.scored > 0 and x.scored > 0 and 1.0 * b.ok / b.scored != 1.0 * x.ok / x.scored
+        order by b.g, b.e, b.c"""
+
+
+def _trials(side: Side) -> str:
+    return (f'select "group" as g, eval_id as e, case_id as c, run_index as i, {PASSED_SQL} as p,'
+            f" output as o from results where ({side.where}) and not {INFRA_ERROR_SQL}")
+
+
+def _flips_sql(base: Side, cand: Side) -> str:
+    return f"""
+        select b.g, b.e, b.c, b.i from ({_trials(base)}) b join ({_trials(cand)}) x
           on x.g = b.g and x.e = b.e and x.c = b.c and x.i = b.i
-        where b.p != x.p order by b.g, b.e, b.c"""
+        where b.o = x.o and b.p != x.p order by b.g, b.e, b.c, b.i"""
+
+
+def _fold_pairs(rows: Iterator[tuple[Any, ...]], out: dict[tuple[str, str], EvalPairing]) -> None:
+    for g, e, side, total, passed, dup, *cases in rows:
+        item = out.setdefault((g, e), EvalPairing(g, e))
+        if side == 0:
+            item.base_total, item.base_passed = total, passed
+        else:
+            item.cand_total, item.cand_passed = total, passed
+        item.ambiguous = item.ambiguous or bool(dup)
+        if cases[0] is not None:
+            item.diffs = CaseDiffs(*cases)
 
 
 def paired_by_eval(conn: sqlite3.Connection, base: Side, cand: Side, *,
                    skip_errors: bool = False) -> list[EvalPairing]:
-    """Per eval present on either side: totals, the paired table, the changed cases.
+    """Per eval present on either side: totals, the per-case differences, the changed cases.
 
     Args:
         conn: A connection to the store.
         base: The baseline side.
         cand: The candidate side.
-        skip_errors: Leave out results with an infrastructure error (they are
-            neither passes nor failures); zig_eval's baselines keep them as failures.
+        skip_errors: Totals count scored results only (infrastructure errors are
+            neither passes nor failures); zig_eval's baselines count them as
+            failures. The per-case fractions always leave errors out.
 
     Returns:
         One :class:`EvalPairing` per ``(group, eval_id)``, sorted.
     """
     out: dict[tuple[str, str], EvalPairing] = {}
     params = [*base.params, *cand.params]
-    for g, e, side, total, passed, kmax, *table in conn.execute(_pairs_sql(base, cand, skip_errors),
-                                                                params):
-        item = out.setdefault((g, e), EvalPairing(g, e))
-        if side == 0:
-            item.base_total, item.base_passed = total, passed
-        else:
-            item.cand_total, item.cand_passed = total, passed
-        item.ambiguous = item.ambiguous or kmax > 1
-        if table[0] is not None:
-            item.both, item.improved, item.regressed, item.neither = table
-    for g, e, case, base_passed in conn.execute(_discordant_sql(base, cand, skip_errors), params):
+    _fold_pairs(conn.execute(_pairs_sql(base, cand, skip_errors), params), out)
+    for g, e, case, worse in conn.execute(_changed_sql(base, cand), params):
         item = out[(g, e)]
-        (item.regressed_cases if base_passed else item.improved_cases).append(case)
+        (item.regressed_cases if worse else item.improved_cases).append(case)
+    for g, e, case, trial in conn.execute(_flips_sql(base, cand), params):
+        out[(g, e)].judge_flips.append(f"{case}#{trial}")
     return list(out.values())
 
 
 def paired_block(pairing: EvalPairing) -> dict[str, Any] | None:
-    """zig.py's ``paired`` block from counts, or None when pairing is undefined."""
-    if pairing.ambiguous or pairing.n_pairs == 0:
+    """The ``paired`` block of a comparison row, or None when pairing is undefined."""
+    if pairing.ambiguous:
         return None
-    n = pairing.n_pairs
-    low, high = newcombe_paired_interval(pairing.both, pairing.improved, pairing.regressed,
-                                         pairing.neither)
+    result = paired_difference(pairing.diffs)
+    if result is None:
+        return None
+    one_trial = pairing.diffs.trials_max <= 1
     return {
-        "n_pairs": n,
-        "difference": (pairing.improved - pairing.regressed) / n,
-        "ci_low": low,
-        "ci_high": high,
-        "method": PAIRED_METHOD,
-        "mcnemar_p": mcnemar_exact_p(pairing.regressed, pairing.improved),
+        "n_cases": pairing.diffs.n_cases,
+        "trials_max": pairing.diffs.trials_max,
+        "difference": result.difference,
+        "ci_low": result.ci_low,
+        "ci_high": result.ci_high,
+        "method": result.method,
+        "p_value": result.p_value,
+        "p_holm": result.p_value,
+        "std_error": result.std_error,
+        "mcnemar_p": result.p_value if one_trial else None,
         "regressed": list(pairing.regressed_cases),
         "improved": list(pairing.improved_cases),
+        "judge_flips": list(pairing.judge_flips),
+        "verdict": _verdict(result.difference, result.p_value),
     }
+
+
+def _verdict(difference: float, p_value: float) -> str:
+    if p_value >= ALPHA or difference == 0:
+        return "no significant change"
+    return "regression" if difference < 0 else "improvement"
+
+
+def adjust_family(rows: Sequence[dict[str, Any]]) -> None:
+    """Holm-adjust the p-values of comparisons gated together (``p_holm`` of each paired block).
+
+    Args:
+        rows: Comparison rows; those without a paired block are not tests.
+    """
+    blocks = [r["paired"] for r in rows if r.get("paired")]
+    for block, adjusted in zip(blocks, holm([b["p_value"] for b in blocks]), strict=True):
+        block["p_holm"] = adjusted
+        block["verdict"] = _verdict(block["difference"], adjusted)
+
+
+def is_regression(paired: Mapping[str, Any] | None) -> bool:
+    """True when the candidate is worse and the (Holm-adjusted) test rejects "no difference"."""
+    return bool(paired) and paired["verdict"] == "regression"  # type: ignore[index]
+
+
+def is_improvement(paired: Mapping[str, Any] | None) -> bool:
+    """True when the candidate is better and the (Holm-adjusted) test rejects "no difference"."""
+    return bool(paired) and paired["verdict"] == "improvement"  # type: ignore[index]
 
 
 def comparison_row(pairing: EvalPairing, *, kind: str, service_name: str | None,
@@ -310,18 +370,17 @@ def baseline_comparisons_sql(
 
 
 def pooled(pairings: Sequence[EvalPairing]) -> EvalPairing:
-    """All evals pooled into one pairing (ambiguous if any eval is)."""
+    """All evals pooled into one pairing (ambiguous if any eval is); each eval's cases are
+    clusters of their own."""
     total = EvalPairing("*", "all evals")
     for p in pairings:
         total.base_total += p.base_total
         total.base_passed += p.base_passed
         total.cand_total += p.cand_total
         total.cand_passed += p.cand_passed
-        total.both += p.both
-        total.improved += p.improved
-        total.regressed += p.regressed
-        total.neither += p.neither
+        total.diffs.add(p.diffs)
         total.ambiguous = total.ambiguous or p.ambiguous
         total.regressed_cases += [f"{p.eval_id}/{c}" for c in p.regressed_cases]
         total.improved_cases += [f"{p.eval_id}/{c}" for c in p.improved_cases]
+        total.judge_flips += [f"{p.eval_id}/{c}" for c in p.judge_flips]
     return total

@@ -9,13 +9,18 @@ A *target* is ``[RUN][@SERVICE[:MODEL]]``:
 * without ``RUN``, the latest stored result of every (eval, service, model,
   case, trial) of that service, from any run.
 
-Both sides are paired on (group, eval, case, trial). Results with an
-infrastructure error (HTTP failure, timeout, agent ERROR/TIMEOUT) are left
-out, counted apart: they are neither passes nor failures. Per eval (and for
-all evals pooled) the output gives both pass rates, zig_eval's delta
-interval, the paired difference with Newcombe's 95% interval (method 10),
-McNemar's exact p, and the cases that regressed (baseline passed, candidate
-failed) or improved. A paired interval entirely below zero is a regression.
+Both sides are paired on (group, eval, case). Results with an infrastructure
+error (HTTP failure, timeout, agent ERROR/TIMEOUT) are left out, counted
+apart: they are neither passes nor failures. Per eval (and for all evals
+pooled) the output gives both pass rates, zig_eval's delta interval, the
+mean over shared cases of the difference of the pass fractions with its
+case-clustered paired 95% interval and p-value (with one trial per case:
+Newcombe's interval and McNemar's exact test), the p-value adjusted by Holm
+over every eval and the pooled row, the cases that regressed or improved,
+and the (case, trial) pairs whose verdict flipped on the same output. A
+regression is a lower candidate whose Holm-adjusted p-value is below 0.05.
+When the comparison cannot detect a drop of ``--min-detectable`` at 80%
+power, it says so and how many cases would.
 """
 
 from __future__ import annotations
@@ -27,11 +32,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.reports.compare import EvalPairing, Side, comparison_row, paired_by_eval, pooled
+from evalhydra.reports.clustered import CaseDiffs
+from evalhydra.reports.compare import (
+    EvalPairing,
+    Side,
+    adjust_family,
+    comparison_row,
+    is_improvement,
+    is_regression,
+    paired_by_eval,
+    pooled,
+)
 from evalhydra.reports.markdown import comparison_table
+from evalhydra.reports.power import DEFAULT_POWER, cases_needed, from_differences, min_detectable
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
-__all__ = ["Comparison", "Target", "compare", "parse_target", "render", "regressions"]
+__all__ = ["Comparison", "Target", "compare", "parse_target", "precision", "render", "regressions"]
 
 _LATEST = """cell_key in (select cell_key from (select cell_key, row_number() over (
     partition by eval_id, service_name, model, case_id, run_index
@@ -87,12 +103,14 @@ class Comparison:
     overall: dict[str, Any]
     errors: tuple[int, int] = (0, 0)  # infrastructure errors left out: baseline, candidate
     one_sided: dict[str, str] = field(default_factory=dict)  # eval id -> the side it did not run on
+    precision: dict[str, Any] | None = None  # the pooled row's detectable drop (see :func:`precision`)
 
     def to_json(self) -> dict[str, Any]:
         """The ``--format json`` document."""
         return {"baseline": self.baseline, "candidate": self.candidate, "target_kind": self.kind,
                 "errors_left_out": {"baseline": self.errors[0], "candidate": self.errors[1]},
-                "not_run_on": self.one_sided, "comparisons": self.rows, "overall": self.overall}
+                "not_run_on": self.one_sided, "comparisons": self.rows, "overall": self.overall,
+                "precision": self.precision}
 
 
 def _kind(base: Target, cand: Target) -> str:
@@ -108,12 +126,21 @@ def _errors(conn: sqlite3.Connection, side: Side) -> int:
     return int(conn.execute(sql, side.params).fetchone()[0])
 
 
-def compare(conn: sqlite3.Connection, base: Target, cand: Target,
-            evals: Sequence[str] = ()) -> Comparison:
+def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequence[str] = (), *,
+            min_detectable_drop: float = 0.05) -> Comparison:
     """Compare two targets; results with an infrastructure error are left out.
 
     Evals with results on one side only are listed in ``one_sided`` and left out
-    of the rows and of the pooled statistics.
+    of the rows and of the pooled statistics. The p-values of the per-eval rows
+    and the pooled row are Holm-adjusted together (with one eval, the pooled row
+    is that eval and is not counted twice).
+
+    Args:
+        conn: A connection to the store.
+        base: The baseline.
+        cand: The candidate.
+        evals: Only these eval ids (default: all).
+        min_detectable_drop: The drop (a fraction) the comparison should detect at 80% power.
 
     Raises:
         EvalHydraError: If a side is empty or selects no results.
@@ -141,14 +168,39 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target,
         return comparison_row(p, kind=kind, service_name=service, baseline=base.label,
                               candidate=cand.label)
 
-    return Comparison(base.label, cand.label, kind, [row(p) for p in both], row(pooled(both)),
-                      errors, one_sided)
+    all_evals = pooled(both)
+    rows, overall = [row(p) for p in both], row(all_evals)
+    adjust_family(rows + [overall] if len(rows) > 1 else rows)
+    if len(rows) == 1 and rows[0]["paired"] and overall["paired"]:
+        overall["paired"].update(p_holm=rows[0]["paired"]["p_holm"], verdict=rows[0]["paired"]["verdict"])
+    return Comparison(base.label, cand.label, kind, rows, overall, errors, one_sided,
+                      precision(all_evals.diffs, overall.get("paired"), min_detectable_drop))
+
+
+def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float) -> dict[str, Any] | None:
+    """The pooled comparison's detectable drop at 80% power, and the cases needed for ``target``.
+
+    Returns:
+        ``{min_detectable, target, underpowered, cases, cases_needed, trials}``, or None when
+        there is no paired interval.
+    """
+    if not paired or diffs.n_cases < 2:
+        return None
+    df = diffs.n_cases - 1
+    se = paired.get("std_error")
+    if se is None:  # one trial per case: the standard error behind Newcombe's interval
+        se = (paired["ci_high"] - paired["ci_low"]) / (2 * 1.959963984540054)
+    detectable = min_detectable(se, df)
+    model = from_differences(diffs)
+    trials = max(1, diffs.trials_max)
+    needed = cases_needed(model.sd(trials), target) if model else None
+    return {"min_detectable": detectable, "target": target, "underpowered": detectable > target,
+            "cases": diffs.n_cases, "trials": trials, "cases_needed": needed, "power": DEFAULT_POWER}
 
 
 def regressions(result: Comparison) -> list[dict[str, Any]]:
-    """Rows (per eval, or pooled) whose paired 95% interval lies below zero."""
-    rows = [*result.rows, result.overall]
-    return [r for r in rows if r["paired"] and r["paired"]["ci_high"] < 0]
+    """Rows (per eval, or pooled) where the candidate is significantly worse (Holm-adjusted)."""
+    return [r for r in [*result.rows, result.overall] if is_regression(r["paired"])]
 
 
 def _case_lines(rows: Sequence[dict[str, Any]], key: str, limit: int) -> list[str]:
@@ -163,8 +215,9 @@ def _case_lines(rows: Sequence[dict[str, Any]], key: str, limit: int) -> list[st
 
 def _lists(result: Comparison, limit: int) -> list[str]:
     out = []
-    for key, title in (("regressed", "regressed (baseline passed, candidate failed)"),
-                       ("improved", "improved (baseline failed, candidate passed)")):
+    for key, title in (("regressed", "regressed (lower pass fraction on the candidate)"),
+                       ("improved", "improved (higher pass fraction on the candidate)"),
+                       ("judge_flips", "judge-only flips (same output, other verdict; case#trial)")):
         count = sum(len((r["paired"] or {}).get(key) or []) for r in result.rows)
         out += ["", f"{title}: {count} case(s)", *_case_lines(result.rows, key, limit)]
     return out
@@ -173,14 +226,27 @@ def _lists(result: Comparison, limit: int) -> list[str]:
 def _verdict_line(result: Comparison) -> str:
     worse = regressions(result)
     if not any(r["paired"] for r in [*result.rows, result.overall]):
-        return "verdict: no (case, trial) pairs in common; paired statistics are not available"
+        return "verdict: no cases in common; paired statistics are not available"
     if worse:
         names = ", ".join(r["eval_id"] for r in worse)
-        return f"verdict: REGRESSION: the candidate is significantly worse on {names}"
-    better = [r for r in [*result.rows, result.overall] if r["paired"] and r["paired"]["ci_low"] > 0]
+        return (f"verdict: REGRESSION: the candidate is significantly worse on {names}"
+                " (Holm-adjusted p < 0.05)")
+    better = [r for r in [*result.rows, result.overall] if is_improvement(r["paired"])]
     if better:
         return f"verdict: improvement on {', '.join(r['eval_id'] for r in better)}; no significant regression"
-    return "verdict: no significant change (every paired 95% interval contains 0)"
+    return "verdict: no significant change (no Holm-adjusted p-value below 0.05)"
+
+
+def _precision_line(result: Comparison) -> list[str]:
+    info = result.precision
+    if not info or not info["underpowered"]:
+        return []
+    line = (f"underpowered: with {info['cases']} cases × {info['trials']} trial(s) this comparison detects"
+            f" (80% power) only drops of {info['min_detectable'] * 100:.1f} points or more, not"
+            f" {info['target'] * 100:g}")
+    if info["cases_needed"]:
+        line += f"; about {info['cases_needed']:,} cases at {info['trials']} trial(s) would"
+    return ["", line + " (evalhydra power tells how trials and cases trade off)."]
 
 
 def render(result: Comparison, fmt: str = "text", limit: int = 50) -> str:
@@ -198,4 +264,5 @@ def render(result: Comparison, fmt: str = "text", limit: int = 50) -> str:
         head.append(f"{eval_id}: not run on the {side}; left out")
     head.append("")
     body = table([*result.rows, result.overall])
-    return "\n".join([*head, body, *_lists(result, limit), "", _verdict_line(result)])
+    return "\n".join([*head, body, *_lists(result, limit), *_precision_line(result), "",
+                      _verdict_line(result)])

@@ -1,7 +1,7 @@
 """``report.html``: one self-contained page per run, sweep or comparison.
 
 Rendered from a Jinja2 template with inline CSS, JS and SVG, and no network
-access. The summary, the pass-rate chart (Wilson 95 % intervals), the
+access. The summary, the pass-rate chart (95 % intervals, clustered by case when trials repeat), the
 comparisons and the trial statistics are plain HTML, readable without
 JavaScript; the grid of cases × targets and each case's details are drawn by
 the page's script from JSON embedded in the file, a screenful at a time, so a
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalhydra.reports import aggregate as agg
+from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.data import ReportData
 from evalhydra.reports.selection import STATUS_SQL, Selection
-from evalhydra.reports.stats import wilson_interval
 from evalhydra.reports.trials import trials_json
 
 __all__ = ["TEXT_CAP", "render_html", "write_html"]
@@ -95,23 +95,23 @@ def _run_rows(conn: sqlite3.Connection, sel: Selection) -> list[dict[str, Any]]:
     marks = ", ".join("?" * len(sel.run_ids))
     sql = (f"select run_id, started_at, total, passed, failed, errors, cost_usd from run_pass_rates "
            f"where run_id in ({marks}) order by started_at, run_id")
+    histograms = agg.run_histograms(conn, sel.run_ids)
     rows = []
     for run_id, started, total, passed, failed, errors, cost in conn.execute(sql, sel.run_ids):
-        scored = total - errors
-        low, high = wilson_interval(passed, scored)
+        rate = pass_rate_interval(histograms.get(run_id, {}))
         rows.append({"run": run_id, "started": started, "n": total, "passed": passed, "failed": failed,
-                     "errors": errors, "rate": passed / scored if scored else None, "low": low, "high": high,
-                     "cost": cost or 0.0})
+                     "errors": errors, "rate": rate.estimate if rate.n_cases else None, "low": rate.low,
+                     "high": rate.high, "cost": cost or 0.0})
     return rows
 
 
 def _target_row(t: agg.TargetAgg) -> dict[str, Any]:
     scored = t.n - t.errors
-    low, high = wilson_interval(t.passed, scored)
+    rate = pass_rate_interval(t.hist)
     return {"eval": t.key[1], "service": t.key[2], "model": t.key[3], "n": t.n, "passed": t.passed,
             "failed": scored - t.passed, "errors": t.errors, "scored": scored,
-            "rate": t.passed / scored if scored else None, "low": low, "high": high,
-            "tokens": t.input_tokens + t.output_tokens, "cost": t.cost_usd}
+            "rate": rate.estimate if rate.n_cases else None, "low": rate.low, "high": rate.high,
+            "method": rate.method, "tokens": t.input_tokens + t.output_tokens, "cost": t.cost_usd}
 
 
 def _chart(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """``report.md`` and the short ``summary.md``: GitHub Markdown from a :class:`ReportData`.
 
 Sections of report.md, in order: the run header; per eval × service × model
-results (Wilson intervals, latency, retries, errors, tokens, cost); baseline
+results (pass rates with case-clustered intervals, latency, retries, errors, tokens, cost); baseline
 comparisons (the seed's interval plus the paired one); trials (pass@k, pass^k,
 flakiest cases) when a case ran more than once; then zrb-llm-evaluator's
 Overall Status, By Model, By Test Case, Grid, Stability, Failing / Timeout
@@ -23,8 +23,9 @@ from typing import Any
 from tabulate import tabulate
 
 from evalhydra.reports import aggregate as agg
+from evalhydra.reports.clustered import pass_rate_interval
+from evalhydra.reports.compare import is_improvement, is_regression
 from evalhydra.reports.data import ReportData
-from evalhydra.reports.stats import wilson_interval
 from evalhydra.reports.zrb import STATUS_ICONS, status_label, summary_row, trial_details
 
 __all__ = ["comparison_table", "escape_cell", "render_markdown", "render_summary_md", "verdict"]
@@ -96,10 +97,11 @@ def _results_row(data: ReportData, t: agg.TargetAgg) -> list[Any]:
     stats = data.model_stats(t.key)
     lat = stats["latency"]
     scored = t.n - t.errors
-    low, high = wilson_interval(t.passed, scored)
+    rate = pass_rate_interval(t.hist)
     return [escape_cell(t.key[1]), escape_cell(t.key[2]), escape_cell(t.key[3]), t.n, t.passed,
-            scored - t.passed, t.errors, _pct(t.passed / scored) if scored else DASH,
-            f"[{_pct(low)}, {_pct(high)}]", f"{lat['mean_ms']:.1f}", lat["p50_ms"], lat["p95_ms"],
+            scored - t.passed, t.errors, _pct(rate.estimate) if rate.n_cases else DASH,
+            f"[{_pct(rate.low)}, {_pct(rate.high)}]" if rate.n_cases else DASH, rate.method or DASH,
+            f"{lat['mean_ms']:.1f}", lat["p50_ms"], lat["p95_ms"],
             stats["retries"]["retried_runs"], stats["retries"]["total_attempts"],
             f"{t.score / t.n:.3f}" if t.n else DASH, t.input_tokens, t.output_tokens,
             f"{t.cost_usd:.4f}"]
@@ -110,13 +112,15 @@ def _results(data: ReportData) -> str:
     if not targets:
         return "## Results\n\nNo eval results."
     headers = ["Eval", "Service", "Model", "N", "Passed", "Failed", "Errors", "Pass rate",
-               "95% CI (Wilson)", "Mean ms", "p50 ms", "p95 ms", "Retried", "Attempts",
+               "95% CI", "CI method", "Mean ms", "p50 ms", "p95 ms", "Retried", "Attempts",
                "Avg score", "Tokens in", "Tokens out", "Cost USD"]
-    note = ("Pass rate = passed / (N − errors): infrastructure errors (HTTP failures, timeouts,"
-            " agent ERROR/TIMEOUT) are counted apart and never lower it. `evals.json` keeps"
-            " zig_eval's passed / N.")
+    note = ("Pass rate = the mean over cases of each case's pass fraction over its scored trials"
+            " (with one trial per case: passed / (N − errors)); infrastructure errors (HTTP"
+            " failures, timeouts, agent ERROR/TIMEOUT) are counted apart and never lower it. The"
+            " 95% CI is Wilson's, on the effective sample size when trials repeat cases (clustered"
+            " by case). `evals.json` keeps zig_eval's passed / N and Wilson interval over results.")
     table = _table([_results_row(data, t) for t in targets], headers,
-                   numeric=(3, 4, 5, 6, 10, 11, 12, 13, 15, 16))
+                   numeric=(3, 4, 5, 6, 11, 12, 13, 14, 16, 17))
     return f"## Results\n\n{note}\n\n{table}"
 
 
@@ -124,14 +128,18 @@ def _results(data: ReportData) -> str:
 
 
 def verdict(paired: dict[str, Any] | None) -> str:
-    """``🔻 worse`` / ``🔺 better`` when the paired 95% interval excludes zero."""
+    """``🔻 worse`` / ``🔺 better`` when the paired test (Holm-adjusted) rejects "no change"."""
     if not paired:
         return "unpaired"
-    if paired["ci_high"] < 0:
+    if is_regression(paired):
         return "🔻 worse"
-    if paired["ci_low"] > 0:
+    if is_improvement(paired):
         return "🔺 better"
     return "no significant change"
+
+
+def _p(value: float | None) -> str:
+    return DASH if value is None else f"{value:.3g}"
 
 
 def comparison_table(rows: Sequence[dict[str, Any]], tablefmt: str = "github") -> str:
@@ -150,12 +158,12 @@ def comparison_table(rows: Sequence[dict[str, Any]], tablefmt: str = "github") -
             cell(c["candidate_name"]), _pct(c["baseline_pass_rate"]),
             _pct(c["candidate_pass_rate"]), f"{c['delta_pass_rate']:+.1%}",
             f"[{c['delta_ci_low']:+.3f}, {c['delta_ci_high']:+.3f}]",
-            str(p["n_pairs"]) if p else DASH,
+            str(p["n_cases"]) if p else DASH,
             f"{p['difference']:+.3f} [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]" if p else DASH,
-            f"{p['mcnemar_p']:.3g}" if p else DASH,
+            _p(p["p_value"]) if p else DASH, _p(p["p_holm"]) if p else DASH,
             f"{len(p['regressed'])}/{len(p['improved'])}" if p else DASH, verdict(p)])
     headers = ["Eval", "Kind", "Baseline", "Candidate", "Base", "Cand", "Δ", "Δ CI (unpaired)",
-               "Pairs", "Paired Δ [95% CI]", "McNemar p", "Regr./impr. cases", "Verdict"]
+               "Cases", "Paired Δ [95% CI]", "p", "p (Holm)", "Regr./impr. cases", "Verdict"]
     return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
@@ -168,7 +176,7 @@ def _changed_cases(rows: Sequence[dict[str, Any]]) -> str:
     lines = []
     for c in rows:
         p = c.get("paired")
-        if not p or not (p["regressed"] or p["improved"]):
+        if not p or not (p["regressed"] or p["improved"] or p["judge_flips"]):
             continue
         where = (f"{escape_cell(c['eval_id'])}: {escape_cell(c['baseline_name'])} →"
                  f" {escape_cell(c['candidate_name'])}")
@@ -176,14 +184,19 @@ def _changed_cases(rows: Sequence[dict[str, Any]]) -> str:
             lines.append(f"- {where}, **regressed**: {_case_list(p['regressed'])}")
         if p["improved"]:
             lines.append(f"- {where}, improved: {_case_list(p['improved'])}")
+        if p["judge_flips"]:
+            lines.append(f"- {where}, verdict flipped on the same output (the judge, not the"
+                         f" model; case#trial): {_case_list(p['judge_flips'])}")
     return "\n".join(lines)
 
 
 def _comparisons(data: ReportData) -> str:
     if not data.comparisons:
         return ""
-    note = ("Paired Δ: candidate − baseline over shared (case, trial) pairs, Newcombe's paired"
-            " 95% interval (method 10) and McNemar's exact test; Δ CI (unpaired) is zig_eval's"
+    note = ("Paired Δ: mean over shared cases of (candidate − baseline) pass fraction, with a"
+            " case-clustered paired t-interval and test (with one trial per case: Newcombe's paired"
+            " interval and McNemar's exact test); p (Holm) adjusts for every comparison in this"
+            " report, and the verdict uses it. Δ CI (unpaired) is zig_eval's"
             " `[cand.low − base.high, cand.high − base.low]`.")
     changed = _changed_cases(data.comparisons)
     return ("## Baseline comparisons\n\n" + note + "\n\n" + comparison_table(data.comparisons)
@@ -409,8 +422,7 @@ SUMMARY_ROWS = 50
 
 
 def _scored_rate(t: agg.TargetAgg) -> float:
-    scored = t.n - t.errors
-    return t.passed / scored if scored else 0.0
+    return pass_rate_interval(t.hist).estimate
 
 
 def render_summary_md(data: ReportData) -> str:
@@ -424,14 +436,15 @@ def render_summary_md(data: ReportData) -> str:
              f" {overall.errors:,} errors)", ""]
     rows = []
     for t in sorted(data.targets(), key=_scored_rate)[:SUMMARY_ROWS]:
-        low, high = wilson_interval(t.passed, t.n - t.errors)
+        interval = pass_rate_interval(t.hist)
         rows.append([escape_cell(t.key[1]), escape_cell(_target(*t.key[2:])), str(t.n),
-                     _pct(_scored_rate(t)) if t.n > t.errors else DASH,
-                     f"[{_pct(low)}, {_pct(high)}]", str(t.errors), f"{t.cost_usd:.4f}"])
+                     _pct(interval.estimate) if interval.n_cases else DASH,
+                     f"[{_pct(interval.low)}, {_pct(interval.high)}]" if interval.n_cases else DASH,
+                     str(t.errors), f"{t.cost_usd:.4f}"])
     if rows:
         lines.append(_table(rows, ["Eval", "Target", "N", "Pass rate", "95% CI", "Errors", "Cost USD"]))
     worse = [r for r in data.comparisons if verdict(r.get("paired")) == "🔻 worse"]
     if worse:
-        lines += ["", "**Significant regressions** (paired 95% interval below zero):", "",
+        lines += ["", "**Significant regressions** (case-paired test, Holm-adjusted):", "",
                   comparison_table(worse)]
     return "\n".join(lines).rstrip() + "\n"

@@ -37,6 +37,7 @@ __all__ = [
     "paired_comparison",
     "pass_at_k",
     "pass_hat_k",
+    "wilson_bounds",
     "wilson_interval",
 ]
 
@@ -84,7 +85,23 @@ def wilson_interval(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
     _check_counts(passed, n)
     if n == 0:
         return (0.0, 0.0)
-    p = passed / n
+    return wilson_bounds(passed / n, n, z)
+
+
+def wilson_bounds(p: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a rate ``p`` observed on a (possibly fractional) sample size.
+
+    :func:`wilson_interval` with the rate given directly; an *effective* sample
+    size (see :mod:`evalhydra.reports.clustered`) need not be whole.
+
+    Args:
+        p: The observed rate in [0, 1].
+        n: Sample size (> 0).
+        z: Normal quantile (default: 95%).
+
+    Returns:
+        ``(low, high)`` clamped to [0, 1].
+    """
     z2 = z * z
     denominator = 1.0 + z2 / n
     center = (p + z2 / (2.0 * n)) / denominator

@@ -1,31 +1,38 @@
 """The one-screen terminal summary and the CI gates, computed in SQL.
 
-Gates: ``run.fail_under`` (every eval × service × model) and per-eval
-thresholds (a mapping from eval id, or group, to a minimum pass rate; an eval
-id wins over its group, which wins over ``fail_under``). A gate compares the
-pass rate over scored results: infrastructure errors are reported apart and
-never lower it. When ``$GITHUB_STEP_SUMMARY`` is set, the run's short
-``summary.md`` is appended to it.
+Gates (:class:`Gates`): ``run.fail_under`` (every eval × service × model),
+per-eval thresholds (a mapping from eval id, or group, to a minimum pass rate;
+an eval id wins over its group, which wins over ``fail_under``), and
+``run.fail_under_pass_hat_k`` (a minimum pass^k). A gate compares the pass
+rate over scored results (the mean over cases of each case's pass fraction):
+infrastructure errors are reported apart and never lower it. When
+``$GITHUB_STEP_SUMMARY`` is set, the run's short ``summary.md`` is appended to it.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
+from evalhydra.reports.aggregate import case_histograms
+from evalhydra.reports.clustered import CLUSTERED_WILSON, pass_rate_interval
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
-from evalhydra.reports.stats import wilson_interval
+from evalhydra.reports.stats import pass_hat_k as pass_hat_k_of
 from evalhydra.store.db import Store
 from evalhydra.store.rows import INFRA_ERROR_SQL, infra_error_sql
 
 __all__ = [
+    "Gates",
     "append_step_summary",
+    "consistency",
     "error_reasons",
     "failing_cases",
     "failing_stats",
@@ -54,29 +61,58 @@ def _rate_cells(stat: Mapping[str, Any]) -> list[str]:
     return [f"{stat['pass_rate']:.1%}", f"[{stat['ci_low']:.1%}, {stat['ci_high']:.1%}]"]
 
 
-def store_stats(store: Store, run_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """Per eval × service × model: counts, pass rate, Wilson CI, latency, retries, errors, cost."""
-    doc, targets = evals_and_targets(store.conn, select_runs(store.conn, run_ids))
+def store_stats(store: Store, run_ids: Sequence[str], *,
+                pass_hat_k: int | None = None) -> list[dict[str, Any]]:
+    """Per eval × service × model: counts, pass rate with its interval, pass^k, latency, errors, cost.
+
+    The pass rate is the mean over cases of each case's pass fraction, its 95%
+    interval clustered by case (:func:`~evalhydra.reports.clustered.pass_rate_interval`).
+
+    Args:
+        store: The store.
+        run_ids: The runs covered.
+        pass_hat_k: k of ``pass_hat_k`` (default: the fewest scored trials of a case).
+    """
+    sel = select_runs(store.conn, run_ids)
+    doc, targets = evals_and_targets(store.conn, sel)
+    histograms = case_histograms(store.conn, sel)
     out = []
     for ev in doc["evals"]:
         for svc in ev["services"]:
             for model in svc["models"]:
-                t = targets[(ev["group"], ev["eval_id"], svc["service_name"], model["model"] or "")]
-                scored = t.n - t.errors
-                low, high = wilson_interval(t.passed, scored)
+                key = (ev["group"], ev["eval_id"], svc["service_name"], model["model"] or "")
+                t, hist = targets[key], histograms.get(key, Counter())
+                rate = pass_rate_interval(hist)
+                k, hat = consistency(hist, pass_hat_k)
                 latency = model["stats"]["latency"]
                 out.append({
                     "group": ev["group"], "eval": ev["eval_id"], "service": svc["service_name"],
                     "model": model["model"], "n": t.n, "passed": t.passed, "errors": t.errors,
-                    "scored": scored, "input_tokens": t.input_tokens, "output_tokens": t.output_tokens,
-                    "pass_rate": t.passed / scored if scored else 0.0, "ci_low": low, "ci_high": high,
+                    "scored": t.n - t.errors, "input_tokens": t.input_tokens,
+                    "output_tokens": t.output_tokens, "pass_rate": rate.estimate, "ci_low": rate.low,
+                    "ci_high": rate.high, "ci_method": rate.method, "n_cases": rate.n_cases,
+                    "pass_hat_k": hat, "k": k,
                     "p50_ms": latency["p50_ms"], "p95_ms": latency["p95_ms"],
                     "retried": model["stats"]["retries"]["retried_runs"], "cost_usd": t.cost_usd})
     return out
 
 
+def consistency(hist: Mapping[tuple[int, int], int], k: int | None) -> tuple[int, float | None]:
+    """pass^k averaged over cases: the chance that k trials of a random case all pass.
+
+    k is the requested one, but never more than the fewest scored trials of a case
+    (pass^k is not defined beyond); (0, None) when nothing was scored.
+    """
+    if not hist:
+        return 0, None
+    fewest = min(n for n, _ in hist)
+    k = fewest if k is None else max(1, min(k, fewest))
+    cases = sum(hist.values())
+    return k, sum(w * pass_hat_k_of(n, c, k) for (n, c), w in hist.items()) / cases
+
+
 def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str | None = None,
-                      hints: Sequence[str] = ()) -> list[dict[str, Any]]:
+                      hints: Sequence[str] = (), pass_hat_k: int | None = None) -> list[dict[str, Any]]:
     """Print a run's one-screen summary (computed in SQL); return the stats for :func:`run_gate`.
 
     In order: ``header`` (the registry and store used), the per-target table, the
@@ -84,10 +120,12 @@ def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str 
     lists the rest, the totals (duration, tokens, cost, stored errors reused),
     ``hints`` (a fix per problem), and where the reports are.
     """
-    stats = store_stats(store, [outcome.run_id])
+    stats = store_stats(store, [outcome.run_id], pass_hat_k=pass_hat_k)
     if header:
         print(header)
     print(_table(stats, "simple"))
+    if any(s["ci_method"] == CLUSTERED_WILSON for s in stats):
+        print("pass rate: mean over cases of each case's pass fraction; 95% CI clustered by case")
     _print_errors(error_reasons(store, [outcome.run_id]))
     _print_failing(failing_cases(store, [outcome.run_id]), outcome.run_id)
     _print_totals(store, outcome, stats)
@@ -218,10 +256,33 @@ def threshold_for(stat: Mapping[str, Any], fail_under: float | None,
     return fail_under
 
 
+@dataclass(frozen=True)
+class Gates:
+    """A run's CI gates: the minimum pass rates and the per-case consistency gate.
+
+    Attributes:
+        fail_under: Minimum pass rate of every target (``run.fail_under``).
+        per_eval: Minimum pass rate per eval id or group (``run.fail_under_per_eval``).
+        pass_hat_k_under: Minimum pass^k (``run.fail_under_pass_hat_k``): of a random
+            case, the chance that k trials all pass.
+        pass_hat_k: k of that gate (``run.pass_hat_k``; default: the fewest trials of a case).
+    """
+
+    fail_under: float | None = None
+    per_eval: Mapping[str, float] = field(default_factory=dict)
+    pass_hat_k_under: float | None = None
+    pass_hat_k: int | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether any gate is set."""
+        return self.fail_under is not None or bool(self.per_eval) or self.pass_hat_k_under is not None
+
+
 def print_gate_failures(failing: Sequence[dict[str, Any]], top_fix: str | None) -> None:
-    """Print the worst failing evals (at most five) and the most common suggested fix."""
+    """Print the worst failing gates (at most five) and the most common suggested fix."""
     for s in failing[:5]:
-        print(f"⚠ {s['eval']} on {s['service']}/{s['model']}: pass rate {s['pass_rate']:.1%} "
+        print(f"⚠ {s['eval']} on {s['service']}/{s['model']}: {s['metric']} {s['value']:.1%} "
               f"< {s['threshold']:.1%}", file=sys.stderr)
     if len(failing) > 5:
         print(f"⚠ … and {len(failing) - 5} more below their threshold", file=sys.stderr)
@@ -229,27 +290,33 @@ def print_gate_failures(failing: Sequence[dict[str, Any]], top_fix: str | None) 
         print(f"top suggested fix: {top_fix}", file=sys.stderr)
 
 
-def failing_stats(stats: Iterable[dict[str, Any]], threshold: float | None,
-                  per_eval: Mapping[str, float] | None) -> list[dict[str, Any]]:
-    """Targets whose pass rate is below their threshold, worst first. A target with no
-    scored cell has no pass rate: it is the "could not measure" exit, not a failed gate."""
+def failing_stats(stats: Iterable[dict[str, Any]], gates: Gates) -> list[dict[str, Any]]:
+    """Targets under a gate, worst first, each with its ``metric``, ``value`` and ``threshold``.
+
+    A target with no scored cell has no pass rate: it is the "could not measure"
+    exit, not a failed gate.
+    """
     failing = []
     for s in stats:
         if not s.get("scored", 1):
             continue
-        limit = threshold_for(s, threshold, per_eval)
+        limit = threshold_for(s, gates.fail_under, gates.per_eval)
         if limit is not None and s["pass_rate"] < limit:
-            failing.append({**s, "threshold": limit})
-    return sorted(failing, key=lambda s: (s["pass_rate"] - s["threshold"], s["eval"]))
+            failing.append({**s, "metric": "pass rate", "value": s["pass_rate"], "threshold": limit})
+        hat = s.get("pass_hat_k")
+        if gates.pass_hat_k_under is not None and hat is not None and hat < gates.pass_hat_k_under:
+            failing.append({**s, "metric": f"pass^{s['k']}", "value": hat,
+                            "threshold": gates.pass_hat_k_under})
+    return sorted(failing, key=lambda s: (s["value"] - s["threshold"], s["eval"], s["metric"]))
 
 
-def run_gate(store: Store, run_ids: Sequence[str], threshold: float | None,
-             per_eval: Mapping[str, float] | None = None,
+def run_gate(store: Store, run_ids: Sequence[str], gates: Gates,
              stats: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Evals whose pass rate is below their threshold (worst first, each with its
-    ``threshold``); prints them and the most common suggested fix. Exit 1 when this
-    returns anything."""
-    failing = failing_stats(stats if stats is not None else store_stats(store, run_ids), threshold, per_eval)
+    """Targets under a gate (worst first, see :func:`failing_stats`); prints them and the
+    most common suggested fix. Exit 1 when this returns anything."""
+    if stats is None:
+        stats = store_stats(store, run_ids, pass_hat_k=gates.pass_hat_k)
+    failing = failing_stats(stats, gates)
     top = None
     if failing:
         sel = select_runs(store.conn, run_ids)

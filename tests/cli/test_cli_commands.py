@@ -75,7 +75,7 @@ def test_compare_fails_only_on_a_significant_regression(tmp_path: Path,
     store = ["--store", str(tmp_path / "s.db")]
     code, out, _ = _cli(capsys, "compare", *store, BASE, CAND, "--fail-on-regression")
     assert code == 1
-    assert "regressed (baseline passed, candidate failed): 10 case(s)" in out
+    assert "regressed (lower pass fraction on the candidate): 10 case(s)" in out
     assert "  g.e: c00, c01, c02" in out and "REGRESSION" in out
     code, out, _ = _cli(capsys, "compare", *store, CAND, BASE, "--fail-on-regression", "--format", "json")
     doc = json.loads(out)
@@ -95,7 +95,7 @@ def test_compare_with_small_or_unpaired_differences(tmp_path: Path,
     write_run(db, "eval-other-cccccccc", [result_row("eval-other-cccccccc", "zz", eval_id="o.e")])
     db.close()
     code, _, err = _cli(capsys, "compare", *store, BASE, "eval-other", "--fail-on-regression")
-    assert code == 2 and "shared (case, trial) pairs" in err
+    assert code == 2 and "cases scored on both sides" in err
     code, _, err = _cli(capsys, "compare", *store, BASE)
     assert code == 2 and "compare needs BASELINE and CANDIDATE" in err
 
@@ -111,7 +111,7 @@ def test_compare_services_within_runs_and_errors_left_out(mock_store: MockStore,
     doc = json.loads(out)
     assert code == 0 and doc["target_kind"] == "model"
     assert doc["errors_left_out"] == {"baseline": 0, "candidate": 3}
-    assert doc["overall"]["paired"]["n_pairs"] == 3  # only pairs without an error
+    assert doc["overall"]["paired"]["n_cases"] == 2  # both cases have a scored trial on each side
     code, out, _ = _cli(capsys, "compare", *store, "@mock", "@mock_judge", "--eval", "smoke.reply_ok")
     assert code == 0 and "smoke.reply_ok" in out and "aiwg" not in out
     code, _, err = _cli(capsys, "compare", *store, "@mock", "@nope")

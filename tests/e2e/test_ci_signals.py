@@ -53,7 +53,7 @@ def test_evals_run_on_one_side_only_are_listed_and_left_out(tmp_path: Path,
     doc = json.loads(out)
     assert code == 0 and doc["not_run_on"] == {"o.only": "candidate"}
     assert [r["eval_id"] for r in doc["comparisons"]] == ["g.e"]
-    assert doc["overall"]["paired"]["n_pairs"] == 60  # o.only's results are not pooled
+    assert doc["overall"]["paired"]["n_cases"] == 20  # o.only's cases are not pooled
     assert doc["overall"]["baseline_pass_rate"] == 1.0
     code, out, _ = _cli(capsys, *args)
     assert "o.only: not run on the candidate; left out" in out and "-100" not in out
@@ -61,7 +61,7 @@ def test_evals_run_on_one_side_only_are_listed_and_left_out(tmp_path: Path,
 
 def test_fail_on_regression_fails_on_the_pooled_interval_too(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """Two evals each slightly worse (neither significant alone): the pooled interval is below 0."""
+    """Two evals each slightly worse (neither significant after Holm): the pooled test is."""
     store = open_store(tmp_path / "s.db")
     for run_id, broken in ((BASE, 0), (CAND, 4)):
         rows = [result_row(run_id, f"c{i:02d}", t, passed=not (i < broken and t == 1), eval_id=e,
@@ -73,8 +73,9 @@ def test_fail_on_regression_fails_on_the_pooled_interval_too(tmp_path: Path,
     code, out, _ = _cli(capsys, "compare", "--store", str(tmp_path / "s.db"), BASE, CAND, "--format", "json",
                         "--fail-on-regression")
     doc = json.loads(out)
-    assert all(r["paired"]["ci_high"] >= 0 for r in doc["comparisons"])  # no eval alone is significant
-    assert doc["overall"]["paired"]["ci_high"] < 0 and code == 1
+    assert all(r["paired"]["verdict"] == "no significant change" for r in doc["comparisons"])
+    assert all(r["paired"]["p_holm"] >= 0.05 > r["paired"]["p_value"] for r in doc["comparisons"])
+    assert doc["overall"]["paired"]["verdict"] == "regression" and code == 1
 
 
 def test_a_folder_named_registry_that_is_no_registry_changes_nothing(compose: Compose,

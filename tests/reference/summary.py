@@ -6,18 +6,20 @@ tests check both give the same answer.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evalhydra.reports.stats import nearest_rank, wilson_interval
-from evalhydra.reports.summary import failing_stats, print_gate_failures
+from evalhydra.reports.clustered import pass_rate_interval
+from evalhydra.reports.stats import nearest_rank
+from evalhydra.reports.summary import Gates, consistency, failing_stats, print_gate_failures
 from evalhydra.store.rows import is_infra_error
 
 __all__ = ["gate_failures", "group_stats"]
 
 
 def group_stats(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per eval × service × model: counts, pass rate, Wilson CI, latency, retries, errors."""
+    """Per eval × service × model: counts, pass rate and its interval, pass^k, latency, retries, errors."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["eval_id"], row["service_name"], row["model"]), []).append(row)
@@ -26,7 +28,9 @@ def group_stats(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         scored = [r for r in items if not is_infra_error(r.get("error_kind"), r.get("status"))]
         passed = sum(1 for r in scored if r.get("passed"))
         lat = sorted(int(r.get("latency_ms") or 0) for r in items)
-        low, high = wilson_interval(passed, len(scored))
+        hist = _case_histogram(scored)
+        rate = pass_rate_interval(hist)
+        k, hat = consistency(hist, None)
         out.append({
             "group": items[0].get("group"),
             "eval": eval_id, "service": service, "model": model, "n": len(items),
@@ -34,7 +38,8 @@ def group_stats(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             "input_tokens": _tokens(items, "prompt_tokens", "judge_prompt_tokens"),
             "output_tokens": _tokens(items, "completion_tokens", "judge_completion_tokens"),
             # infrastructure errors are reported apart: they never lower the pass rate
-            "pass_rate": passed / len(scored) if scored else 0.0, "ci_low": low, "ci_high": high,
+            "pass_rate": rate.estimate, "ci_low": rate.low, "ci_high": rate.high,
+            "ci_method": rate.method, "n_cases": rate.n_cases, "pass_hat_k": hat, "k": k,
             "p50_ms": nearest_rank(lat, 50), "p95_ms": nearest_rank(lat, 95),
             "retried": sum(1 for r in items if r.get("retried")),
             "cost_usd": sum((r.get("cost_usd") or 0) + (r.get("judge_cost_usd") or 0) for r in items),
@@ -42,8 +47,17 @@ def group_stats(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _case_histogram(scored: list[dict[str, Any]]) -> Counter[tuple[int, int]]:
+    """(scored trials, passed trials) -> cases, counted row by row."""
+    per_case: dict[str, list[int]] = {}
+    for r in scored:
+        per_case.setdefault(r["case_id"], []).append(1 if r.get("passed") else 0)
+    return Counter((len(v), sum(v)) for v in per_case.values())
+
+
 def gate_failures(rows: list[dict[str, Any]], threshold: float | None,
-                  per_eval: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+                  per_eval: Mapping[str, float] | None = None,
+                  pass_hat_k_under: float | None = None) -> list[dict[str, Any]]:
     """Evals whose pass rate is below their threshold; prints the worst and the top fix.
 
     Args:
@@ -54,7 +68,7 @@ def gate_failures(rows: list[dict[str, Any]], threshold: float | None,
     Returns:
         The failing stats (worst first), each with its ``threshold``.
     """
-    failing = failing_stats(group_stats(rows), threshold, per_eval)
+    failing = failing_stats(group_stats(rows), Gates(threshold, dict(per_eval or {}), pass_hat_k_under))
     fixes = [r["suggested_fix"] for r in rows if r.get("suggested_fix") and not r.get("passed")]
     print_gate_failures(failing, max(sorted(set(fixes)), key=fixes.count) if fixes else None)
     return failing

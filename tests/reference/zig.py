@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from evalhydra.reports.stats import delta_interval, nearest_rank, paired_comparison, wilson_interval
+from evalhydra.reports.clustered import CaseDiffs, paired_difference
+from evalhydra.reports.stats import delta_interval, nearest_rank, wilson_interval
 from evalhydra.reports.zig import (
     _LAT_SQL,
     _PICKS,
@@ -26,6 +27,7 @@ from evalhydra.reports.zig import (
     format_text_report,
     stats_object,
 )
+from evalhydra.store.rows import is_infra_error
 
 __all__ = [
     "baseline_comparisons",
@@ -348,11 +350,12 @@ def baseline_comparisons(
     first-seen model; services without that model are skipped.
 
     Each row ends with evalhydra's ``paired`` block, after the seed's keys:
-    ``{n_pairs, difference, ci_low, ci_high, method, mcnemar_p, regressed,
-    improved}`` over the shared (case_id, run_index) keys, where ``regressed``
-    and ``improved`` are sorted, de-duplicated case ids. It is null when the
-    targets share no key, or when a key repeats inside one target (a service
-    that ran several models cannot be paired case by case).
+    the case-level paired difference over the cases both targets scored
+    (:func:`evalhydra.reports.clustered.paired_difference`), the sorted case ids
+    that regressed and improved, and the (case, trial) keys whose verdict
+    flipped on the same output. It is null when the targets share no scored
+    case, or when a (case, trial) key repeats inside one target (a service that
+    ran several models cannot be paired case by case).
 
     Args:
         rows: ``results`` rows.
@@ -375,11 +378,13 @@ def text_report(rows: Iterable[Row]) -> str:
 
 @dataclass
 class _Outcomes:
-    """Pass counts plus one outcome per (case_id, run_index) pair key."""
+    """Pass counts, the scored outcomes of each case, and each (case, trial)'s output."""
 
     total: int = 0
     passed: int = 0
     by_key: dict[PairKey, bool] = field(default_factory=dict)
+    by_case: dict[str, list[bool]] = field(default_factory=dict)  # scored trials only
+    outputs: dict[PairKey, tuple[bool, Any]] = field(default_factory=dict)  # scored trials only
     ambiguous: bool = False  # a pair key occurred twice (e.g. several models)
 
     def add(self, row: Row) -> None:
@@ -388,32 +393,63 @@ class _Outcomes:
         key = (str(row["case_id"]), int(row["run_index"]))
         self.ambiguous = self.ambiguous or key in self.by_key
         self.by_key[key] = bool(row["passed"])
+        if not is_infra_error(row.get("error_kind"), row.get("status")):
+            self.by_case.setdefault(key[0], []).append(bool(row["passed"]))
+            self.outputs[key] = (bool(row["passed"]), row.get("output"))
 
     @property
     def rate(self) -> float:
         return self.passed / self.total if self.total else 0.0
 
 
+def _case_diffs(base: _Outcomes, cand: _Outcomes, cases: list[str]) -> CaseDiffs:
+    """The per-case differences' sums, computed case by case."""
+    fb = [sum(base.by_case[c]) / len(base.by_case[c]) for c in cases]
+    fx = [sum(cand.by_case[c]) / len(cand.by_case[c]) for c in cases]
+    kb = [len(base.by_case[c]) for c in cases]
+    kx = [len(cand.by_case[c]) for c in cases]
+    d = [x - b for b, x in zip(fb, fx, strict=True)]
+    sides = list(zip(fb + fx, kb + kx, strict=True))
+    return CaseDiffs(
+        n_cases=len(cases), sum_d=math.fsum(d), sum_d2=math.fsum(v * v for v in d),
+        trials_max=max(kb + kx), both=sum(b == 1 and x == 1 for b, x in zip(fb, fx, strict=True)),
+        improved=sum(v > 0 for v in d), regressed=sum(v < 0 for v in d),
+        neither=sum(b == 0 and x == 0 for b, x in zip(fb, fx, strict=True)), trials_min=min(kb + kx),
+        within=math.fsum(f * (1 - f) * k / max(k - 1, 1) for f, k in sides),
+        within_over_trials=math.fsum(f * (1 - f) / max(k - 1, 1) for f, k in sides))
+
+
 def _paired_block(base: _Outcomes, cand: _Outcomes) -> dict[str, Any] | None:
-    """evalhydra's paired statistics, or None when the targets cannot be paired."""
+    """evalhydra's case-level paired statistics, or None when the targets cannot be paired."""
     if base.ambiguous or cand.ambiguous:
         return None
-    keys = sorted(base.by_key.keys() & cand.by_key.keys())
-    if not keys:
+    cases = sorted(base.by_case.keys() & cand.by_case.keys())
+    if not cases:
         return None
-    pairs = [(base.by_key[k], cand.by_key[k]) for k in keys]
-    result = paired_comparison(pairs)
-    regressed = sorted({k[0] for k, (b, c) in zip(keys, pairs, strict=True) if b and not c})
-    improved = sorted({k[0] for k, (b, c) in zip(keys, pairs, strict=True) if c and not b})
+    diffs = _case_diffs(base, cand, cases)
+    result = paired_difference(diffs)
+    assert result is not None
+    rate = {c: (sum(base.by_case[c]) / len(base.by_case[c]), sum(cand.by_case[c]) / len(cand.by_case[c]))
+            for c in cases}
+    flips = [f"{c}#{i}" for c, i in sorted(base.outputs.keys() & cand.outputs.keys())
+             if base.outputs[(c, i)][1] is not None and base.outputs[(c, i)][1] == cand.outputs[(c, i)][1]
+             and base.outputs[(c, i)][0] != cand.outputs[(c, i)][0]]
     return {
-        "n_pairs": result.n_pairs,
+        "n_cases": len(cases),
+        "trials_max": diffs.trials_max,
         "difference": result.difference,
         "ci_low": result.ci_low,
         "ci_high": result.ci_high,
         "method": result.method,
-        "mcnemar_p": result.mcnemar_p,
-        "regressed": regressed,
-        "improved": improved,
+        "p_value": result.p_value,
+        "p_holm": result.p_value,
+        "std_error": result.std_error,
+        "mcnemar_p": result.p_value if diffs.trials_max <= 1 else None,
+        "regressed": [c for c in cases if rate[c][1] < rate[c][0]],
+        "improved": [c for c in cases if rate[c][1] > rate[c][0]],
+        "judge_flips": flips,
+        "verdict": ("no significant change" if result.p_value >= 0.05 or result.difference == 0
+                    else "regression" if result.difference < 0 else "improvement"),
     }
 
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from evalhydra.reports.summary import (
+    Gates,
     append_step_summary,
     print_run_summary,
     run_gate,
@@ -60,7 +61,7 @@ def test_the_sql_gate_equals_the_row_gate(tmp_path: Path, capsys: pytest.Capture
     for threshold, per_eval in ((0.9, None), (None, {"g": 0.8}), (0.1, None)):
         expected = gate_failures(list(store.run_rows([RUN])), threshold, per_eval)
         first = capsys.readouterr().err
-        assert run_gate(store, [RUN], threshold, per_eval) == expected
+        assert run_gate(store, [RUN], Gates(threshold, per_eval or {})) == expected
         assert capsys.readouterr().err == first
     store.close()
 

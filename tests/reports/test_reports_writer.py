@@ -15,6 +15,7 @@ from evalhydra.core.zig_numbers import integral_numbers
 from evalhydra.reports.compare import baseline_comparisons_sql, split_paired
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
+from evalhydra.reports.stats import wilson_interval
 from evalhydra.reports.writer import ALL_FORMATS, normalize_formats, write_run_reports
 from evalhydra.store.db import open_store
 from tests.reference import zig
@@ -147,9 +148,13 @@ def test_summary_json_has_the_full_summary_schema(tmp_path: Path) -> None:
     write_run_reports(store, ["eval-sum-dddddddd"], tmp_path / "out", formats=["jsonl"], cumulative=False)
     store.close()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert list(summary) == summary_keys()
+    assert list(summary) == [*summary_keys(), "scored_pass_rate", "pass_rate_ci_low", "pass_rate_ci_high",
+                             "ci_method", "n_cases"]  # aiwg's keys in order, then evalhydra's
     assert (summary["total_cases"], summary["passed"], summary["failed"]) == (9, 3, 6)
     assert summary["pass_rate"] == pytest.approx(1 / 3)
+    low, high = wilson_interval(3, 9)  # one trial per case: Wilson over the results
+    assert (summary["pass_rate_ci_low"], summary["pass_rate_ci_high"]) == (low, high)
+    assert (summary["ci_method"], summary["n_cases"], summary["scored_pass_rate"]) == ("wilson", 9, 1 / 3)
     assert summary["pipeline"] == "g.e" and summary["avg_attempts"] == 1.0
     assert summary["failure_breakdown"] == {"format": 3, "uncategorized": 3}
     assert [f["case_id"] for f in summary["top_failures"]] == ["c1", "c2", "c4"]

@@ -64,14 +64,20 @@ SEED_COMPARISON_KEYS = [
     "confidence_level",
 ]
 PAIRED_KEYS = [
-    "n_pairs",
+    "n_cases",
+    "trials_max",
     "difference",
     "ci_low",
     "ci_high",
     "method",
+    "p_value",
+    "p_holm",
+    "std_error",
     "mcnemar_p",
     "regressed",
     "improved",
+    "judge_flips",
+    "verdict",
 ]
 
 
@@ -306,7 +312,7 @@ def test_service_baseline_eight_vs_nine_of_ten() -> None:
     assert round(item["delta_ci_high"], 4) == 0.4920
     paired = item["paired"]
     assert list(paired) == PAIRED_KEYS
-    assert paired["n_pairs"] == 10
+    assert paired["n_cases"] == 10
     assert paired["difference"] == pytest.approx(0.1)
     assert paired["improved"] == ["c8"] and paired["regressed"] == []
     assert paired["mcnemar_p"] == 1.0
@@ -349,8 +355,8 @@ def test_model_baseline_defaults_to_first_seen_model() -> None:
     assert list(second) == [*SEED_COMPARISON_KEYS, "paired"]
     assert second["delta_pass_rate"] == -0.5
     assert second["paired"]["regressed"] == ["c1"]
-    assert second["paired"]["n_pairs"] == 2
-    assert items[1]["paired"]["n_pairs"] == 1  # only c1 is shared
+    assert second["paired"]["n_cases"] == 2
+    assert items[1]["paired"]["n_cases"] == 1  # only c1 is shared
 
 
 def test_model_baseline_override_and_missing_model() -> None:
@@ -380,13 +386,16 @@ def test_paired_is_null_without_shared_keys_or_with_ambiguous_keys() -> None:
     assert items[0]["target_kind"] == "service" and items[0]["paired"] is None
 
 
-def test_paired_uses_run_index_in_the_key() -> None:
+def test_repeated_trials_of_one_case_are_one_cluster() -> None:
+    """Three trials of one case are one observation of the case, not three coins."""
     rows = [row("base", run=r, passed=True) for r in (1, 2, 3)]
     rows += [row("cand", run=r, passed=False) for r in (1, 2, 3)]
     (item,) = baseline_comparisons(rows, baseline_service="base")["baseline_comparisons"]
-    assert item["paired"]["n_pairs"] == 3
-    assert item["paired"]["regressed"] == ["case-1"]  # de-duplicated case ids
-    assert item["paired"]["mcnemar_p"] == 0.25
+    paired = item["paired"]
+    assert (paired["n_cases"], paired["trials_max"], paired["difference"]) == (1, 3, -1.0)
+    assert paired["regressed"] == ["case-1"] and paired["mcnemar_p"] is None
+    assert (paired["ci_low"], paired["ci_high"], paired["p_value"]) == (-1.0, 1.0, 1.0)  # one case: no verdict
+    assert paired["verdict"] == "no significant change"
 
 
 # --- evals.json in SQL ---
