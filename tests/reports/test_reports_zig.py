@@ -394,7 +394,8 @@ def test_repeated_trials_of_one_case_are_one_cluster() -> None:
     paired = item["paired"]
     assert (paired["n_cases"], paired["trials_max"], paired["difference"]) == (1, 3, -1.0)
     assert paired["regressed"] == ["case-1"] and paired["mcnemar_p"] is None
-    assert (paired["ci_low"], paired["ci_high"], paired["p_value"]) == (-1.0, 1.0, 1.0)  # one case: no verdict
+    # one case tells nothing about other cases: no verdict
+    assert (paired["ci_low"], paired["ci_high"], paired["p_value"]) == (-1.0, 1.0, 1.0)
     assert paired["verdict"] == "no significant change"
 
 
