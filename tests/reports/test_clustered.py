@@ -1,0 +1,193 @@
+"""The clustered intervals and the regression gate hold their stated error rates.
+
+Each simulation draws whole suites afresh: per-case pass probabilities from a
+super-population (so the truth is its mean), then each case's trials. Pure
+Python, seeded, a few thousand suites per check.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable
+from statistics import fmean
+
+import pytest
+from scipy import stats
+
+from evalhydra.reports.clustered import (
+    CLUSTERED_T,
+    CLUSTERED_WILSON,
+    NEWCOMBE_MCNEMAR,
+    WILSON,
+    CaseDiffs,
+    holm,
+    paired_difference,
+    pass_rate_interval,
+)
+from evalhydra.reports.compare import EvalPairing, adjust_family, is_regression, paired_block, pooled
+from evalhydra.reports.stats import wilson_interval
+
+CASES = 30
+SUITES = 2000
+Draw = Callable[[random.Random], float]
+
+
+def _beta(a: float, b: float) -> Draw:
+    return lambda rng: rng.betavariate(a, b)
+
+
+def _passes(rng: random.Random, p: float, trials: int) -> int:
+    return sum(rng.random() < p for _ in range(trials))
+
+
+def _histogram(rng: random.Random, draw: Draw, trials: int) -> Counter[tuple[int, int]]:
+    return Counter((trials, _passes(rng, draw(rng), trials)) for _ in range(CASES))
+
+
+def _coverage(draw: Draw, truth: float, trials: int, seed: int) -> tuple[float, float]:
+    rng = random.Random(seed)
+    hits, widths = 0, []
+    for _ in range(SUITES):
+        rate = pass_rate_interval(_histogram(rng, draw, trials))
+        hits += rate.low <= truth <= rate.high
+        widths.append(rate.high - rate.low)
+    return hits / SUITES, fmean(widths)
+
+
+@pytest.mark.parametrize("trials", [1, 3, 8])
+@pytest.mark.parametrize(("a", "b"), [(0.5, 0.5), (4.0, 1.0), (2.0, 2.0)])
+def test_pass_rate_intervals_cover_the_super_population_rate(trials: int, a: float, b: float) -> None:
+    coverage, width = _coverage(_beta(a, b), a / (a + b), trials, seed=trials * 100 + int(a * 10))
+    assert 0.93 <= coverage <= 0.97, (coverage, width)
+
+
+def test_the_issue_figures_hold_for_30_cases() -> None:
+    """Beta(0.5, 0.5) cases: ≥ 90% coverage with width ≤ 0.40 at 8 trials, ≤ 0.45 at 1 trial."""
+    coverage, width = _coverage(_beta(0.5, 0.5), 0.5, 8, seed=8)
+    assert coverage >= 0.90 and width <= 0.40
+    coverage, width = _coverage(_beta(0.5, 0.5), 0.5, 1, seed=1)
+    assert coverage >= 0.90 and width <= 0.45
+
+
+def test_one_trial_per_case_is_wilson_over_results() -> None:
+    rate = pass_rate_interval({(1, 1): 7, (1, 0): 3})
+    assert (rate.estimate, (rate.low, rate.high)) == (0.7, wilson_interval(7, 10))
+    assert (rate.method, rate.n_cases, rate.n_scored) == (WILSON, 10, 10)
+
+
+def test_repeated_trials_widen_the_interval_to_the_cases() -> None:
+    """Ten cases, five always pass and five never: 80 results, but only ten cases of evidence."""
+    rate = pass_rate_interval({(8, 8): 5, (8, 0): 5})
+    naive = wilson_interval(40, 80)
+    assert rate.method == CLUSTERED_WILSON and rate.estimate == 0.5
+    assert rate.high - rate.low > 2 * (naive[1] - naive[0])
+    assert rate.high - rate.low > wilson_interval(5, 10)[1] - wilson_interval(5, 10)[0]  # t-corrected
+
+
+def test_cases_weigh_the_same_however_many_trials_were_scored() -> None:
+    rate = pass_rate_interval({(4, 4): 1, (1, 0): 1})  # 4/4 and 0/1 (three trials errored)
+    assert rate.estimate == 0.5 and rate.n_cases == 2 and rate.n_scored == 5
+
+
+def test_all_passing_cases_get_a_lower_limit_set_by_the_cases() -> None:
+    rate = pass_rate_interval({(8, 8): 30})
+    assert rate.high == pytest.approx(1.0)
+    assert rate.low < wilson_interval(30, 30)[0] < wilson_interval(240, 240)[0]  # t-corrected, 30 cases
+
+
+def test_nothing_scored_is_no_interval() -> None:
+    assert pass_rate_interval({}).method == "" and pass_rate_interval({(0, 0): 4}).n_cases == 0
+
+
+# --- paired comparisons ---------------------------------------------------------
+
+
+def _diffs(pairs: list[tuple[float, float]], trials: int) -> CaseDiffs:
+    d = [x - b for b, x in pairs]
+    return CaseDiffs(len(d), sum(d), sum(v * v for v in d), trials,
+                     sum(b == 1 and x == 1 for b, x in pairs), sum(v > 0 for v in d),
+                     sum(v < 0 for v in d), sum(b == 0 and x == 0 for b, x in pairs), trials)
+
+
+def _fractions(rng: random.Random, pa: float, pb: float, trials: int) -> tuple[float, float]:
+    return _passes(rng, pa, trials) / trials, _passes(rng, pb, trials) / trials
+
+
+def test_the_paired_t_matches_scipy() -> None:
+    rng = random.Random(3)
+    pairs = [_fractions(rng, rng.random(), rng.random(), 5) for _ in range(25)]
+    result = paired_difference(_diffs(pairs, 5))
+    assert result is not None and result.method == CLUSTERED_T
+    reference = stats.ttest_rel([x for _, x in pairs], [b for b, _ in pairs])
+    low, high = reference.confidence_interval()
+    assert result.p_value == pytest.approx(reference.pvalue, rel=1e-7)
+    assert (result.ci_low, result.ci_high) == (pytest.approx(low), pytest.approx(high))
+
+
+def test_one_trial_per_case_keeps_newcombe_and_mcnemar() -> None:
+    result = paired_difference(_diffs([(1, 0)] * 4 + [(1, 1)] * 20 + [(0, 0)] * 6, 1))
+    assert result is not None and result.method == NEWCOMBE_MCNEMAR
+    assert result.p_value == 0.125 and result.difference == pytest.approx(-4 / 30)
+
+
+def test_no_spread_uses_the_sign_test() -> None:
+    two = paired_difference(_diffs([(1.0, 2 / 3)] * 2, 3))
+    many = paired_difference(_diffs([(1.0, 0.0)] * 12, 3))
+    assert two is not None and two.p_value == 0.5  # two cases cannot show a regression
+    assert many is not None and many.p_value < 0.001 and many.difference == -1.0
+
+
+def _gate(pairs_by_eval: list[list[tuple[float, float]]], trials: int) -> bool:
+    """compare --fail-on-regression on simulated evals: Holm over the evals and the pooled test."""
+    pairings = [EvalPairing("g", f"e{i}", diffs=_diffs(pairs, trials)) for i, pairs in enumerate(pairs_by_eval)]
+    rows = [{"paired": paired_block(p)} for p in pairings]
+    overall = {"paired": paired_block(pooled(pairings))}
+    adjust_family(rows + [overall] if len(rows) > 1 else rows)
+    return any(is_regression(r["paired"]) for r in (rows if len(rows) == 1 else [*rows, overall]))
+
+
+def _false_alarms(trials: int, evals: int, seed: int, suites: int = SUITES) -> float:
+    """Equal models on average, different case by case (p_a, p_b drawn independently)."""
+    rng = random.Random(seed)
+    fired = 0
+    for _ in range(suites):
+        suite = [[_fractions(rng, rng.betavariate(0.5, 0.5), rng.betavariate(0.5, 0.5), trials)
+                  for _ in range(CASES)] for _ in range(evals)]
+        fired += _gate(suite, trials)
+    return fired / suites
+
+
+@pytest.mark.parametrize("trials", [1, 3, 8])
+def test_the_gate_rarely_fires_without_a_true_difference(trials: int) -> None:
+    assert _false_alarms(trials, evals=1, seed=trials) <= 0.05
+
+
+def test_holm_keeps_the_family_wise_false_alarms_when_several_evals_gate() -> None:
+    assert _false_alarms(3, evals=4, seed=44, suites=1000) <= 0.05
+
+
+def _drop(rng: random.Random) -> tuple[float, float]:
+    """A true 15-point mean drop that varies by case: p_a ~ U(0.3, 1), δ ~ U(0, 0.3)."""
+    pa = rng.uniform(0.3, 1.0)
+    return pa, pa - rng.uniform(0.0, 0.3)
+
+
+@pytest.mark.parametrize(("trials", "tolerance"), [(1, 0.10), (3, 0.02), (8, 0.02)])
+def test_power_against_a_15_point_drop_is_the_clustered_t_tests(trials: int, tolerance: float) -> None:
+    """With repeated trials the gate is the case-clustered paired t-test; with one trial per
+    case McNemar's exact test, which is conservative and gives up a few points of power."""
+    rng = random.Random(15 + trials)
+    ours = reference = 0
+    suites = 1000
+    for _ in range(suites):
+        pairs = [_fractions(rng, *_drop(rng), trials) for _ in range(CASES)]
+        ours += _gate([pairs], trials)
+        test = stats.ttest_rel([x for _, x in pairs], [b for b, _ in pairs])
+        reference += bool(test.pvalue < 0.05 and test.statistic < 0)
+    assert ours <= reference and (reference - ours) / suites <= tolerance, (ours, reference)
+
+
+def test_holm_adjusts_step_down() -> None:
+    assert holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert holm([]) == [] and holm([0.2]) == [0.2]
