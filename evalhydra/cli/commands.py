@@ -24,6 +24,7 @@ STORE_COMMANDS: dict[str, str] = {
     "merge": "merge shard stores exactly",
     "list": "list a registry's services and evals",
     "view": "write report.html and open it in the browser",
+    "power": "cases × trials needed to detect a drop",
 }
 #: Every subcommand: the store commands and ``rejudge`` (:mod:`evalhydra.cli.rejudge`).
 SUBCOMMANDS: dict[str, str] = {**STORE_COMMANDS, "rejudge": "score a run's stored outputs again"}

@@ -33,6 +33,7 @@ from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.job.exit_codes import ExitCode
 from evalhydra.registry.definitions import load_registry, registry_origin, resolve_registry_root
 from evalhydra.reports.comparecmd import Target, compare, parse_target, regressions, render
+from evalhydra.reports.powercmd import Assumptions, power_report, render_power
 from evalhydra.reports.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQL, select_runs
 from evalhydra.reports.writer import normalize_formats, write_run_reports
 from evalhydra.store.db import Store, open_store
@@ -236,7 +237,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """
     store = _open(args)
     base, cand = _compare_targets(store, args)
-    result = compare(store.conn, base, cand, args.eval or ())
+    result = compare(store.conn, base, cand, args.eval or (), min_detectable_drop=args.min_detectable)
     print(render(result, args.format, args.limit))
     if not args.fail_on_regression:
         return ExitCode.OK
@@ -281,7 +282,67 @@ def _cfg_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="text", choices=["text", "md", "json"])
     p.add_argument("--limit", type=int, default=50, help="cases listed per eval (default: 50)")
     p.add_argument("--fail-on-regression", action="store_true",
-                   help="exit 1 if a paired 95%% interval lies below zero")
+                   help="exit 1 if the candidate is significantly worse (Holm-adjusted p < 0.05)")
+    p.add_argument("--min-detectable", type=_fraction, default=0.05, metavar="DROP",
+                   help="say when the comparison cannot detect a drop this large at 80%% power"
+                        " (a fraction; default 0.05 = 5 points)")
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: give a fraction in (0, 1), e.g. 0.05 for 5 points")
+    return value
+
+
+# -- power --------------------------------------------------------------------
+def cmd_power(args: argparse.Namespace) -> int:
+    """How many cases × trials a comparison needs to detect a drop at a given power.
+
+    With BASELINE CANDIDATE (targets as for compare), the variance comes from
+    their stored per-case differences; with one TARGET, from its per-case pass
+    fractions and an assumed correlation between two models' per-case pass
+    probabilities (--correlation); with none, from --pass-rate, --case-sd and
+    --correlation alone. More trials shrink only the within-case noise; only
+    more cases shrink the between-case spread.
+
+    Examples:
+      evalhydra power latest --drop 0.05
+      evalhydra power eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b --trials 1,5,10
+      evalhydra power --pass-rate 0.8 --drop 0.03
+    """
+    if len(args.targets) > 2:
+        raise EvalHydraError("power takes at most two targets (BASELINE CANDIDATE).",
+                             "See: evalhydra power --help")
+    store = _open(args) if args.targets else None
+    targets = [_target(store, t) for t in args.targets] if store else []
+    assume = Assumptions(args.pass_rate, args.case_sd, args.correlation)
+    doc = power_report(store.conn if store else None, targets, evals=args.eval or (), drop=args.drop,
+                       power=args.power, trials=args.trials, assume=assume)
+    print(render_power(doc, args.format))
+    return ExitCode.OK
+
+
+def _trial_counts(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: give trial counts like 1,3,5,10") from None
+
+
+def _cfg_power(p: argparse.ArgumentParser) -> None:
+    p.add_argument("targets", nargs="*", metavar="TARGET", help="none, one target, or BASELINE CANDIDATE")
+    p.add_argument("--eval", action="append", metavar="ID", help="only this eval (repeatable)")
+    p.add_argument("--drop", type=_fraction, default=0.05, help="drop to detect (default 0.05 = 5 points)")
+    p.add_argument("--power", type=float, default=0.8, help="power (default 0.8)")
+    p.add_argument("--trials", type=_trial_counts, default=[1, 3, 5, 10],
+                   help="trial counts (default 1,3,5,10)")
+    p.add_argument("--pass-rate", type=_fraction, default=0.7, help="assumed pass rate with no target (0.7)")
+    p.add_argument("--case-sd", type=float, default=None,
+                   help="assumed SD of per-case pass probabilities (default: √(p(1−p)/2))")
+    p.add_argument("--correlation", type=float, default=0.5,
+                   help="assumed correlation of two models' per-case pass probabilities (0.5)")
+    p.add_argument("--format", default="text", choices=["text", "json"])
 
 
 # -- query --------------------------------------------------------------------
@@ -454,6 +515,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "merge": cmd_merge,
     "list": cmd_list,
     "view": cmd_view,
+    "power": cmd_power,
 }
 CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "runs": _cfg_runs,
@@ -464,4 +526,5 @@ CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "merge": _cfg_merge,
     "list": _cfg_list,
     "view": _cfg_view,
+    "power": _cfg_power,
 }

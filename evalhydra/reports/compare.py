@@ -30,6 +30,7 @@ __all__ = [
     "ALPHA",
     "EvalPairing",
     "Side",
+    "adjust_comparison",
     "adjust_family",
     "baseline_comparisons_sql",
     "comparison_row",
@@ -213,6 +214,20 @@ def adjust_family(rows: Sequence[dict[str, Any]]) -> None:
     for block, adjusted in zip(blocks, holm([b["p_value"] for b in blocks]), strict=True):
         block["p_holm"] = adjusted
         block["verdict"] = _verdict(block["difference"], adjusted)
+
+
+def adjust_comparison(rows: Sequence[dict[str, Any]], overall: dict[str, Any]) -> None:
+    """Holm over the per-eval rows and the pooled row of one comparison, gated together.
+
+    With one eval the pooled row is that eval again: it takes the eval's adjusted
+    p-value and verdict instead of counting as a second test.
+    """
+    if len(rows) != 1:
+        adjust_family([*rows, overall])
+        return
+    adjust_family(rows)
+    if rows[0]["paired"] and overall.get("paired"):
+        overall["paired"].update(p_holm=rows[0]["paired"]["p_holm"], verdict=rows[0]["paired"]["verdict"])
 
 
 def is_regression(paired: Mapping[str, Any] | None) -> bool:

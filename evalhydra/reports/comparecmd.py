@@ -36,7 +36,7 @@ from evalhydra.reports.clustered import CaseDiffs
 from evalhydra.reports.compare import (
     EvalPairing,
     Side,
-    adjust_family,
+    adjust_comparison,
     comparison_row,
     is_improvement,
     is_regression,
@@ -47,7 +47,7 @@ from evalhydra.reports.markdown import comparison_table
 from evalhydra.reports.power import DEFAULT_POWER, cases_needed, from_differences, min_detectable
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
-__all__ = ["Comparison", "Target", "compare", "parse_target", "precision", "render", "regressions"]
+__all__ = ["Comparison", "Target", "compare", "parse_target", "precision", "render", "regressions", "side_of"]
 
 _LATEST = """cell_key in (select cell_key from (select cell_key, row_number() over (
     partition by eval_id, service_name, model, case_id, run_index
@@ -73,7 +73,8 @@ def parse_target(text: str) -> tuple[str, str | None, str | None]:
     return run, service or None, model or None
 
 
-def _side(target: Target, evals: Sequence[str]) -> Side:
+def side_of(target: Target, evals: Sequence[str]) -> Side:
+    """The condition on ``results`` that selects a target (and, if given, only these evals)."""
     conds: list[str] = []
     params: list[Any] = []
     for column, value in (("service_name", target.service), ("model", target.model)):
@@ -104,6 +105,7 @@ class Comparison:
     errors: tuple[int, int] = (0, 0)  # infrastructure errors left out: baseline, candidate
     one_sided: dict[str, str] = field(default_factory=dict)  # eval id -> the side it did not run on
     precision: dict[str, Any] | None = None  # the pooled row's detectable drop (see :func:`precision`)
+    diffs: CaseDiffs = field(default_factory=CaseDiffs)  # the pooled per-case differences
 
     def to_json(self) -> dict[str, Any]:
         """The ``--format json`` document."""
@@ -150,7 +152,7 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
             raise EvalHydraError(f"The {name} {target.label!r} names no run, service or model.",
                                  "Give RUN (an id, a prefix or 'latest') and/or @SERVICE[:MODEL]; "
                                  "is a shell variable unset?")
-    sides = (_side(base, evals), _side(cand, evals))
+    sides = (side_of(base, evals), side_of(cand, evals))
     errors = (_errors(conn, sides[0]), _errors(conn, sides[1]))
     pairings = paired_by_eval(conn, *sides, skip_errors=True)
     for name, target, total, err in (("baseline", base, sum(p.base_total for p in pairings), errors[0]),
@@ -170,11 +172,9 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
 
     all_evals = pooled(both)
     rows, overall = [row(p) for p in both], row(all_evals)
-    adjust_family(rows + [overall] if len(rows) > 1 else rows)
-    if len(rows) == 1 and rows[0]["paired"] and overall["paired"]:
-        overall["paired"].update(p_holm=rows[0]["paired"]["p_holm"], verdict=rows[0]["paired"]["verdict"])
+    adjust_comparison(rows, overall)
     return Comparison(base.label, cand.label, kind, rows, overall, errors, one_sided,
-                      precision(all_evals.diffs, overall.get("paired"), min_detectable_drop))
+                      precision(all_evals.diffs, overall.get("paired"), min_detectable_drop), all_evals.diffs)
 
 
 def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float) -> dict[str, Any] | None:

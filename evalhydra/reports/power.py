@@ -144,15 +144,16 @@ def from_differences(diffs: CaseDiffs) -> VarianceModel | None:
     return VarianceModel(between, diffs.within / n, f"observed on {n} shared cases")
 
 
-def from_one_target(hist: dict[tuple[int, int], int],
+def from_one_target(hist: dict[tuple[int, int], int], drop: float,
                     correlation: float = DEFAULT_CORRELATION) -> VarianceModel | None:
-    """τ² and w for comparing a stored target with a model like it.
+    """τ² and w for comparing a stored target with a candidate ``drop`` points worse.
 
     The stored cases give the mean pass probability p̄ and, with several trials
     per case, the between-case variance σ² of the per-case probabilities
     (method of moments); with one trial per case σ² is assumed to be half of
-    p̄(1−p̄). A second model with the same p̄ and σ², correlated ``correlation``
-    case by case, gives ``τ² = 2σ²(1−ρ)`` and ``w = 2(p̄(1−p̄) − σ²)``.
+    p̄(1−p̄). The candidate is assumed to have mean p̄ − drop and a case
+    variance as large (within what its mean allows), correlated ``correlation``
+    case by case (see :func:`from_assumptions`).
 
     Returns:
         The model, or None with fewer than two scored cases.
@@ -163,31 +164,41 @@ def from_one_target(hist: dict[tuple[int, int], int],
         return None
     mean = sum(c / n * w for n, c, w in cells) / cases
     spread = sum((c / n - mean) ** 2 * w for n, c, w in cells) / (cases - 1)
-    several = [(n, c, w) for n, c, w in cells if n > 1]
-    if len(several) == len(cells):
+    if all(n > 1 for n, _, _ in cells):
         noise = sum(c / n * (1 - c / n) / (n - 1) * w for n, c, w in cells) / cases
         sigma2, how = min(max(0.0, spread - noise), mean * (1 - mean)), "estimated"
     else:
         sigma2, how = mean * (1 - mean) / 2, "assumed p̄(1−p̄)/2"
-    source = (f"one target of {cases} cases: p̄={mean:.3f}, case variance σ²={sigma2:.4f} ({how}),"
-              f" assumed correlation ρ={correlation:g} with the other model")
-    return _two_models(mean, sigma2, correlation, source)
+    source = (f"one target of {cases} cases: p̄={mean:.3f}, case variance σ²={sigma2:.4f} ({how});"
+              f" assumed: the candidate {drop * 100:g} points lower, correlation ρ={correlation:g}")
+    return _two_models(mean, sigma2, drop, correlation, source)
 
 
-def from_assumptions(pass_rate: float, case_sd: float | None = None,
+def from_assumptions(pass_rate: float, drop: float, case_sd: float | None = None,
                      correlation: float = DEFAULT_CORRELATION) -> VarianceModel:
-    """τ² and w from assumptions alone: mean pass rate, case SD and correlation.
+    """τ² and w from assumptions alone.
+
+    The baseline's per-case pass probabilities have mean ``pass_rate`` and SD
+    ``case_sd``; the candidate's mean is ``drop`` lower with the same SD (capped
+    at what a mean allows, √(p(1−p))), correlated ``correlation`` case by case.
+    Then ``τ² = σa² + σb² − 2ρσaσb`` and ``w = pa(1−pa) − σa² + pb(1−pb) − σb²``.
 
     Args:
-        pass_rate: Expected mean pass rate p̄.
+        pass_rate: Expected mean pass rate p̄ of the baseline.
+        drop: How much lower the candidate's mean is.
         case_sd: SD of per-case pass probabilities (default: √(p̄(1−p̄)/2)).
         correlation: Correlation of two models' per-case probabilities.
     """
     variance = pass_rate * (1 - pass_rate)
     sigma2 = variance / 2 if case_sd is None else min(case_sd**2, variance)
-    source = (f"assumed: p̄={pass_rate:g}, case SD σ={math.sqrt(sigma2):.3f}, correlation ρ={correlation:g}")
-    return _two_models(pass_rate, sigma2, correlation, source)
+    source = (f"assumed: p̄={pass_rate:g}, case SD σ={math.sqrt(sigma2):.3f}, the candidate"
+              f" {drop * 100:g} points lower, correlation ρ={correlation:g}")
+    return _two_models(pass_rate, sigma2, drop, correlation, source)
 
 
-def _two_models(mean: float, sigma2: float, correlation: float, source: str) -> VarianceModel:
-    return VarianceModel(2 * sigma2 * (1 - correlation), 2 * max(0.0, mean * (1 - mean) - sigma2), source)
+def _two_models(mean: float, sigma2: float, drop: float, correlation: float, source: str) -> VarianceModel:
+    other = min(1.0, max(0.0, mean - drop))
+    other_sigma2 = min(sigma2, other * (1 - other))
+    between = sigma2 + other_sigma2 - 2 * correlation * math.sqrt(sigma2 * other_sigma2)
+    within = mean * (1 - mean) - sigma2 + other * (1 - other) - other_sigma2
+    return VarianceModel(max(0.0, between), max(0.0, within), source)

@@ -48,9 +48,10 @@ DASH = "—"
 
 
 def _table(stats: Sequence[dict[str, Any]], tablefmt: str) -> str:
-    table = [[s["eval"], s["service"], s["model"], s["n"], *_rate_cells(s), s["p50_ms"], s["p95_ms"],
-              s["retried"], s["errors"]] for s in stats]
-    headers = ["eval", "service", "model", "n", "pass", "95% CI", "p50 ms", "p95 ms", "retried", "errors"]
+    table = [[s["eval"], s["service"], s["model"], s["n"], s["n_cases"], *_rate_cells(s), s["p50_ms"],
+              s["p95_ms"], s["retried"], s["errors"]] for s in stats]
+    headers = ["eval", "service", "model", "n", "cases", "pass", "95% CI", "p50 ms", "p95 ms", "retried",
+               "errors"]
     return tabulate(table, headers=headers, tablefmt=tablefmt)
 
 

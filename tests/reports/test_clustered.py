@@ -25,7 +25,7 @@ from evalhydra.reports.clustered import (
     paired_difference,
     pass_rate_interval,
 )
-from evalhydra.reports.compare import EvalPairing, adjust_family, is_regression, paired_block, pooled
+from evalhydra.reports.compare import EvalPairing, adjust_comparison, is_regression, paired_block, pooled
 from evalhydra.reports.stats import wilson_interval
 
 CASES = 30
@@ -140,11 +140,12 @@ def test_no_spread_uses_the_sign_test() -> None:
 
 def _gate(pairs_by_eval: list[list[tuple[float, float]]], trials: int) -> bool:
     """compare --fail-on-regression on simulated evals: Holm over the evals and the pooled test."""
-    pairings = [EvalPairing("g", f"e{i}", diffs=_diffs(pairs, trials)) for i, pairs in enumerate(pairs_by_eval)]
+    pairings = [EvalPairing("g", f"e{i}", diffs=_diffs(pairs, trials))
+                for i, pairs in enumerate(pairs_by_eval)]
     rows = [{"paired": paired_block(p)} for p in pairings]
     overall = {"paired": paired_block(pooled(pairings))}
-    adjust_family(rows + [overall] if len(rows) > 1 else rows)
-    return any(is_regression(r["paired"]) for r in (rows if len(rows) == 1 else [*rows, overall]))
+    adjust_comparison(rows, overall)
+    return any(is_regression(r["paired"]) for r in [*rows, overall])
 
 
 def _false_alarms(trials: int, evals: int, seed: int, suites: int = SUITES) -> float:

@@ -80,10 +80,17 @@ def test_one_target_and_assumptions_give_the_two_model_variances() -> None:
     for _ in range(4000):
         p = rng.betavariate(2, 2)  # Var(p) = 0.05, E[p(1-p)] = 0.2
         hist[(5, sum(rng.random() < p for _ in range(5)))] += 1
-    model = from_one_target(hist, correlation=0.5)
+    model = from_one_target(hist, 0.0, correlation=0.5)  # a candidate as good on average
     assert model is not None
     assert model.between == pytest.approx(2 * 0.05 * 0.5, abs=0.01)
     assert model.within == pytest.approx(2 * 0.2, abs=0.02)
-    assumed = from_assumptions(0.5, case_sd=math.sqrt(0.05), correlation=0.5)
+    assumed = from_assumptions(0.5, 0.0, case_sd=math.sqrt(0.05), correlation=0.5)
     assert (assumed.between, assumed.within) == (pytest.approx(0.05), pytest.approx(0.4))
-    assert from_one_target({(1, 1): 1}) is None
+    assert from_one_target({(1, 1): 1}, 0.05) is None
+
+
+def test_a_target_that_always_passes_still_needs_cases_to_see_a_drop() -> None:
+    """Nothing varies in the stored run, but a candidate 5 points lower would."""
+    model = from_one_target({(3, 3): 20}, 0.05)
+    assert model is not None and model.within == pytest.approx(0.95 * 0.05)
+    assert 100 < cases_needed(model.sd(1), 0.05) < 300

@@ -28,7 +28,10 @@ order on the text of the last user message (text parts concatenated):
    punctuation and stopwords ("Search the web for the weather in Melbourne."
    gives "weather melbourne"); integer 1, number 1.0, boolean true, array [],
    object {}.
-4. "Reply with exactly X." gives X (quotes around X dropped).
+4. "Reply with exactly X." gives X (quotes around X dropped). "Reply X with
+   probability P." gives X with probability P and "not X" otherwise, drawn
+   from the server's seeded generator (``chance``): a case whose true pass
+   rate is known, for testing statistics end to end.
 5. JSON (the text says "JSON", or ``response_format`` is ``json_object`` or
    ``json_schema``): "with an answer field set to OK." gives
    ``{"answer": "OK"}``; otherwise ``{"answer": <text>}``, or, for a
@@ -42,13 +45,17 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["message_text", "prompt_text", "reply_for", "usage_for"]
+__all__ = ["CHANCE_MARK", "message_text", "prompt_text", "reply_for", "usage_for"]
 
 _GRADE_PREFIX = "You are grading an LLM or product response for an eval."
 _REFINE_MARK = "Previous attempt was insufficient."
 _STOPWORDS = frozenset({"the", "a", "an", "in", "of", "for", "on", "at", "to"})
+_CHANCE = re.compile(r"reply\s+(\S+)\s+with probability\s+([0-9]*\.?[0-9]+)", re.I)
+#: The bytes that mark a request whose reply is drawn at random (it must not be cached).
+CHANCE_MARK = b"with probability"
 _EXACTLY = re.compile(r"reply with exactly\s+([^\n]*?)(?:\.(?=\s|$)|\n|$)", re.I)
 _FIELD = re.compile(r"\bwith an?\s+(\w+)\s+field\b(?:\s+set to\s+([^\n]*?)(?:\.(?=\s|$)|\n|$))?", re.I)
 _WEIGHTS = re.compile(r"^\s*Weights:\s*(.+)$", re.M)
@@ -86,11 +93,13 @@ def prompt_text(payload: dict[str, Any]) -> str:
     return ""
 
 
-def reply_for(payload: dict[str, Any]) -> dict[str, Any]:
+def reply_for(payload: dict[str, Any], chance: Callable[[], float] | None = None) -> dict[str, Any]:
     """Return the assistant message the mock sends for a chat request.
 
     Args:
         payload: The parsed ``/chat/completions`` request body.
+        chance: Draws a uniform number in [0, 1) for "Reply X with probability P."
+            (None: the reply is X exactly when P >= 0.5).
 
     Returns:
         ``{"role": "assistant", "content": str | None}`` plus ``tool_calls``
@@ -105,6 +114,11 @@ def reply_for(payload: dict[str, Any]) -> dict[str, Any]:
     call = _tool_reply(payload, text)
     if call is not None:
         return {"role": "assistant", "content": None, "tool_calls": [call]}
+    drawn = _CHANCE.search(text)
+    if drawn:
+        word, probability = drawn.group(1), float(drawn.group(2))
+        hit = (chance() if chance else 0.5) < probability
+        return _content(word if hit else f"not {word}")
     exact = _EXACTLY.search(text)
     if exact:
         return _content(_unquote(exact.group(1).strip()))

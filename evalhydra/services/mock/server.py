@@ -26,7 +26,7 @@ import trio
 
 from evalhydra.services.mock import responses, wire
 from evalhydra.services.mock.delays import DelayLine
-from evalhydra.services.mock.replies import reply_for, usage_for
+from evalhydra.services.mock.replies import CHANCE_MARK, reply_for, usage_for
 from evalhydra.services.mock.settings import MockSettings
 from evalhydra.services.mock.wire import Reply
 
@@ -296,7 +296,7 @@ class MockServer:
             number,
             int(time.time()),
         )
-        if fault is None and not _wants_stream(body):
+        if fault is None and not _wants_stream(body) and CHANCE_MARK not in body:
             rest = _rendered(body, s.model, s.fixed_reply)
             if rest is not None:
                 self._last_body = body
@@ -312,6 +312,8 @@ class MockServer:
             self.stats.faults[fault] = self.stats.faults.get(fault, 0) + 1
             return self._faulty(payload, fault, number)
         self.stats.ok += 1
+        if not payload.get("stream"):
+            return Reply(200, self._body(payload, None, number))
         return self._streamed(payload, number)
 
     def _faulty(self, payload: dict[str, Any], fault: str, number: int) -> Reply:
@@ -339,7 +341,7 @@ class MockServer:
         model = payload.get("model") or self.settings.model
         return model if isinstance(model, str) else str(model)
 
-    def _body(self, payload: dict[str, Any], fault: str, number: int) -> bytes:
+    def _body(self, payload: dict[str, Any], fault: str | None, number: int) -> bytes:
         """Build a completion body shaped by a body fault (``missing_choices`` ...)."""
         message = self._message(payload, fault)
         usage = None if fault == "no_usage" else usage_for(payload, message)
@@ -357,7 +359,7 @@ class MockServer:
         fixed = self.settings.fixed_reply
         if fixed is not None:
             return {"role": "assistant", "content": fixed}
-        return reply_for(payload)
+        return reply_for(payload, self._rng.random)
 
     def _fail_headers(self) -> tuple[tuple[bytes, bytes], ...]:
         s = self.settings

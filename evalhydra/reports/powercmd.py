@@ -1,0 +1,133 @@
+"""``evalhydra power``: how many cases × trials a comparison needs to catch a drop.
+
+The variance of one case's paired difference comes from what is stored
+(:mod:`evalhydra.reports.power` has the model and the formulas):
+
+* two targets (``BASELINE CANDIDATE``, as for ``compare``): their observed
+  per-case differences;
+* one target: its per-case pass fractions, and an assumed correlation between
+  two models' per-case pass probabilities (``--correlation``);
+* nothing: assumptions alone (``--pass-rate``, ``--case-sd``, ``--correlation``).
+
+For each trial count it prints the cases needed to detect a drop of
+``--drop`` at ``--power`` with the gate's two-sided 95% test.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tabulate import tabulate
+
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.reports.compare import Side
+from evalhydra.reports.comparecmd import Target, compare, side_of
+from evalhydra.reports.power import (
+    DEFAULT_CORRELATION,
+    DEFAULT_POWER,
+    VarianceModel,
+    cases_needed,
+    from_assumptions,
+    from_differences,
+    from_one_target,
+)
+from evalhydra.reports.selection import PASSED_SQL
+from evalhydra.store.rows import INFRA_ERROR_SQL
+
+__all__ = ["Assumptions", "power_report", "render_power"]
+
+DEFAULT_TRIALS = (1, 3, 5, 10)
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """What the user assumes where the store cannot tell."""
+
+    pass_rate: float = 0.7
+    case_sd: float | None = None
+    correlation: float = DEFAULT_CORRELATION
+
+
+def _histogram(conn: sqlite3.Connection, side: Side) -> Counter[tuple[int, int]]:
+    sql = f"""select scored, ok, count(*) from (
+        select count(*) - sum({INFRA_ERROR_SQL}) as scored, sum({PASSED_SQL}) as ok from results
+        where {side.where} group by "group", eval_id, case_id, service_name, model)
+      where scored > 0 group by scored, ok"""
+    return Counter({(scored, ok): n for scored, ok, n in conn.execute(sql, side.params)})
+
+
+def _model(conn: sqlite3.Connection | None, targets: Sequence[Target], evals: Sequence[str],
+           drop: float, assume: Assumptions) -> tuple[VarianceModel, dict[str, Any] | None]:
+    """The variance model, and what the stored comparison can detect now (two targets)."""
+    if len(targets) == 2 and conn is not None:
+        result = compare(conn, targets[0], targets[1], evals)
+        model = from_differences(result.diffs)
+        if model is None:
+            raise EvalHydraError("The two targets share fewer than two scored cases.",
+                                 "Compare runs of the same evals.")
+        return model, result.precision
+    if len(targets) == 1 and conn is not None:
+        model = from_one_target(_histogram(conn, side_of(targets[0], evals)), drop, assume.correlation)
+        if model is None:
+            raise EvalHydraError(f"The target {targets[0].label} has fewer than two scored cases.",
+                                 "Name a run with more cases, or give --pass-rate instead.")
+        return model, None
+    return from_assumptions(assume.pass_rate, drop, assume.case_sd, assume.correlation), None
+
+
+def power_report(conn: sqlite3.Connection | None, targets: Sequence[Target], *,
+                 evals: Sequence[str] = (), drop: float = 0.05, power: float = DEFAULT_POWER,
+                 trials: Sequence[int] = DEFAULT_TRIALS,
+                 assume: Assumptions = Assumptions()) -> dict[str, Any]:
+    """The cases needed per trial count to detect ``drop`` with ``power``.
+
+    Args:
+        conn: A connection to the store (None: assumptions only).
+        targets: None, one or two targets.
+        evals: Only these eval ids.
+        drop: The drop to detect, as a fraction (0.05 = 5 points).
+        power: Target power.
+        trials: Trial counts to tabulate.
+        assume: Assumptions for what the store cannot tell.
+
+    Raises:
+        EvalHydraError: On an impossible request or too little stored data.
+    """
+    if not 0 < drop < 1:
+        raise EvalHydraError(f"--drop {drop}: must be a fraction in (0, 1), e.g. 0.05 for 5 points.")
+    if not 0.5 <= power < 1:
+        raise EvalHydraError(f"--power {power}: must be in [0.5, 1), e.g. 0.8.")
+    if any(k < 1 for k in trials):
+        raise EvalHydraError("--trials: every trial count must be at least 1.")
+    model, now = _model(conn, targets, evals, drop, assume)
+    rows = [{"trials": k, "case_sd": model.sd(k), "cases": (n := cases_needed(model.sd(k), drop, power)),
+             "results_per_side": n * k} for k in trials]
+    return {"drop": drop, "power": power, "source": model.source, "separable": model.separable,
+            "between_case_variance": model.between, "within_case_variance": model.within,
+            "rows": rows, "now": now}
+
+
+def render_power(doc: dict[str, Any], fmt: str = "text") -> str:
+    """The report as ``text`` or ``json``."""
+    if fmt == "json":
+        return json.dumps(doc, indent=2)
+    table = tabulate([[r["trials"], f"{r['case_sd']:.3f}", f"{r['cases']:,}", f"{r['results_per_side']:,}"]
+                      for r in doc["rows"]],
+                     headers=["trials/case", "SD of a case's Δ", "cases needed", "results per side"],
+                     tablefmt="simple", disable_numparse=True)
+    lines = [f"to detect a drop of {doc['drop'] * 100:g} points at {doc['power']:.0%} power"
+             " (two-sided 95% case-clustered paired t-test):", f"variance from: {doc['source']}", "", table]
+    if not doc["separable"]:
+        lines.append("one trial per case: within- and between-case variance cannot be told apart, so"
+                     " more trials are assumed not to help (store a run with trials > 1 to see how they do)")
+    now = doc["now"]
+    if now:
+        lines.append(f"now: {now['cases']} cases × {now['trials']} trial(s) detect drops of"
+                     f" {now['min_detectable'] * 100:.1f} points or more")
+    return "\n".join(lines)
+
