@@ -39,7 +39,10 @@ class EvalResult:
         exit_code: What the command line would exit with (0 ok, 1 a gate failed,
             3 nothing could be measured, 130 interrupted).
         stats: Per eval × service × model: ``n``, ``passed``, ``errors``, ``scored``,
-            ``pass_rate``, ``ci_low``, ``ci_high``, latency, tokens, cost.
+            ``pass_rate`` (the mean over cases of each case's pass fraction), ``ci_low``,
+            ``ci_high`` (its 95% interval), ``ci_method`` (``wilson``, or ``case-clustered
+            wilson`` when trials repeat cases), ``n_cases``, ``pass_hat_k`` and its ``k``,
+            latency, tokens, cost.
         store_path: The SQLite store holding the results.
     """
 

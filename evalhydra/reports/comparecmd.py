@@ -26,6 +26,7 @@ power, it says so and how many cases would.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from evalhydra.reports.compare import (
     pooled,
 )
 from evalhydra.reports.markdown import comparison_table
-from evalhydra.reports.power import DEFAULT_POWER, cases_needed, from_differences, min_detectable
+from evalhydra.reports.power import DEFAULT_POWER, cases_needed, from_differences, min_detectable, noise_floor
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["Comparison", "Target", "compare", "parse_target", "precision", "render", "regressions", "side_of"]
@@ -174,28 +175,32 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
     rows, overall = [row(p) for p in both], row(all_evals)
     adjust_comparison(rows, overall)
     return Comparison(base.label, cand.label, kind, rows, overall, errors, one_sided,
-                      precision(all_evals.diffs, overall.get("paired"), min_detectable_drop), all_evals.diffs)
+                      precision(all_evals.diffs, overall.get("paired"), min_detectable_drop,
+                                overall["baseline_pass_rate"]), all_evals.diffs)
 
 
-def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float) -> dict[str, Any] | None:
+def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float,
+              baseline_rate: float) -> dict[str, Any] | None:
     """The pooled comparison's detectable drop at 80% power, and the cases needed for ``target``.
 
+    The spread of a case's difference is the observed one, but never less than the
+    trial-to-trial noise a drop of ``target`` from ``baseline_rate`` would itself bring
+    (:func:`~evalhydra.reports.power.noise_floor`): two identical runs of deterministic
+    cases show no spread, yet cannot show a small drop either.
+
     Returns:
-        ``{min_detectable, target, underpowered, cases, cases_needed, trials}``, or None when
-        there is no paired interval.
+        ``{min_detectable, target, underpowered, cases, trials, cases_needed, power}``, or None
+        with fewer than two shared cases.
     """
     if not paired or diffs.n_cases < 2:
         return None
-    df = diffs.n_cases - 1
-    se = paired.get("std_error")
-    if se is None:  # one trial per case: the standard error behind Newcombe's interval
-        se = (paired["ci_high"] - paired["ci_low"]) / (2 * 1.959963984540054)
-    detectable = min_detectable(se, df)
-    model = from_differences(diffs)
     trials = max(1, diffs.trials_max)
-    needed = cases_needed(model.sd(trials), target) if model else None
+    observed = from_differences(diffs)
+    sd = max(observed.sd(trials) if observed else 0.0, noise_floor(baseline_rate, target).sd(trials))
+    detectable = min_detectable(sd / math.sqrt(diffs.n_cases), diffs.n_cases - 1)
     return {"min_detectable": detectable, "target": target, "underpowered": detectable > target,
-            "cases": diffs.n_cases, "trials": trials, "cases_needed": needed, "power": DEFAULT_POWER}
+            "cases": diffs.n_cases, "trials": trials, "cases_needed": cases_needed(sd, target),
+            "power": DEFAULT_POWER}
 
 
 def regressions(result: Comparison) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalhydra.reports import aggregate as agg
-from evalhydra.reports.compare import baseline_comparisons_sql
+from evalhydra.reports.compare import adjust_family, baseline_comparisons_sql
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import Selection
 
@@ -91,6 +91,7 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
         data.comparisons = baseline_comparisons_sql(
             conn, sel, evals_doc, baseline_service=baseline_service or services[0],
             baseline_models=baseline_models)["baseline_comparisons"]
+        adjust_family(data.comparisons)  # the report's verdicts hold their error rate together
     data.trials = agg.trial_rows(conn, sel)
     data.trials_total = data.cases.total
     data.failing = agg.trial_rows(conn, sel, extra=agg.FAILING_SQL)

@@ -40,6 +40,7 @@ __all__ = [
     "from_differences",
     "from_one_target",
     "min_detectable",
+    "noise_floor",
 ]
 
 DEFAULT_POWER = 0.8
@@ -142,6 +143,17 @@ def from_differences(diffs: CaseDiffs) -> VarianceModel | None:
                              separable=False)
     between = max(0.0, observed - diffs.within_over_trials / n)
     return VarianceModel(between, diffs.within / n, f"observed on {n} shared cases")
+
+
+def noise_floor(pass_rate: float, drop: float) -> VarianceModel:
+    """The least variance a drop of ``drop`` from ``pass_rate`` brings: trial noise alone.
+
+    Even if every case dropped by exactly the same amount (τ² = 0), each trial of both
+    sides is still a coin: ``w = p(1−p) + q(1−q)`` with ``q = p − drop``.
+    """
+    other = min(1.0, max(0.0, pass_rate - drop))
+    within = pass_rate * (1 - pass_rate) + other * (1 - other)
+    return VarianceModel(0.0, within, f"trial noise alone at p={pass_rate:.3f} and {other:.3f}")
 
 
 def from_one_target(hist: dict[tuple[int, int], int], drop: float,

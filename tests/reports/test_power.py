@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from evalhydra.reports.clustered import CaseDiffs
+from evalhydra.reports.comparecmd import precision
 from evalhydra.reports.power import (
     VarianceModel,
     cases_needed,
@@ -18,6 +19,7 @@ from evalhydra.reports.power import (
     from_differences,
     from_one_target,
     min_detectable,
+    noise_floor,
 )
 
 
@@ -94,3 +96,12 @@ def test_a_target_that_always_passes_still_needs_cases_to_see_a_drop() -> None:
     model = from_one_target({(3, 3): 20}, 0.05)
     assert model is not None and model.within == pytest.approx(0.95 * 0.05)
     assert 100 < cases_needed(model.sd(1), 0.05) < 300
+
+
+def test_a_comparison_without_spread_is_still_underpowered_for_a_small_drop() -> None:
+    """Two identical runs of deterministic cases show no spread; a 5-point drop would still be noisy."""
+    diffs = CaseDiffs(38, 0.0, 0.0, 3, 17, 0, 0, 21, 3)
+    info = precision(diffs, {"p_value": 1.0}, 0.05, baseline_rate=0.45)
+    assert info is not None and info["underpowered"] and info["min_detectable"] > 0.15
+    assert info["cases_needed"] == cases_needed(noise_floor(0.45, 0.05).sd(3), 0.05) > 38
+    assert precision(diffs, {"p_value": 1.0}, 0.3, baseline_rate=0.45)["underpowered"] is False  # type: ignore[index]
