@@ -14,11 +14,11 @@ as a bare list or wrapped as ``{"history": [...]}``:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from evalhydra.agents.models import ToolCallRecord, TrialTrace
+from evalhydra.core import strictjson
 
 __all__ = ["trace_from_history", "trace_from_data"]
 
@@ -33,7 +33,7 @@ def trace_from_history(path: Path) -> TrialTrace:
         The trace, never raising for bad input.
     """
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = strictjson.loads_plain(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return TrialTrace()
     return trace_from_data(data)
@@ -64,7 +64,7 @@ def _args(raw: Any) -> dict[str, Any]:
         return raw
     if isinstance(raw, str):
         try:
-            decoded = json.loads(raw)
+            decoded = strictjson.loads_plain(raw)
         except ValueError:
             return {}
         return decoded if isinstance(decoded, dict) else {}

@@ -16,9 +16,13 @@ import math
 import re
 from typing import Any
 
-__all__ = ["DuplicateKeyError", "NumberLiteral", "error_line", "loads"]
+__all__ = ["MAX_DEPTH", "DuplicateKeyError", "NumberLiteral", "error_line", "loads", "loads_plain"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: Deepest nesting of arrays and objects accepted from outside. Real replies, datasets and
+#: histories stay far below it; deeper input would exhaust the parsers' (and every later
+#: walker's) recursion.
+MAX_DEPTH = 100
 
 
 class NumberLiteral(str):
@@ -80,15 +84,63 @@ def loads(text: str | bytes) -> Any:
     """
     if isinstance(text, bytes):
         # An object whose second byte is not NUL is UTF-8: detect_encoding would say so too.
+        # Strict decoding: an encoded surrogate (ED A0 80) is no UTF-8, as Zig's std.json says.
         utf8 = text[:1] == b"{" and text[1:2] != b"\x00"
-        text = text.decode("utf-8" if utf8 else json.detect_encoding(text), "surrogatepass")
+        text = text.decode("utf-8" if utf8 else json.detect_encoding(text))
     elif text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    value = _decode(text)
-    escaped = "\\u" in text
-    if escaped and _has_lone_surrogate(value):
+    return _checked(text, _decode)
+
+
+_PLAIN = json.JSONDecoder()
+_NO_CONSTANTS = json.JSONDecoder(parse_constant=_constant)
+
+
+def loads_plain(text: str | bytes, *, constants: bool = True) -> Any:
+    """Parse JSON by Python's rules (a repeated key's last value wins), but safely: nesting at
+    most :data:`MAX_DEPTH` deep and no unpaired surrogate in any string.
+
+    For JSON that is not zig_eval's to judge (agent histories, stored columns, schemas).
+
+    Args:
+        text: The JSON text (bytes must be UTF-8).
+        constants: Accept ``NaN`` and ``Infinity`` (Python's json does; standard JSON does not).
+
+    Raises:
+        ValueError: Invalid JSON, too deep, an unpaired surrogate, or bytes that are not UTF-8.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    return _checked(text, (_PLAIN if constants else _NO_CONSTANTS).decode)
+
+
+def _checked(text: str, decode: Any) -> Any:
+    """Decode ``text``, refusing what would poison a run: deep nesting and lone surrogates."""
+    if _SURROGATE.search(text):
+        raise ValueError("unpaired UTF-16 surrogate in the text")
+    try:
+        value = decode(text)
+    except RecursionError:
+        raise ValueError(f"JSON nested more than {MAX_DEPTH} levels deep") from None
+    if text.count("[") + text.count("{") > MAX_DEPTH and _too_deep(value):
+        raise ValueError(f"JSON nested more than {MAX_DEPTH} levels deep")
+    if "\\u" in text and _has_lone_surrogate(value):
         raise ValueError("unpaired UTF-16 surrogate escape")
     return value
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether arrays and objects nest deeper than :data:`MAX_DEPTH` (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _decode(text: str) -> Any:

@@ -21,7 +21,9 @@ from evalhydra.plan.cells import CellJob
 from evalhydra.store.rows import ResultRow, now_iso
 
 __all__ = [
+    "CELL_CRASHED",
     "agent_row",
+    "crashed_row",
     "attempt_row",
     "chat_row",
     "copied_row",
@@ -64,8 +66,9 @@ def chat_row(
         group=job.eval.group,
         eval_id=job.eval.id,
         service_name=service_name,
-        model=completion.model if completion.ok else requested_model,
+        model=requested_model,
         requested_model=requested_model,
+        reply_model=completion.model if completion.ok else None,
         run_index=job.trial,
         case_id=case.id,
         kind="chat",
@@ -133,6 +136,26 @@ def _failure_reason(trial: TrialResult) -> str | None:
     if failed:
         return "; ".join(failed)
     return f"exit code {trial.exit_code}" if trial.exit_code else trial.status
+
+
+#: The error kind of a cell whose handling raised: its trouble is stored, not the run's.
+CELL_CRASHED = "cell_crashed"
+
+
+def crashed_row(job: CellJob, run_id: str, service_name: str, model: str, exc: BaseException) -> ResultRow:
+    """The row of a cell whose sending, reading, scoring or row-building raised ``exc``.
+
+    It is an infrastructure error (re-sent by a rerun, left out of pass rates), with the
+    exception's type and message as its reason, so one poisoned case never stops the run.
+    """
+    agent = isinstance(job.case, AgentCase)
+    reason = f"{type(exc).__name__}: {exc}"[:2000]
+    return ResultRow(
+        cell_key=job.key, run_id=run_id, group=job.eval.group, eval_id=job.eval.id,
+        service_name=service_name, model=job.model or model, requested_model=job.model or model,
+        run_index=job.trial, case_id=job.case.name if agent else job.case.id,
+        kind="agent" if agent else "chat", status="ERROR", passed=False, score=0.0,
+        failure_reason=reason, error_kind=CELL_CRASHED, evaluated_at=now_iso())
 
 
 def agent_row(

@@ -44,6 +44,7 @@ from evalhydra.execute.chat_cell import ChatCellRunner
 from evalhydra.execute.gcpace import RunGcPace
 from evalhydra.execute.jobqueue import JobQueue
 from evalhydra.execute.progress import Progress
+from evalhydra.execute.rows import crashed_row
 from evalhydra.execute.services import build_matchers, open_services
 from evalhydra.execute.writer import RowSink, store_writer
 from evalhydra.plan.cells import CellJob, count_cells, planned_cells
@@ -353,12 +354,12 @@ def _over_budget(work: _Work) -> bool:
 async def _worker(work: _Work, jobs: JobQueue[CellJob]) -> None:
     """One of ``run.concurrency`` workers: the worker count is the run's bound on cells in
     flight (a CapacityLimiter of the same size around each cell could never block)."""
-    outcome, runner, rows = work.outcome, work.runner, work.rows
+    outcome, rows = work.outcome, work.rows
     while (job := await jobs.get()) is not None:
         if _over_budget(work):
             outcome.budget_exhausted = True
             continue  # the budget is spent: drain queued cells without starting them
-        row, attempts = await runner.run(job)
+        row, attempts = await _run_cell(work, job)
         outcome.executed += 1
         outcome.cost_usd += (row.cost_usd or 0.0) + (row.judge_cost_usd or 0.0)
         is_error = row.is_error
@@ -366,6 +367,15 @@ async def _worker(work: _Work, jobs: JobQueue[CellJob]) -> None:
         work.progress.advance(passed=bool(row.passed), error=is_error)
         await rows.put((row,), ((work.run_id, job.key),), attempts)
     rows.hurry()  # no cell is left to start: write the last ones as they come
+
+
+async def _run_cell(work: _Work, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
+    """Run one cell; whatever it raises becomes its stored infrastructure error, not the run's."""
+    try:
+        return await work.runner.run(job)
+    except Exception as exc:  # noqa: BLE001 (a cell's trouble stays in the cell)
+        plan = work.plan
+        return crashed_row(job, work.run_id, plan.service.name, plan.model, exc), []
 
 
 async def watch_signals(scope: trio.CancelScope) -> None:

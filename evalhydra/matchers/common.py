@@ -6,13 +6,13 @@ Everything here is pure and synchronous.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from evalhydra.core import strictjson
 from evalhydra.core.messages import as_text
 from evalhydra.core.values import MatchResult
 
@@ -66,17 +66,15 @@ def effective_ideal(case_ideal: str | None, default: str | None = None) -> str |
     return None
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def strict_json_loads(text: str) -> Any:
     """Parse standard JSON (NaN and Infinity are rejected); ints and floats stay distinct.
+
+    Nesting is bounded and unpaired surrogates refused (:func:`evalhydra.core.strictjson.loads_plain`).
 
     Raises:
         ValueError: The text is not valid JSON.
     """
-    return json.loads(text, parse_constant=_reject_constant)
+    return strictjson.loads_plain(text, constants=False)
 
 
 def strip_code_fence(text: str) -> str:

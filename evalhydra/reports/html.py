@@ -12,6 +12,7 @@ the store (texts longer than :data:`TEXT_CAP` are cut, saying so).
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
@@ -47,6 +48,7 @@ _TRIALS_SQL = f"""select eval_id, case_id, service_name, coalesce(model, '') as 
   substr(coalesce(ideal, ''), 1, {TEXT_CAP + 1}) as ideal,
   substr(coalesce(output, ''), 1, {TEXT_CAP + 1}) as output,
   failure_reason, error_kind, feedback, rubric_scores, judge_model, judge_status_code, status_code,
+  reply_model,
   attempt_count, latency_ms, coalesce(prompt_tokens, 0) + coalesce(judge_prompt_tokens, 0) as tin,
   coalesce(completion_tokens, 0) + coalesce(judge_completion_tokens, 0) as tout,
   coalesce(cost_usd, 0) + coalesce(judge_cost_usd, 0) as cost, kind, tool_calls, details,
@@ -66,8 +68,7 @@ def render_html(conn: sqlite3.Connection, sel: Selection, data: ReportData, *,
     targets = data.targets()
     labels = sorted({f"{t.key[2]}/{t.key[3]}" for t in targets})
     cases = list(_cases(conn, sel, labels))
-    payload = json.dumps({"targets": labels, "cases": cases, "marks": STATUS_MARKS}, ensure_ascii=False,
-                         separators=(",", ":"), sort_keys=True).replace("</", "<\\/")
+    payload = _script_json({"targets": labels, "cases": cases, "marks": STATUS_MARKS})
     rows = [_target_row(t) for t in targets]
     return _environment().get_template("report.html.j2").render(
         header=_header(data), runs=_run_rows(conn, sel) if len(sel.run_ids) > 1 else [], rows=rows,
@@ -125,6 +126,7 @@ def _cases(conn: sqlite3.Connection, sel: Selection, labels: list[str]) -> Itera
     """One object per (eval, case): its input and ideal, and each target's trials."""
     index = {label: i for i, label in enumerate(labels)}
     attempts = _attempts(conn, sel)
+    root = _store_folder(conn)
     cursor = conn.execute(_TRIALS_SQL.format(table=sel.table, where=sel.where), sel.params)
     names = [d[0] for d in cursor.description]
     current: dict[str, Any] | None = None
@@ -138,21 +140,43 @@ def _cases(conn: sqlite3.Connection, sel: Selection, labels: list[str]) -> Itera
                 current = {"e": key[0], "c": key[1], "i": _cap(row["input"]), "d": _cap(row["ideal"]),
                            "t": {}}
             target = str(index[f"{row['service_name']}/{row['model']}"])
-            current["t"].setdefault(target, []).append(_trial(row, attempts.get(row["cell_key"], [])))
+            current["t"].setdefault(target, []).append(_trial(row, attempts.get(row["cell_key"], []), root))
     if current is not None:
         yield current
 
 
-def _trial(row: Mapping[str, Any], attempts: list[list[Any]]) -> dict[str, Any]:
-    trial: dict[str, Any] = {"k": row["run_index"], "s": row["status"], "o": _cap(row["output"]),
-                             "sc": row["score"], "ms": row["latency_ms"], "tk": [row["tin"], row["tout"]],
-                             "$": round(float(row["cost"] or 0), 6)}
+#: JSON inside ``<script>``: every ``<``, ``>`` and ``&`` escaped, so no text ends the element or
+#: opens a comment (``<!--<script>`` would swallow the rest of the page).
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def _script_json(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return text.translate(_SCRIPT_SAFE)
+
+
+def _number(value: Any) -> int | float | None:
+    """A stored number as a number; anything else (a merged store may hold text in an INTEGER
+    column) as None, so the page's script never inserts stored text as markup."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _trial(row: Mapping[str, Any], attempts: list[list[Any]], root: Path | None) -> dict[str, Any]:
+    trial: dict[str, Any] = {"k": _number(row["run_index"]), "s": str(row["status"]),
+                             "o": _cap(row["output"]), "sc": _number(row["score"]),
+                             "ms": _number(row["latency_ms"]),
+                             "tk": [_number(row["tin"]), _number(row["tout"])],
+                             "$": round(float(_number(row["cost"]) or 0), 6)}
+    reply_model = row["reply_model"] if row["reply_model"] != row["model"] else None
     optional = {"r": _cap(row["failure_reason"]), "ek": row["error_kind"], "fb": _cap(row["feedback"]),
-                "rs": _json(row["rubric_scores"]), "jm": row["judge_model"], "js": row["judge_status_code"],
-                "hs": row["status_code"], "a": attempts or None}
+                "rs": _json(row["rubric_scores"]), "jm": row["judge_model"],
+                "js": _number(row["judge_status_code"]), "hs": _number(row["status_code"]),
+                "rm": reply_model, "a": attempts or None}
     trial.update({k: v for k, v in optional.items() if v not in (None, "", [], {})})
     if row["kind"] == "agent":
-        trial.update(_agent_extras(row))
+        trial.update(_agent_extras(row, root))
     else:
         attachments = (_json(row["details"]) or {}).get("attachments")
         if attachments:
@@ -160,19 +184,37 @@ def _trial(row: Mapping[str, Any], attempts: list[list[Any]]) -> dict[str, Any]:
     return trial
 
 
-def _agent_extras(row: Mapping[str, Any]) -> dict[str, Any]:
+def _agent_extras(row: Mapping[str, Any], root: Path | None) -> dict[str, Any]:
     calls = _json(row["tool_calls"]) or []
     details = _json(row["details"]) or {}
     checks = ((details.get("verification_result") or {}).get("details")) or []
     return {"tc": [str(c.get("name")) for c in calls if isinstance(c, dict)],
             "ch": [[str(c.get("name")), bool(c.get("passed")), str(c.get("message") or "")] for c in checks],
-            "log": _log_tail(row["stdout_log_path"])}
+            "log": _log_tail(row["stdout_log_path"], root)}
 
 
-def _log_tail(path: Any) -> str:
-    if not path or not Path(path).is_file():
+def _store_folder(conn: sqlite3.Connection) -> Path | None:
+    """The folder of the store file, the only tree whose agent logs a report reads."""
+    for _, name, file in conn.execute("pragma database_list"):
+        if name == "main" and file:
+            return Path(file).resolve().parent
+    return None
+
+
+def _log_tail(path: Any, root: Path | None) -> str:
+    """The end of an agent trial's ``stdout.log``, read only from the store's own folder.
+
+    A store names the file, and a merged shard could name any file (``/proc/self/environ``):
+    only a file called ``stdout.log`` that resolves inside the store's folder is read.
+    """
+    if not isinstance(path, str) or not path or "\x00" in path:
         return "(stdout.log not found)"
-    with open(path, "rb") as handle:
+    resolved = Path(path).resolve()
+    if root is None or resolved.name != "stdout.log" or not resolved.is_relative_to(root):
+        return "(stdout.log is not in the store's folder: not read)"
+    if not resolved.is_file():
+        return "(stdout.log not found)"
+    with open(resolved, "rb") as handle:
         handle.seek(0, 2)
         handle.seek(max(0, handle.tell() - LOG_TAIL))
         return handle.read().decode("utf-8", "replace")
@@ -185,7 +227,7 @@ def _attempts(conn: sqlite3.Connection, sel: Selection) -> dict[str, list[list[A
            "order by a.cell_key, a.call, a.attempt")
     out: dict[str, list[list[Any]]] = {}
     for key, call, attempt, status, kind in conn.execute(sql, sel.params):
-        out.setdefault(key, []).append([call, attempt, status, kind])
+        out.setdefault(key, []).append([str(call), _number(attempt), _number(status), kind])
     return out
 
 

@@ -37,7 +37,7 @@ _FIELDS_BEFORE_SCORE = [
     ("group", 'json_quote("group")'),
     ("eval_id", "json_quote(eval_id)"),
     ("service_name", "json_quote(service_name)"),
-    ("model", "json_quote(model)"),
+    ("model", "json_quote(coalesce(reply_model, model))"),  # zig_eval names the reply's model
     ("run_index", "cast(run_index as integer)"),
     ("case_id", "json_quote(case_id)"),
     ("output", "json_quote(output)"),

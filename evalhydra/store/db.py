@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import sqlite3
 import time
@@ -125,8 +126,15 @@ class Store:
         settled = None
         if claims_of is not None:
             settled = (claims_of, [r.cell_key for r in results if not r.is_error])
-        self.write_values([row_values(r) for r in results], batch.members,
-                          [_attempt_values(a) for a in batch.attempts], settled=settled)
+        try:
+            values = [row_values(r) for r in results]
+        except (TypeError, ValueError, RecursionError):  # a container JSON cannot hold
+            values = [row_values(r, lenient=True) for r in results]
+        attempts = [_attempt_values(a) for a in batch.attempts]
+        try:
+            self.write_values(values, batch.members, attempts, settled=settled)
+        except UnicodeEncodeError:  # a lone surrogate that slipped past the parsers: keep the row
+            self.write_values(_scrubbed(values), batch.members, _scrubbed(attempts), settled=settled)
 
     def write_values(self, results: Sequence[Sequence[Any]], members: Sequence[Sequence[Any]],
                      attempts: Sequence[Sequence[Any]], *,
@@ -276,6 +284,14 @@ class immediate:
 
     def __exit__(self, exc_type: object, *_: object) -> None:
         self.conn.execute("rollback" if exc_type else "commit")
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _scrubbed(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """The rows with every unpaired surrogate (which SQLite cannot store) shown as U+FFFD."""
+    return [[_SURROGATES.sub("\ufffd", v) if isinstance(v, str) else v for v in row] for row in rows]
 
 
 def migrate(db: sqlite_utils.Database) -> None:

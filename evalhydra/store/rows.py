@@ -110,6 +110,7 @@ class ResultRow:
     trial_dir: str | None = None
     case_hash: str | None = None
     evaluated_at: str | None = None
+    reply_model: str | None = None  # the model the reply named (``model`` is the one asked for)
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> ResultRow:
@@ -145,17 +146,37 @@ _OUTPUT_POSITION = RESULT_FIELDS.index("output")
 _ROW_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 
 
-def row_values(row: ResultRow) -> list[Any]:
-    """The row's values in column order, containers as sorted-key JSON, ``output`` capped."""
+def row_values(row: ResultRow, *, lenient: bool = False) -> list[Any]:
+    """The row's values in column order, containers as sorted-key JSON, ``output`` capped.
+
+    With ``lenient``, a container JSON cannot hold (an object of another type, mixed key
+    types, nesting too deep for the encoder) is stored as ``{"unencodable": <its repr>}``
+    instead of raising: the writer's fallback, so one odd row cannot stop a run.
+    """
     values = list(_VALUES(row))
     for i in _JSON_POSITIONS:
         value = values[i]
         if isinstance(value, dict | list | tuple):
-            values[i] = _ROW_JSON.encode(value) if value else ("{}" if isinstance(value, dict) else "[]")
+            values[i] = _json_column(value) if not lenient else _lenient_json_column(value)
     output = values[_OUTPUT_POSITION]
     if isinstance(output, str) and len(output) > MAX_STORED_OUTPUT_CHARS:
         values[_OUTPUT_POSITION] = cap_output(output)
     return values
+
+
+def _json_column(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> str:
+    return _ROW_JSON.encode(value) if value else ("{}" if isinstance(value, dict) else "[]")
+
+
+def _lenient_json_column(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> str:
+    try:
+        return _json_column(value)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            text = repr(value)[:2000]
+        except RecursionError:
+            text = f"<{type(value).__name__} nested too deeply>"
+        return _ROW_JSON.encode({"unencodable": text})
 
 
 #: The most characters of an output the store keeps (and so every report copies). The

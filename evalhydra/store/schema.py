@@ -78,6 +78,7 @@ RESULT_COLUMNS: dict[str, type] = {
     "trial_dir": str,
     "case_hash": str,
     "evaluated_at": str,
+    "reply_model": str,
 }
 
 
@@ -300,8 +301,20 @@ def _migration_8(db: sqlite_utils.Database) -> None:
     db.conn.execute("drop index if exists idx_claims_run_id")
 
 
+def _migration_9(db: sqlite_utils.Database) -> None:
+    """``results.reply_model``: the model a reply named. ``model`` is the model asked for, so an
+    endpoint answering with a dated snapshot (``m1-2024-08-06`` for ``m1``) keeps one target.
+    Chat rows stored before named the reply's model in ``model``: it moves to ``reply_model``."""
+    columns = {row[1] for row in db.conn.execute("pragma table_info(results)")}
+    if "reply_model" in columns:
+        return
+    db.conn.execute("alter table results add column reply_model text")
+    db.conn.execute("update results set reply_model = model, model = requested_model where kind = 'chat'"
+                    " and requested_model is not null and model is not requested_model")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
-    _migration_8,
+    _migration_8, _migration_9,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -99,7 +99,7 @@ def test_a_dead_endpoint_exits_3_naming_the_reason_and_the_fix(tmp_path: Path) -
     res = run_cli("service=mock", "service.mock.enabled=false",
                   f"service.base_url=http://127.0.0.1:{port}/v1", "run.progress=false", cwd=tmp_path)
     assert res.returncode == 3, res.stderr
-    assert "smoke.reply_ok  mock       mock-model    2  —       —" in res.stdout  # no 0.0 %
+    assert "smoke.reply_ok  mock       mock-model    2        0  —       —" in res.stdout  # no 0.0 %
     assert f"ConnectError: all attempts to connect to 127.0.0.1:{port} failed — 2 cells" in (
         res.stdout)
     assert f"fix: service 'mock': nothing answered at http://127.0.0.1:{port}/v1" in res.stdout

@@ -71,7 +71,9 @@ async def test_a_right_answer_is_a_pass_with_the_service_accounting() -> None:
     assert (row.status, row.passed, row.score, row.failure_reason) == ("PASS", True, 1.0, None)
     assert (row.cell_key, row.run_id, row.eval_id, row.group, row.case_id, row.run_index) == (
         "k2", "run-1", "geo.capital", "geo", "fr", 2)
-    assert (row.model, row.requested_model, row.service_name) == ("m-1-2026", "m-1", "scripted")
+    # keyed by the model asked for; the one the reply named is kept beside it
+    assert (row.model, row.requested_model, row.reply_model) == ("m-1", "m-1", "m-1-2026")
+    assert row.service_name == "scripted"
     assert (row.prompt_tokens, row.completion_tokens, row.cost_usd, row.judge_service) == (10, 2, 0.5, None)
     assert (row.output, row.input, row.ideal, row.attempts) == ("Paris", "Capital of France?", "Paris", 1)
     assert attempts == [] and [r.user_content for r in service.requests] == ["Capital of France?"]

@@ -71,7 +71,7 @@ def run_result_json(row: Row) -> dict[str, Any]:
         "group": row["group"],
         "eval_id": row["eval_id"],
         "service_name": row["service_name"],
-        "model": row["model"],
+        "model": row.get("reply_model") or row["model"],
         "run_index": int(row["run_index"]),
         "case_id": row["case_id"],
         "output": row["output"],
