@@ -62,6 +62,12 @@ __all__ = ["DEADLINE", "CompleteBody", "LeanTransport"]
 log = logging.getLogger("evalhydra.http")
 _PORTS = {b"http": 80, b"https": 443}
 _BODILESS_STATUS = frozenset({204, 304})
+#: The most bytes of status lines and headers one reply may send (interim replies included), and
+#: the most headers and interim (1xx) replies: beyond them an endpoint is flooding, not replying.
+#: h11, httpx's own parser, stops a head at 64 KiB too.
+MAX_HEAD_BYTES = 64 * 1024
+MAX_HEADERS = 256
+MAX_INTERIM_REPLIES = 16
 
 
 class _Reply:
@@ -72,7 +78,7 @@ class _Reply:
     """
 
     __slots__ = ("parser", "reason", "headers", "body", "headers_done", "complete", "started", "keep_alive",
-                 "trailing")
+                 "trailing", "head_bytes", "interim")
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
@@ -88,6 +94,8 @@ class _Reply:
         self.started = False  # any byte of the reply received
         self.keep_alive = False  # read while parsing: llhttp forgets it once the message ends
         self.trailing = False  # bytes came after the reply ended: the connection is not reused
+        self.head_bytes = 0  # bytes read before the final reply's headers ended
+        self.interim = 0  # interim (1xx) replies read
 
     def take_body(self) -> list[bytes]:
         """The body chunks parsed so far, which the reply no longer holds."""
@@ -115,6 +123,7 @@ class _Reply:
     def on_message_complete(self) -> None:
         if self._interim():
             self.reason, self.headers, self.body = b"", [], []
+            self.interim += 1
         else:
             self.complete = True
             self.keep_alive = self.parser.should_keep_alive()
@@ -284,6 +293,10 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 return
             what = "a complete message body" if reply.headers_done else "a response"
             raise httpx.RemoteProtocolError(f"Server disconnected without sending {what}.", request=request)
+        if reply.started:  # a reply that takes several reads: let other tasks (and Ctrl-C) run,
+            await trio.lowlevel.checkpoint()  # and end it at its deadline even while bytes keep coming
+            if trio.current_time() >= deadline:
+                raise trio.TooSlowError
         reply.started = True
         try:
             reply.parser.feed_data(data)
@@ -294,6 +307,20 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 raise httpx.RemoteProtocolError("the server switched protocols", request=request) from None
             else:
                 raise httpx.RemoteProtocolError(f"malformed reply: {exc}", request=request) from None
+        if not reply.headers_done:
+            _check_head(reply, len(data), request)
+
+
+def _check_head(reply: _Reply, read: int, request: httpx.Request) -> None:
+    """Refuse a reply head that floods: too many bytes, headers or interim replies."""
+    reply.head_bytes += read
+    if reply.head_bytes > MAX_HEAD_BYTES:
+        raise httpx.RemoteProtocolError(f"the reply's head is over {MAX_HEAD_BYTES // 1024} KiB",
+                                        request=request)
+    if len(reply.headers) > MAX_HEADERS:
+        raise httpx.RemoteProtocolError(f"the reply has over {MAX_HEADERS} headers", request=request)
+    if reply.interim > MAX_INTERIM_REPLIES:
+        raise httpx.RemoteProtocolError(f"over {MAX_INTERIM_REPLIES} interim (1xx) replies", request=request)
 
 
 class _Body(httpx.AsyncByteStream):
