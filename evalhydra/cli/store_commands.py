@@ -30,6 +30,7 @@ from evalhydra.cli.catalog import eval_rows, service_rows
 from evalhydra.cli.commands import STORE_COMMANDS, CommandParser
 from evalhydra.config.defaults import DEFAULT_STORE_PATH
 from evalhydra.core.errors import EvalHydraError, did_you_mean
+from evalhydra.core.text import visible
 from evalhydra.job.exit_codes import ExitCode
 from evalhydra.registry.definitions import load_registry, registry_origin, resolve_registry_root
 from evalhydra.reports.comparecmd import Target, compare, parse_target, regressions, render
@@ -238,7 +239,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     store = _open(args)
     base, cand = _compare_targets(store, args)
     result = compare(store.conn, base, cand, args.eval or (), min_detectable_drop=args.min_detectable)
-    print(render(result, args.format, args.limit))
+    print(visible(render(result, args.format, args.limit)))
     if not args.fail_on_regression:
         return ExitCode.OK
     if not any(r["paired"] for r in [*result.rows, result.overall]):
@@ -495,15 +496,15 @@ def _format(rows: list[dict[str, Any]], fmt: str) -> str:
     if fmt == "csv":
         buffer = io.StringIO()
         if rows:
-            writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+            writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
-        return buffer.getvalue().rstrip("\n")
+        return visible(buffer.getvalue().rstrip("\n"))
     if fmt not in tabulate_formats:
         raise EvalHydraError(
             f"Unknown --format {fmt}.", "Use csv, json or one of: " + ", ".join(tabulate_formats)
         )
-    return tabulate(rows, headers="keys", tablefmt=fmt)
+    return visible(tabulate(rows, headers="keys", tablefmt=fmt))
 
 
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -22,6 +22,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from evalhydra.core.text import visible
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.compare import is_improvement, is_regression
@@ -39,8 +40,8 @@ def escape_cell(value: Any, limit: int = 120) -> str:
     text = "" if value is None else str(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    text = html.escape(text, quote=False)
-    return text.replace("|", r"\|").replace("\r", " ").replace("\n", "<br>")
+    text = visible(html.escape(text, quote=False).replace("\r", " "))
+    return text.replace("|", r"\|").replace("\n", "<br>")
 
 
 def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str], numeric: Sequence[int] = ()) -> str:
@@ -412,8 +413,8 @@ SECTIONS: list[Section] = [
 def render_markdown(data: ReportData) -> str:
     """The whole report.md (a pure function of ``data``)."""
     if not data.cases.total:
-        return _header(data) + "\n\nNo eval results.\n"
-    return "\n\n".join(part for section in SECTIONS if (part := section(data))) + "\n"
+        return visible(_header(data)) + "\n\nNo eval results.\n"
+    return visible("\n\n".join(part for section in SECTIONS if (part := section(data)))) + "\n"
 
 
 # --- summary.md -------------------------------------------------------------------
@@ -447,4 +448,4 @@ def render_summary_md(data: ReportData) -> str:
     if worse:
         lines += ["", "**Significant regressions** (case-paired test, Holm-adjusted):", "",
                   comparison_table(worse)]
-    return "\n".join(lines).rstrip() + "\n"
+    return visible("\n".join(lines).rstrip()) + "\n"

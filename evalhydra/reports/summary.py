@@ -21,6 +21,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from evalhydra.core.text import visible
 from evalhydra.reports.aggregate import case_histograms
 from evalhydra.reports.clustered import CLUSTERED_WILSON, pass_rate_interval
 from evalhydra.reports.evalstats import evals_and_targets
@@ -124,7 +125,7 @@ def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str 
     stats = store_stats(store, [outcome.run_id], pass_hat_k=pass_hat_k)
     if header:
         print(header)
-    print(_table(stats, "simple"))
+    print(visible(_table(stats, "simple")))
     if any(s["ci_method"] == CLUSTERED_WILSON for s in stats):
         print("pass rate: mean over cases of each case's pass fraction; 95% CI clustered by case")
     _print_errors(error_reasons(store, [outcome.run_id]))
@@ -176,7 +177,8 @@ def _print_errors(reasons: Reasons) -> None:
     print("\nerrors (infrastructure: neither passed nor failed):")
     for (eval_id, service, model), items in reasons.items():
         for reason, n in items:
-            print(f"  {eval_id} on {service}/{model}: {reason} — {n} cell{'s' if n != 1 else ''}")
+            print(visible(f"  {eval_id} on {service}/{model}: {reason} — {n} cell{'s' if n != 1 else ''}",
+                          lines=False))
 
 
 def _print_failing(rows: Sequence[Mapping[str, Any]], run_id: str, limit: int = 5) -> None:
@@ -185,8 +187,8 @@ def _print_failing(rows: Sequence[Mapping[str, Any]], run_id: str, limit: int = 
     print("\nfailing cases:")
     for r in rows[:limit]:
         reason = (r["failure_reason"] or "").splitlines()[0][:100] if r["failure_reason"] else ""
-        print(f"  {r['eval_id']} {r['case_id']} trial {r['run_index']} on {r['service_name']}/{r['model']}: "
-              f"{reason}".rstrip(": "))
+        print(visible(f"  {r['eval_id']} {r['case_id']} trial {r['run_index']} on {r['service_name']}/"
+                      f"{r['model']}: {reason}".rstrip(": "), lines=False))
     if len(rows) > limit:
         print(f"  … more: evalhydra results {run_id} --status FAIL")
 
@@ -283,12 +285,12 @@ class Gates:
 def print_gate_failures(failing: Sequence[dict[str, Any]], top_fix: str | None) -> None:
     """Print the worst failing gates (at most five) and the most common suggested fix."""
     for s in failing[:5]:
-        print(f"⚠ {s['eval']} on {s['service']}/{s['model']}: {s['metric']} {s['value']:.1%} "
-              f"< {s['threshold']:.1%}", file=sys.stderr)
+        print(visible(f"⚠ {s['eval']} on {s['service']}/{s['model']}: {s['metric']} {s['value']:.1%} "
+                      f"< {s['threshold']:.1%}", lines=False), file=sys.stderr)
     if len(failing) > 5:
         print(f"⚠ … and {len(failing) - 5} more below their threshold", file=sys.stderr)
     if failing and top_fix:
-        print(f"top suggested fix: {top_fix}", file=sys.stderr)
+        print(visible(f"top suggested fix: {top_fix}", lines=False), file=sys.stderr)
 
 
 def failing_stats(stats: Iterable[dict[str, Any]], gates: Gates) -> list[dict[str, Any]]:

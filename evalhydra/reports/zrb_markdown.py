@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from evalhydra.agents.models import STATUSES
+from evalhydra.core.text import visible
 from evalhydra.core.values import PASSING
 from evalhydra.reports.zrb import STATUS_ICONS, trial_details
 
@@ -42,7 +43,7 @@ def render_zrb_report(experiment: Mapping[str, Any]) -> str:
         _summary(trials),
         _details(trials),
     ]
-    return "".join(parts)
+    return visible("".join(parts))  # control characters from agents spelled out
 
 
 def _trial_order(trial: Trial) -> tuple[str, str, int]:
