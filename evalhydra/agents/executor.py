@@ -8,8 +8,10 @@ Each trial gets ``<output>/<safe_model>/<case>/trial-<N>/``, wiped first::
     stdout.log   the agent's stdout and stderr, interleaved
 
 The agent runs in a new session (its own process group). When the timeout
-expires the whole group is SIGKILLed, and the group is also killed after a
-normal exit so no helper process outlives its trial.
+expires, and after a normal exit, the group and every process that carries the
+trial's token are SIGKILLed, so no helper outlives its trial, not even one that
+started a session of its own; its output is capped (see
+:mod:`evalhydra.agents.process`).
 
 Status precedence: a ``VERIFICATION_RESULT: X`` line (only with
 ``service.honor_verification_marker``), then a non-zero exit (ERROR, the
@@ -19,12 +21,9 @@ makes the trial ERROR with a ``validator_error`` check.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
-import os
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from evalhydra.agents.models import (
     ValidationCheck,
     ValidationResult,
 )
+from evalhydra.agents.process import run_bounded
 from evalhydra.agents.trace import trace_from_history
 from evalhydra.agents.usage import TokenUsage, cost_usd, last_json_object, parse_usage
 from evalhydra.agents.zrb_compat import trace_for_validator
@@ -188,33 +188,12 @@ def _prepare_trial_dir(paths: TrialPaths, case: AgentCase) -> None:
 
 
 async def _execute(cell: _Cell, timeout: float) -> tuple[int | None, bool]:
-    """Run the agent; return (returncode, timed_out). The process group never survives."""
+    """Run the agent; return (returncode, timed_out). None of its processes outlives the trial,
+    and its output is capped (:mod:`evalhydra.agents.process`)."""
     paths = cell.paths
     argv = build_argv(cell.cfg, cell.model, cell.case.instruction, paths.session, paths.workdir)
     env = build_env(cell.cfg, paths.history_dir, paths.notes_dir)
-    with paths.stdout_log.open("wb") as log:
-        proc = await trio.lowlevel.open_process(
-            argv,
-            cwd=str(paths.workdir),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        with trio.move_on_after(timeout) as scope:
-            await proc.wait()
-    finally:
-        _kill_group(proc.pid)
-        with trio.CancelScope(shield=True):
-            await proc.wait()
-    return proc.returncode, scope.cancelled_caught
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+    return await run_bounded(argv, cwd=paths.workdir, env=env, log_path=paths.stdout_log, timeout=timeout)
 
 
 def _timeout_result(cell: _Cell, duration: float, timeout: float) -> TrialResult:

@@ -23,6 +23,8 @@ It obeys directives in the instruction, one per line; other lines are ignored:
 ``EXIT <n>``               stop and exit with status n
 ``SPAWN``                  start a sleeping child (its pid goes to ``child.pid``)
 ``HANG``                   ``SPAWN``, then sleep forever
+``SPAWN_SESSION``          ``SPAWN`` a child in a session of its own (as ``setsid`` does)
+``FLOOD <MiB>``            print that many MiB of lines to stdout
 =========================  ====================================================
 
 A model whose name contains ``lazy`` skips every ``WRITE`` (to demo failures).
@@ -121,8 +123,9 @@ def _tokens(run: _Run, arg: str) -> None:
     run.usage = (numbers[0], numbers[1], numbers[2])
 
 
-def _spawn(run: _Run, arg: str) -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+def _spawn(run: _Run, arg: str, *, session: bool = False) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"],
+                             start_new_session=session)
     Path("child.pid").write_text(str(child.pid), encoding="utf-8")
     print(f"CHILD_PID {child.pid}", flush=True)
 
@@ -132,6 +135,14 @@ def _hang(run: _Run, arg: str) -> None:
     _save_history(run)
     while True:
         time.sleep(3600)
+
+
+def _flood(run: _Run, arg: str) -> None:
+    line = b"flood " * 170 + b"\n"  # about 1 KiB
+    out = sys.stdout.buffer
+    for i in range(int(arg or "1") * 1024):
+        out.write(b"%d " % i + line)
+    out.flush()
 
 
 def _exit(run: _Run, arg: str) -> None:
@@ -150,6 +161,8 @@ _DIRECTIVES: dict[str, Callable[[_Run, str], None]] = {
     "SLEEP": lambda run, arg: time.sleep(float(arg)),
     "EXIT": _exit,
     "SPAWN": _spawn,
+    "SPAWN_SESSION": lambda run, arg: _spawn(run, arg, session=True),
+    "FLOOD": _flood,
     "HANG": _hang,
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -159,6 +160,8 @@ def load_case(case_dir: Path) -> AgentCase:
     except EvalHydraError as exc:
         raise CaseLoadError(f"Test case {name!r}: {exc.message}") from exc
     workdir = case_dir / WORKDIR if (case_dir / WORKDIR).is_dir() else None
+    if workdir is not None:
+        _check_links(name, workdir)
     return AgentCase(
         name=name,
         path=case_dir,
@@ -167,6 +170,23 @@ def load_case(case_dir: Path) -> AgentCase:
         workdir=workdir,
         content_hash=case_hash(case_dir, workdir),
     )
+
+
+def _check_links(name: str, workdir: Path) -> None:
+    """Refuse a workdir holding a symbolic link that points nowhere or loops: copying it into
+    each trial would fail mid-run."""
+    for folder, dirs, files in os.walk(workdir):
+        for entry in (*dirs, *files):
+            path = Path(folder) / entry
+            if not path.is_symlink():
+                continue
+            try:
+                path.resolve(strict=True)
+            except (OSError, RuntimeError) as exc:
+                what = "loops" if "loop" in str(exc).lower() else "points to nothing"
+                rel = path.relative_to(workdir.parent).as_posix()
+                raise CaseLoadError(f"Test case {name!r}: {rel} is a symbolic link that {what}"
+                                    f" (-> {os.readlink(path)}); remove it or point it at a file") from None
 
 
 def case_hash(case_dir: Path, workdir: Path | None) -> str:

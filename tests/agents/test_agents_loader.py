@@ -149,3 +149,20 @@ def test_a_case_directory_without_an_instruction_says_so(tmp_path: Path) -> None
         f"Test case loading failed: Test case directory {tmp_path / 'suite' / 'half'} has no instruction.txt")
     with pytest.raises(EvalHydraError, match=r"Test case directory .*half has no instruction\.txt"):
         load_cases("suite/half", tmp_path)
+
+
+@pytest.mark.parametrize(("target", "what"), [("missing.txt", "points to nothing"), ("loop", "loops")])
+def test_a_broken_symlink_in_a_workdir_is_a_load_error_naming_the_case(tmp_path: Path, target: str,
+                                                                       what: str) -> None:
+    case = tmp_path / "cases" / "linked"
+    (case / "workdir").mkdir(parents=True)
+    (case / "instruction.txt").write_text("do it")
+    (case / "validator.py").write_text(
+        "class V:\n    def validate(self, output_dir, log_content, trace=None):\n        return None\n"
+        "validator = V()\n")
+    if target == "loop":
+        (case / "workdir" / "loop").symlink_to("loop")
+    else:
+        (case / "workdir" / "link").symlink_to(target)
+    with pytest.raises(EvalHydraError, match=f"'linked': workdir/(link|loop) is a symbolic link that {what}"):
+        load_cases(str(case), tmp_path)

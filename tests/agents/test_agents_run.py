@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from evalhydra.agents import AgentCase, TrialResult, load_cases, run_trial, validate_command_service
+from evalhydra.agents.process import LOG_HEAD_BYTES, LOG_TAIL_BYTES
 from evalhydra.config.schema import PricingConfig, ServiceConfig
 
 FAKE_AGENT = Path()  # set by _fake_agent: the launcher conftest writes for this interpreter
@@ -209,6 +210,30 @@ async def test_helpers_left_behind_by_a_finished_agent_are_killed(tmp_path: Path
     result = await run(case, tmp_path / "out")
     assert result.status == "PASS"
     await assert_child_gone(Path(result.trial_dir))
+
+
+async def test_a_helper_that_started_its_own_session_is_killed_too(tmp_path: Path) -> None:
+    case = make_case(tmp_path, "c", "SPAWN_SESSION\nWRITE result.txt PASS\n")
+    result = await run(case, tmp_path / "out")
+    assert result.status == "PASS"
+    await assert_child_gone(Path(result.trial_dir))
+
+
+async def test_a_timed_out_agents_own_session_helper_is_killed(tmp_path: Path) -> None:
+    case = make_case(tmp_path, "c", "SPAWN_SESSION\nSLEEP 30\n")
+    result = await run(case, tmp_path / "out", timeout_s=1.0)
+    assert result.status == "TIMEOUT"
+    await assert_child_gone(Path(result.trial_dir))
+
+
+async def test_endless_output_is_capped_keeping_its_head_and_tail(tmp_path: Path) -> None:
+    case = make_case(tmp_path, "c", "FLOOD 40\nWRITE result.txt PASS\nMARKER PASS\n")
+    result = await run(case, tmp_path / "out", timeout_s=60.0)
+    assert result.status == "PASS"  # the marker at the very end is still read
+    text = read(result.stdout_log_path)
+    assert len(text.encode()) <= LOG_HEAD_BYTES + LOG_TAIL_BYTES + 200
+    assert text.startswith("0 flood") and "bytes of output left out here]" in text
+    assert "VERIFICATION_RESULT: PASS" in text.split("left out here]", 1)[1]  # the tail is kept
 
 
 async def test_outside_cancellation_kills_the_agent(tmp_path: Path) -> None:
