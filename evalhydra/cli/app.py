@@ -40,10 +40,11 @@ def run_app(args: list[str]) -> int:
     sys.argv = [sys.argv[0], *params_overrides(args)]
     full_error = bool(os.environ.get("HYDRA_FULL_ERROR"))
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let Hydra raise: its errors become one line here
+    _JOB_STARTED.clear()
     try:
         hydra_main()
     except Exception as exc:
-        error = None if full_error else explain(exc)
+        error = None if full_error else (explain(exc) or _setup_error(exc))
         if error is None:
             raise
         print(f"error: {error}", file=sys.stderr)
@@ -54,9 +55,24 @@ def run_app(args: list[str]) -> int:
     return exit_code()
 
 
+#: Set once a job's function runs: an OSError before it is Hydra failing to set the job up.
+_JOB_STARTED: set[bool] = set()
+
+
+def _setup_error(exc: BaseException) -> EvalHydraError | None:
+    """An OSError raised while Hydra made the job's folder (an unusable ``hydra.run.dir``)."""
+    if not isinstance(exc, OSError) or _JOB_STARTED:
+        return None
+    where = f" {exc.filename}" if exc.filename else ""
+    return EvalHydraError(f"cannot make the run's output folder{where}: {exc.strerror or exc}.",
+                          "Set hydra.run.dir (hydra.sweep.dir for -m) to a folder you can write, or "
+                          "leave it at its default (outputs/).")
+
+
 @hydra.main(config_path="pkg://evalhydra.conf", config_name="config", version_base="1.3")
 def hydra_main(cfg: DictConfig) -> None:
     """Run one job (a single run, or one job of a multirun sweep)."""
+    _JOB_STARTED.add(True)
     resume_gc()
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN

@@ -1,4 +1,11 @@
-"""Hydra callbacks: the sweep-level report when a multirun ends.
+"""Hydra callbacks: secrets out of Hydra's saved files, and the sweep-level report.
+
+:class:`RedactSavedConfig` rewrites the job's ``.hydra/`` files (``config.yaml``,
+``hydra.yaml``, ``overrides.yaml``) as soon as Hydra has written them, with every
+header value and secret-looking value (``*key*``, ``*token*``, …) replaced, so a
+literal secret given as an override is not kept on disk.
+
+:class:`SweepReport` writes the sweep-level report when a multirun ends.
 
 A failed job makes Hydra skip ``on_multirun_end``, and non-basic launchers run
 jobs in other processes, so the report is built from the store (runs tagged
@@ -8,19 +15,64 @@ with the sweep directory), never from in-memory state. ``evalhydra report
 
 from __future__ import annotations
 
+import copy
+import os
 import time
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
 
 from evalhydra.cli.jobs import note_exit_code, sweep_exit_code
 from evalhydra.config.defaults import SWEEP_REPORT_FORMATS
+from evalhydra.config.redact import redact, redact_overrides
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Store, open_store
 
-__all__ = ["SweepReport"]
+__all__ = ["RedactSavedConfig", "SweepReport"]
+
+
+class RedactSavedConfig(Callback):
+    """Rewrites a job's ``.hydra/`` files without its secrets (see the module docstring)."""
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Redact the files Hydra saved for this job (they are written just before this)."""
+        hydra_cfg = HydraConfig.get()
+        if hydra_cfg.output_subdir is None:
+            return
+        folder = Path(hydra_cfg.runtime.output_dir) / str(hydra_cfg.output_subdir)
+        _rewrite(folder / "config.yaml", redact)
+        _rewrite(folder / "overrides.yaml", redact_overrides)
+        _rewrite(folder / "hydra.yaml", _redact_hydra)
+        if hydra_cfg.mode == RunMode.MULTIRUN:  # the sweeper saved the whole sweep's config too
+            _rewrite(Path(hydra_cfg.sweep.dir) / "multirun.yaml", lambda data: _redact_hydra(redact(data)))
+
+
+def _rewrite(path: Path, clean: Any) -> None:
+    if not path.is_file():
+        return
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    cleaned = clean(copy.deepcopy(data))
+    if cleaned != data:  # written aside and renamed: parallel jobs may rewrite multirun.yaml at once
+        aside = path.with_name(f".{path.name}.{os.getpid()}")
+        OmegaConf.save(OmegaConf.create(cleaned), aside)
+        os.replace(aside, path)
+
+
+def _redact_hydra(data: Any) -> Any:
+    """``hydra.yaml`` with the overrides it lists redacted (and the folder name built from them)."""
+    node = data.get("hydra", {}) if isinstance(data, dict) else {}
+    overrides = node.get("overrides", {})
+    for kind in ("task", "hydra"):
+        if isinstance(overrides.get(kind), list):
+            overrides[kind] = redact_overrides(overrides[kind])
+    job = node.get("job", {})
+    if isinstance(job.get("override_dirname"), str):
+        job["override_dirname"] = ",".join(redact_overrides(job["override_dirname"].split(",")))
+    return data
 
 
 class SweepReport(Callback):

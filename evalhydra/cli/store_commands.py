@@ -18,6 +18,7 @@ import json
 import os
 import sqlite3
 import sys
+import time
 import webbrowser
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,7 +38,7 @@ from evalhydra.reports.comparecmd import Target, compare, parse_target, regressi
 from evalhydra.reports.powercmd import Assumptions, power_report, render_power
 from evalhydra.reports.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQL, select_runs
 from evalhydra.reports.writer import normalize_formats, write_run_reports
-from evalhydra.store.db import Store, open_store
+from evalhydra.store.db import Store, open_store, read_only_uri
 from evalhydra.store.merge import merge_stores
 from evalhydra.store.rows import RESULT_STATUSES, infra_error_sql
 from evalhydra.store.schema import SCHEMA_VERSION
@@ -88,7 +89,7 @@ def _open(args: argparse.Namespace) -> Store:
 def _behind(path: Path) -> bool:
     if not path.exists():
         return False
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    conn = sqlite3.connect(read_only_uri(path), uri=True)
     try:
         return int(conn.execute("pragma user_version").fetchone()[0]) < SCHEMA_VERSION
     except sqlite3.Error:
@@ -374,6 +375,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     """Run read-only SQL against the store: the database is opened read-only and only
     SELECT (WITH, EXPLAIN, read-only PRAGMAs) may run; anything else fails with exit 2.
 
+    Rows are streamed as SQLite returns them with --format csv, json or jsonl; a table
+    format shows at most --max-rows. A query running longer than --timeout seconds
+    (default 60) is stopped (exit 2).
+
     Views: run_eval_stats, run_pass_rates, latest_results, failures, case_flakiness,
     eval_stats, run_summary, run_results.
 
@@ -381,18 +386,64 @@ def cmd_query(args: argparse.Namespace) -> int:
     """
     store = _open(args)
     store.conn.set_authorizer(_authorize)
+    _time_limit(store.conn, args.timeout)
     try:
         cursor = store.conn.execute(args.sql)
         names = [d[0] for d in cursor.description or ()]
-        rows = [dict(zip(names, row, strict=True)) for row in cursor]
+        if not names:
+            print("(no result set)")
+        elif args.format in ("csv", "json", "jsonl"):
+            _stream(cursor, names, args.format)
+        else:
+            rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchmany(args.max_rows + 1)]
+            print(_format(rows[: args.max_rows], args.format))
+            if len(rows) > args.max_rows:
+                print(f"… stopped at {args.max_rows:,} rows: use --format csv, json or jsonl for all",
+                      file=sys.stderr)
     except sqlite3.Error as exc:
-        what = f"SQL error: {str(exc).rstrip('.')}"
-        if any(word in what for word in ("not authorized", "readonly", "may not be modified")):
-            what = f"Query refused: '{_head(args.sql)}' would change the store or the connection"
-        raise EvalHydraError(f"{what}.", "evalhydra query is read-only: one SELECT (or WITH, "
-                             "EXPLAIN, a read-only PRAGMA) per call.") from None
-    print(_format(rows, args.format) if names else "(no result set)")
+        raise _query_error(exc, args) from None
     return ExitCode.OK
+
+
+def _time_limit(conn: sqlite3.Connection, seconds: float) -> None:
+    """Stop any statement of ``conn`` after ``seconds`` (SQLite's progress handler interrupts it)."""
+    deadline = time.monotonic() + seconds
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+
+
+def _query_error(exc: sqlite3.Error, args: argparse.Namespace) -> EvalHydraError:
+    what = f"SQL error: {str(exc).rstrip('.')}"
+    if str(exc) == "interrupted":
+        return EvalHydraError(f"The query ran longer than {args.timeout:g} s and was stopped.",
+                              "Narrow it (WHERE, LIMIT), or allow longer with --timeout SECONDS.")
+    if any(word in what for word in ("not authorized", "readonly", "may not be modified")):
+        what = f"Query refused: '{_head(args.sql)}' would change the store or the connection"
+    return EvalHydraError(f"{what}.", "evalhydra query is read-only: one SELECT (or WITH, "
+                          "EXPLAIN, a read-only PRAGMA) per call.")
+
+
+def _stream(cursor: sqlite3.Cursor, names: list[str], fmt: str) -> None:
+    """Print rows as they come: CSV, a JSON array, or one JSON object per line."""
+    out = sys.stdout
+    writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+    if writer is not None:
+        writer.writerow(names)
+    first = True
+    if fmt == "json":
+        out.write("[")
+    while batch := cursor.fetchmany(1000):
+        for row in batch:
+            if writer is not None:
+                writer.writerow([visible(v) if isinstance(v, str) else v for v in row])
+                continue
+            text = json.dumps(dict(zip(names, row, strict=True)), ensure_ascii=False, default=str)
+            if fmt == "jsonl":
+                out.write(text + "\n")
+            else:
+                out.write(("\n  " if first else ",\n  ") + text)
+            first = False
+    if fmt == "json":
+        out.write("\n]\n" if not first else "]\n")
 
 
 def _head(sql: str) -> str:
@@ -404,6 +455,10 @@ def _head(sql: str) -> str:
 def _cfg_query(p: argparse.ArgumentParser) -> None:
     p.add_argument("sql", help="one SELECT statement")
     _add_format(p)
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="stop a query running longer than this (default 60)")
+    p.add_argument("--max-rows", type=int, default=10_000, metavar="N",
+                   help="most rows a table format shows (default 10,000; csv, json and jsonl stream all)")
 
 
 # -- results ------------------------------------------------------------------
@@ -486,13 +541,15 @@ def _cfg_list(p: argparse.ArgumentParser) -> None:
 # -- formatting ---------------------------------------------------------------
 def _add_format(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="simple",
-                   help=f"csv, json, or a tabulate format ({', '.join(sorted(tabulate_formats)[:6])}, …;"
-                   " default: simple)")
+                   help=f"csv, json, jsonl, or a tabulate format"
+                        f" ({', '.join(sorted(tabulate_formats)[:6])}, …; default: simple)")
 
 
 def _format(rows: list[dict[str, Any]], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(rows, indent=2, ensure_ascii=False, default=str)
+    if fmt == "jsonl":
+        return "\n".join(json.dumps(row, ensure_ascii=False, default=str) for row in rows)
     if fmt == "csv":
         buffer = io.StringIO()
         if rows:
@@ -502,7 +559,7 @@ def _format(rows: list[dict[str, Any]], fmt: str) -> str:
         return visible(buffer.getvalue().rstrip("\n"))
     if fmt not in tabulate_formats:
         raise EvalHydraError(
-            f"Unknown --format {fmt}.", "Use csv, json or one of: " + ", ".join(tabulate_formats)
+            f"Unknown --format {fmt}.", "Use csv, json, jsonl or one of: " + ", ".join(tabulate_formats)
         )
     return visible(tabulate(rows, headers="keys", tablefmt=fmt))
 

@@ -23,6 +23,7 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 import evalhydra.conf as conf_pkg
 from evalhydra.compose.registry_options import activate
+from evalhydra.config.redact import redact_overrides
 from evalhydra.config.schema import Config
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from hydra_plugins.evalhydra_registry import EvalHydraRegistrySource, EvalHydraSearchPath, enable
@@ -96,6 +97,16 @@ def register() -> None:
     enable()
     if not OmegaConf.has_resolver("env"):
         OmegaConf.register_new_resolver("env", keep_env_reference)
+    if not OmegaConf.has_resolver("evalhydra_redacted"):
+        OmegaConf.register_new_resolver("evalhydra_redacted", redacted_dirname)
+
+
+def redacted_dirname(override_dirname: str) -> str:
+    """A sweep job's folder name without secrets: ``${evalhydra_redacted:${hydra.job.override_dirname}}``
+    gives ``+service.headers.X-Token=redacted,trials=3`` for a literal token override."""
+    if not override_dirname:
+        return ""
+    return ",".join(redact_overrides(override_dirname.split(","))).replace("=<redacted>", "=redacted")
 
 
 def keep_env_reference(name: str) -> str:

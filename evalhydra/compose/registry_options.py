@@ -21,7 +21,7 @@ from typing import Any
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.registry.definitions import Registry, load_registry, resolve_registry_root
 
-__all__ = ["activate", "active_root", "eval_option", "registry_options", "service_option"]
+__all__ = ["activate", "active_root", "eval_option", "literal", "registry_options", "service_option"]
 
 _ACTIVE: dict[str, Path] = {}
 ENV_VAR = "EVALHYDRA_REGISTRY"
@@ -56,9 +56,24 @@ def registry_options(root: Path | None = None) -> tuple[Registry, dict[str, list
     return registry, {"service": list(registry.services), "eval": evals}
 
 
+def literal(value: Any) -> Any:
+    """``value`` with every ``${`` in its strings escaped for OmegaConf.
+
+    A registry is zig_eval's JSON, not a Hydra config: ``Price is ${price}`` in a prompt is
+    text to send, and ``${oc.env:SECRET}`` must not be resolved (and sent, and stored).
+    """
+    if isinstance(value, str):
+        return value.replace("${", "\\${")
+    if isinstance(value, dict):
+        return {k: literal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [literal(v) for v in value]
+    return value
+
+
 def service_option(registry: Registry, name: str) -> dict[str, Any]:
-    """The ``service`` node for a services.json entry."""
-    return dict(registry.services[name])
+    """The ``service`` node for a services.json entry (strings literal: see :func:`literal`)."""
+    return literal(dict(registry.services[name]))
 
 
 def eval_option(registry: Registry, name: str) -> dict[str, Any]:
@@ -79,4 +94,4 @@ def eval_option(registry: Registry, name: str) -> dict[str, Any]:
 
 
 def _eval_node(spec: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in spec.items() if k != "source"}
+    return literal({k: v for k, v in spec.items() if k != "source"})

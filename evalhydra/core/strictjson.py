@@ -16,7 +16,8 @@ import math
 import re
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "DuplicateKeyError", "NumberLiteral", "error_line", "loads", "loads_plain"]
+__all__ = ["MAX_DEPTH", "DuplicateKeyError", "NumberLiteral", "error_line", "loads", "loads_plain",
+           "too_deep"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: Deepest nesting of arrays and objects accepted from outside. Real replies, datasets and
@@ -122,14 +123,14 @@ def _checked(text: str, decode: Any) -> Any:
         value = decode(text)
     except RecursionError:
         raise ValueError(f"JSON nested more than {MAX_DEPTH} levels deep") from None
-    if text.count("[") + text.count("{") > MAX_DEPTH and _too_deep(value):
+    if text.count("[") + text.count("{") > MAX_DEPTH and too_deep(value):
         raise ValueError(f"JSON nested more than {MAX_DEPTH} levels deep")
     if "\\u" in text and _has_lone_surrogate(value):
         raise ValueError("unpaired UTF-16 surrogate escape")
     return value
 
 
-def _too_deep(value: Any) -> bool:
+def too_deep(value: Any) -> bool:
     """Whether arrays and objects nest deeper than :data:`MAX_DEPTH` (walked without recursion)."""
     stack = [(value, 1)]
     while stack:

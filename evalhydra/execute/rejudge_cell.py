@@ -95,10 +95,17 @@ def rejudge_jobs(store: Store, plan: RunPlan, run_id: str, tally: RejudgeTally) 
     return list(_iter_jobs(store, plan, run_id, tally))
 
 
+def _as_text(row: dict[str, Any]) -> dict[str, Any]:
+    """The stored row with any BLOB (a merged or hand-edited store) read as UTF-8 text: a
+    matcher scores text, and JSON reports cannot hold bytes."""
+    return {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v for k, v in row.items()}
+
+
 def _iter_jobs(store: Store, plan: RunPlan, run_id: str, tally: RejudgeTally) -> Iterator[CellJob]:
     evals = {ev.id: ev for ev in plan.evals}
     cases: dict[str, dict[str, Case]] = {}
-    for row in store.run_rows([tally.parent_run_id]):
+    for stored in store.run_rows([tally.parent_run_id]):
+        row = _as_text(stored)
         ev = evals.get(row["eval_id"])
         if ev is None:
             tally.skipped_evals[row["eval_id"]] = tally.skipped_evals.get(row["eval_id"], 0) + 1

@@ -12,13 +12,12 @@ removed first.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from evalhydra.core import strictjson
+from evalhydra.core import safeyaml, strictjson
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.values import MatchResult
 from evalhydra.matchers.base import MatchContext, Matcher, sync_matcher
@@ -97,7 +96,7 @@ def load_schema(schema: Any, root: Path, where: str) -> dict[str, Any] | bool:
         path = resolve_registry_path(root, schema.strip(), where=where, what="schema")
         try:
             text = path.read_text(encoding="utf-8")
-            loaded = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+            loaded = strictjson.loads_plain(text) if path.suffix == ".json" else safeyaml.load(text)
         except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
             raise EvalHydraError(f"{where}: cannot load schema file {schema!r}: {exc}") from None
         schema = loaded

@@ -102,6 +102,9 @@ def check_attachment_path(root: Path, rel: str) -> Path:
     """
     if not rel or _is_absolute(rel):
         raise RenderError("InvalidAttachmentPath", f"attachment path {rel!r} must be relative", _PATH_HINT)
+    if "\x00" in rel:
+        raise RenderError("InvalidAttachmentPath", f"attachment path {rel!r} holds a NUL character",
+                          _PATH_HINT)
     if not _segments_ok(rel):
         raise RenderError(
             "InvalidAttachmentPath",

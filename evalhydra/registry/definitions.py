@@ -20,7 +20,7 @@ import yaml
 
 import evalhydra.registry_data as registry_data
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.core import strictjson
+from evalhydra.core import safeyaml, strictjson
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.registry.datasets import WHITESPACE, dataset_file
 
@@ -146,7 +146,7 @@ def _read_definition(path: Path) -> Any:
                              "Save the file as UTF-8.") from None
     try:
         if path.suffix in (".yaml", ".yml"):
-            return yaml.safe_load(text)
+            return safeyaml.load(text)
         return strictjson.loads(text)
     except ValueError as exc:  # JSON syntax, a repeated key, a lone surrogate escape (zig_eval refuses all)
         number = strictjson.error_line(text, exc)

@@ -48,7 +48,7 @@ from evalhydra.reports.trials import trials_json
 from evalhydra.reports.zig import SCHEMA_VERSION, format_text_report
 from evalhydra.reports.zrb import experiment_from_store, write_agent_artifacts
 from evalhydra.reports.zrb_markdown import render_zrb_report
-from evalhydra.store.db import Store
+from evalhydra.store.db import Store, read_only_uri
 
 __all__ = [
     "ALL_FORMATS",
@@ -76,8 +76,7 @@ def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
 
 def _read_only(path: Path) -> sqlite3.Connection:
     """A read-only connection for one report thread."""
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
+    conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=30, check_same_thread=False)
     conn.execute("pragma query_only = 1")
     return conn
 

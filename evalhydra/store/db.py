@@ -247,7 +247,7 @@ def _resolve_one(given: str, known: list[str]) -> str:
 def connect(path: Path, read_only: bool) -> sqlite3.Connection:
     """A connection to the store file: WAL and a 30 s busy timeout for writing, query-only otherwise."""
     if read_only:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
+        conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=30, check_same_thread=False)
         conn.execute("pragma query_only = 1")
         return conn
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -284,6 +284,11 @@ class immediate:
 
     def __exit__(self, exc_type: object, *_: object) -> None:
         self.conn.execute("rollback" if exc_type else "commit")
+
+
+def read_only_uri(path: str | Path) -> str:
+    """The SQLite URI that opens ``path`` read-only; ``#``, ``?`` and ``%`` in it are escaped."""
+    return Path(path).resolve().as_uri() + "?mode=ro"
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")

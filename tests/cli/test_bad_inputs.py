@@ -129,6 +129,45 @@ def _agent(files: dict[str, str], *args: str) -> Setup:
     return setup
 
 
+def _shard(*statements: str) -> Setup:
+    """``merge`` of a store that ``statements`` spoiled."""
+
+    def setup(root: Path) -> list[str]:
+        from evalhydra.store.db import open_store
+
+        path = root / "shard.db"
+        store = open_store(path)
+        for sql in statements:
+            store.conn.execute(sql)
+        store.conn.commit()
+        store.close()
+        return ["merge", str(path)]
+
+    return setup
+
+
+def _damaged_shard(root: Path) -> list[str]:
+    """A shard whose ``results`` b-tree page has a garbled header (a torn write, a bad disk)."""
+    import sqlite3
+
+    args = _shard("insert into results (cell_key, run_id) values ('k', 'r')")(root)
+    conn = sqlite3.connect(root / "shard.db")
+    page_size = conn.execute("pragma page_size").fetchone()[0]
+    root_page = conn.execute("select rootpage from sqlite_master where name = 'results'").fetchone()[0]
+    conn.close()
+    data = bytearray((root / "shard.db").read_bytes())
+    start = (root_page - 1) * page_size
+    data[start:start + 12] = b"\x07" * 12  # no valid page type, cell count or offsets
+    (root / "shard.db").write_bytes(bytes(data))
+    return args
+
+
+_ENDLESS_VIEW = ("drop table results", "create view results as with recursive n(x) as (select 1 union all"
+                 " select x + 1 from n) select x as cell_key from n")
+_DEEP = "[" * 3000 + "]" * 3000
+_BOMB = "".join(f"{c}: &{c} [{','.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdef", "bcdefg", strict=True))
+
+
 def _args(*args: str) -> Setup:
     return lambda root: list(args)
 
@@ -369,6 +408,39 @@ CATALOGUE: dict[str, Bad] = {
     "merge corrupt shard": Bad(
         _file_arg("bad.db", b"garbage" * 100, "merge", "{file}"), "bad.db", "SQLite", subcommand=True
     ),
+    "merge shard whose results is an endless view": Bad(
+        _shard(*_ENDLESS_VIEW), "results is a view", "leave this file out", subcommand=True
+    ),
+    "merge shard with text in a number column": Bad(
+        _shard("insert into results (cell_key, run_id, score) values ('k', 'r', 'high')"),
+        "results.score holds text", "leave this file out", subcommand=True
+    ),
+    "merge shard with bytes in a text column": Bad(
+        _shard("insert into results (cell_key, run_id, output) values ('k', 'r', x'ff00')"),
+        "results.output holds bytes", "leave this file out", subcommand=True
+    ),
+    "merge shard missing a column": Bad(
+        _shard("alter table results drop column reply_model"), "lacks the column reply_model",
+        "leave this file out", subcommand=True
+    ),
+    "merge damaged shard": Bad(_damaged_shard, "shard.db", "leave it out", subcommand=True),
+    "query running too long": Bad(
+        lambda root: ["query", "with recursive n(x) as (select 1 union all select x + 1 from n)"
+                      " select count(*) from n", "--timeout", "0.5"], "longer than 0.5 s", "--timeout",
+        subcommand=True
+    ),
+    "dataset nested too deep": Bad(
+        _dataset('{"id": "c1", "input": "x", "ideal": "OK", "meta": ' + _DEEP + "}\n"), "test.jsonl:1",
+        "JSON"
+    ),
+    "eval file nested too deep": Bad(_eval_text('{"id": "g.e", "x": ' + _DEEP + "}"), "e.json", "JSON"),
+    "eval file with YAML aliases": Bad(
+        lambda root: _reg_args(_registry(root, files={"evals/h/bomb.yaml": _BOMB})), "bomb.yaml",
+        "alias"
+    ),
+    "attachment path with a NUL": Bad(_attachment("a\x00b.txt"), "NUL", "relative"),
+    "unusable hydra.run.dir": Bad(_args("hydra.run.dir=/proc/evalhydra-nope"), "/proc/evalhydra-nope",
+                                  "hydra.run.dir"),
     "rejudge unknown run": Bad(
         lambda root: ["rejudge", "eval-nope"], "eval-nope", "evalhydra runs", subcommand=True
     ),

@@ -112,6 +112,9 @@ class OpenAICompatService:
         self.config = config
         self.registry_root = registry_root
         static, self._dynamic_headers = split_headers(config.headers)
+        #: Every configured header value is masked when echoed, whatever its origin (a literal, or
+        #: an ``${oc.env:…}`` that OmegaConf resolved before the service saw it).
+        self._static_secrets = [v.strip() for v in static.values() if len(v.strip()) >= MIN_SECRET_LENGTH]
         self._static_headers = {**_BASE_HEADERS, **{k.lower(): v for k, v in static.items()}}
         self._set_url(config.base_url if base_url is None else base_url)
         self._policy = RetryPolicy.from_config(config.retry)
@@ -236,10 +239,10 @@ class OpenAICompatService:
         return mask_secrets(self._completion(outcome, model), self._secrets())
 
     def _secrets(self) -> list[str]:
-        """The secret values this service sends now: its key and every ``${env:…}`` header value."""
+        """The secret values this service sends now: its key and every header value."""
         if self._auth_env is None and not self._dynamic_headers:
-            return []
-        values = [read_env(self._auth_env)]
+            return self._static_secrets
+        values = [read_env(self._auth_env), *self._static_secrets]
         values += [read_env(name) for _, template in self._dynamic_headers
                    for name in ENV_REF.findall(template)]
         return [v for v in values if v and len(v) >= MIN_SECRET_LENGTH]
