@@ -27,7 +27,6 @@ Each stored result becomes one new result:
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from typing import Any
 
 import trio
 
+from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.values import Case, ErrorKind, ToolCall
 from evalhydra.execute.rows import attempt_row, copied_row, parent_details, rejudged_row
@@ -169,8 +169,8 @@ def _stored_case(row: Mapping[str, Any]) -> Case:
 
 def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
     try:
-        items = json.loads(raw) if isinstance(raw, str) else (raw or [])
-    except json.JSONDecodeError:
+        items = strictjson.loads_plain(raw) if isinstance(raw, str) else (raw or [])
+    except ValueError:
         return ()
     if not isinstance(items, list):
         return ()

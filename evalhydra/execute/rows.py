@@ -8,13 +8,13 @@ NULL when no judge was called; accounting sums every call).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from evalhydra.agents.loader import AgentCase
 from evalhydra.agents.models import TrialResult
+from evalhydra.core import strictjson
 from evalhydra.core.values import PASSING, Case, Completion, ErrorKind, MatchResult, Usage
 from evalhydra.matchers.factory import judge_services_of
 from evalhydra.plan.cells import CellJob
@@ -246,8 +246,8 @@ def parent_details(parent: Mapping[str, Any]) -> dict[str, Any]:
     """A stored row's ``details`` as a dict ({} when absent or unreadable)."""
     raw = parent.get("details")
     try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except json.JSONDecodeError:
+        value = strictjson.loads_plain(raw) if isinstance(raw, str) else raw
+    except ValueError:
         value = None
     return value if isinstance(value, dict) else {}
 

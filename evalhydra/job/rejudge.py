@@ -24,7 +24,6 @@ Agent runs are refused: their trials are judged by each case's ``validator.py``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -34,6 +33,7 @@ from typing import Any
 import trio
 
 from evalhydra.compose.compose import compose_config
+from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.execute.rejudge_cell import RejudgeTally, open_rejudge_runner, rejudge_jobs
 from evalhydra.execute.runner import RunOutcome, execute_cells, new_run_id, run_row
@@ -131,8 +131,8 @@ def _parent_run(store: Store, given: str) -> dict[str, Any]:
 def _stored_overrides(run: dict[str, Any]) -> list[str]:
     raw = run.get("overrides")
     try:
-        value = json.loads(raw) if isinstance(raw, str) else (raw or [])
-    except json.JSONDecodeError:
+        value = strictjson.loads_plain(raw) if isinstance(raw, str) else (raw or [])
+    except ValueError:
         value = None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise EvalHydraError(f"Run '{run['run_id']}' has unreadable overrides {raw!r}.")

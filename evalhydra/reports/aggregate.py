@@ -9,13 +9,13 @@ tables arrive as a few hundred rows. Per-trial sections read at most
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalhydra.core import strictjson
 from evalhydra.reports.selection import (
     DURATION_SQL,
     PASSED_SQL,
@@ -292,7 +292,7 @@ _TRIAL_COLUMNS = f"""eval_id, service_name, coalesce(model, '') as model, case_i
   coalesce(prompt_tokens, 0) as input_tokens, coalesce(completion_tokens, 0) as output_tokens,
   coalesce(cached_tokens, 0) as cache_read_tokens, tool_calls, exit_code, log_path,
   stdout_log_path, details, input, ideal, output, failure_reason, error_kind, feedback,
-  failure_category, suggested_fix, latency_ms, attempts"""
+  failure_category, suggested_fix, latency_ms, attempts, reply_model"""
 
 
 def trial_rows(conn: sqlite3.Connection, sel: Selection, *, extra: str = "",
@@ -320,7 +320,7 @@ def _json(text: Any) -> Any:
     if not isinstance(text, str):
         return text
     try:
-        return json.loads(text)
+        return strictjson.loads_plain(text)
     except ValueError:
         return text
 

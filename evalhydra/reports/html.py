@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TextIO
 
+from evalhydra.core import strictjson
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.data import ReportData
@@ -240,6 +241,6 @@ def _json(text: Any) -> Any:
     if not isinstance(text, str):
         return text
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return strictjson.loads_plain(text)
+    except ValueError:
         return None

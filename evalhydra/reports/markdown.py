@@ -382,6 +382,8 @@ def _chat_details(r: dict[str, Any]) -> list[str]:
             f" {escape_cell(_case(r['eval_id'], r['case_id']))} / Trial {r['run_index']}\n\n")
     lines = [head, f"- **Status**: {status_label(r['status'])}\n",
              f"- **Latency**: {r['duration']:.2f}s (attempts {r['attempts'] or 1})\n",
+             *([f"- **Reply named model**: {escape_cell(r['reply_model'])}\n"]
+               if r.get("reply_model") and r["reply_model"] != r["model"] else []),
              f"- **Score**: {float(r['score'] or 0.0):.2f}\n",
              f"- **Tokens**: input={r['input_tokens']}, output={r['output_tokens']},"
              f" cache={r['cache_read_tokens']}\n"]

@@ -9,7 +9,6 @@ functions of the store; :func:`status_label`, :func:`summary_row` and
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import uuid
 from collections.abc import Callable, Mapping
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.agents.models import DEFAULT_CLI, MIN_TIMEOUT_S, TrialResult
+from evalhydra.core import strictjson
 from evalhydra.core.values import PASSING
 from evalhydra.reports.atomic import write_json_atomic
 
@@ -110,7 +110,8 @@ def trial_details(r: Mapping[str, Any], text: Callable[[Any], str] = inline_text
 def trial_from_row(row: dict[str, Any]) -> TrialResult:
     """Rebuild the zrb TrialResult of a stored agent row (for results.json and report.md)."""
     details = row.get("details")
-    details = json.loads(details) if isinstance(details, str) else (details or {})
+    decoded = _json(details)
+    details = decoded if isinstance(decoded, dict) else {}
     return TrialResult(
         id=_trial_id(details.get("trial_id"), row["cell_key"]),
         model=row["model"],
@@ -182,7 +183,13 @@ def _zrb_config(runs: list[dict[str, Any]], trials: list[dict[str, Any]]) -> dic
 
 
 def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
+    """A stored JSON column, decoded safely (None when it is not JSON)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return strictjson.loads_plain(value)
+    except ValueError:
+        return None
 
 
 def write_agent_artifacts(experiment: dict[str, Any], out_dir: Path) -> list[Path]:

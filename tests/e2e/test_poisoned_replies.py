@@ -18,6 +18,7 @@ import pytest
 
 import evalhydra
 from evalhydra.core import strictjson
+from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import open_store
 from tests.conftest import smoke_eval, write_registry
 
@@ -124,3 +125,17 @@ def test_json_from_outside_is_bounded_and_strict(text: str) -> None:
     with pytest.raises(ValueError):
         strictjson.loads(b'{"a": "' + SURROGATE + b'"}')
     assert strictjson.loads_plain('{"a": 1, "a": 2}') == {"a": 2}  # Python's rules otherwise
+
+
+def test_a_reply_naming_another_model_keeps_the_target_asked_for(hostile_url: str, tmp_path: Path) -> None:
+    """The endpoint answers "m" for "mock-model", as OpenAI answers a dated snapshot: one target."""
+    registry = _registry(tmp_path / "reg", "none", cases=60)  # "POISON-none" poisons nothing
+    result = evalhydra.evaluate([f"registry={registry}", "eval=g.e", "service=mock",
+                                 "service.mock.enabled=false", f"service.base_url={hostile_url}",
+                                 f"store.path={tmp_path / 's.db'}"])
+    assert result.exit_code == 0 and [s["model"] for s in result.stats] == ["mock-model"]
+    assert {(r["model"], r["reply_model"]) for r in result.rows()} == {("mock-model", "m")}
+    store = open_store(tmp_path / "s.db", read_only=True)
+    write_run_reports(store, [str(result.run_id)], tmp_path / "out", formats=["md"], cumulative=False)
+    store.close()
+    assert "- **Reply named model**: m" in (tmp_path / "out" / "report.md").read_text()
