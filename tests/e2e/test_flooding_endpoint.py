@@ -77,4 +77,5 @@ def test_ctrl_c_against_a_flooding_endpoint_exits_130_at_once(flooding_url: str,
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
-    assert time.monotonic() - pressed < 1.5, time.monotonic() - pressed
+    took = time.monotonic() - pressed
+    assert took < 1.0, took
