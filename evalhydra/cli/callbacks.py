@@ -102,7 +102,7 @@ class SweepReport(Callback):
             if ids:
                 out = sweep_dir / "report"
                 write_run_reports(store, ids, out, formats=SWEEP_REPORT_FORMATS)
-                print(f"sweep report ({len(ids)} jobs): {out}")
+                print(f"sweep report ({len(ids)} job{'s' if len(ids) != 1 else ''}): {out}")
         finally:
             store.close()
 

@@ -19,8 +19,9 @@ def redact(value: Any) -> Any:
         out: dict[Any, Any] = {}
         for key, item in value.items():
             lowered = str(key).lower()
-            if key == "headers" and isinstance(item, dict):
-                out[key] = {h: "<redacted>" for h in item}
+            if key == "headers" and isinstance(item, dict):  # a ${env:NAME} reference is no secret
+                out[key] = {h: v if isinstance(v, str) and "${env:" in v else "<redacted>"
+                            for h, v in item.items()}
             elif (
                 lowered != "api_key_env"
                 and any(m in lowered for m in SECRET_MARKERS)

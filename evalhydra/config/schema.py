@@ -194,6 +194,7 @@ class RunConfig:
     concurrency: int = 64
     retry_errors: bool | None = None  # None: chat errors are re-sent, agent ERROR/TIMEOUT kept (zrb)
     max_error_rate: float = 0.5  # exit 3 when a larger share of the run's cells are infrastructure errors
+    fail_fast: bool = True  # stop when the first cells all fail to connect or time out (a dead endpoint)
     fail_under: float | None = None
     fail_under_per_eval: dict[str, float] = field(default_factory=dict)  # eval id or group -> threshold
     fail_under_pass_hat_k: float | None = None  # exit 1 when pass^k (all k trials of a case pass) is below

@@ -77,6 +77,7 @@ class RunOutcome:
     cost_usd: float = 0.0
     interrupted: bool = False
     budget_exhausted: bool = False
+    dead_endpoint: str | None = None  # why the run stopped sending (see DeadEndpointWatch)
     held_elsewhere: int = 0  # pending cells another live run had claimed, so this one left them
     holders: set[str] = field(default_factory=set)
 
@@ -232,6 +233,36 @@ class _Work:
     rows: RowSink
     outcome: RunOutcome
     progress: Progress
+    watch: DeadEndpointWatch = field(default_factory=lambda: DeadEndpointWatch(0))
+    stop: trio.CancelScope = field(default_factory=trio.CancelScope)
+
+
+#: Cells that must all fail to connect (or time out), with none answered, before a run stops
+#: sending to a dead endpoint (``run.fail_fast``).
+FAIL_FAST_CELLS = 20
+_DEAD = frozenset({"connect_error", "timeout"})
+
+
+@dataclass
+class DeadEndpointWatch:
+    """Decides that an endpoint is dead: its first ``threshold`` cells all failed to connect
+    or timed out and none of them got an answer. Once any cell is answered it never trips."""
+
+    threshold: int
+    failed: int = 0
+    answered: bool = False
+    reason: str = ""
+
+    def saw(self, row: ResultRow) -> bool:
+        """Count a finished cell; True when the endpoint is now known to be dead."""
+        if self.answered or not self.threshold:
+            return False
+        if row.error_kind not in _DEAD:
+            self.answered = True
+            return False
+        self.failed += 1
+        self.reason = self.reason or (row.failure_reason or row.error_kind or "")
+        return self.failed >= self.threshold
 
 
 async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRunner, outcome: RunOutcome,
@@ -243,7 +274,8 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
         try:
             async with trio.open_nursery() as helpers:
                 async with open_runner(helpers) as runner:
-                    work = _Work(plan, outcome.run_id, runner, rows, outcome, progress)
+                    watch = DeadEndpointWatch(FAIL_FAST_CELLS if plan.run.fail_fast else 0)
+                    work = _Work(plan, outcome.run_id, runner, rows, outcome, progress, watch)
                     with work_scope:
                         await _work(work, source)
                     outcome.interrupted = work_scope.cancelled_caught
@@ -258,10 +290,11 @@ async def _work(work: _Work, source: _Source) -> None:
     # for it, so with one the queue ran dry before each next claim and nearly every cell
     # waited for the producer.
     jobs = JobQueue[CellJob](2 * _chunk(work))
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_produce, work, source, jobs)
-        for _ in range(concurrency):
-            nursery.start_soon(_worker, work, jobs)
+    with work.stop:  # cancelled when the endpoint is found dead: cells in flight are not stored
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_produce, work, source, jobs)
+            for _ in range(concurrency):
+                nursery.start_soon(_worker, work, jobs)
 
 
 def _chunk(work: _Work) -> int:
@@ -366,6 +399,10 @@ async def _worker(work: _Work, jobs: JobQueue[CellJob]) -> None:
         outcome.errors += is_error
         work.progress.advance(passed=bool(row.passed), error=is_error)
         await rows.put((row,), ((work.run_id, job.key),), attempts)
+        if work.watch.saw(row):
+            outcome.dead_endpoint = (f"the first {work.watch.failed} cells all failed to connect or timed "
+                                     f"out ({work.watch.reason}) and none was answered")
+            work.stop.cancel()
     rows.hurry()  # no cell is left to start: write the last ones as they come
 
 

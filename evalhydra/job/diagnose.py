@@ -44,8 +44,15 @@ def fix_hints(plan: RunPlan, store: Store, run_id: str) -> list[str]:
 def unmeasured(stats: Sequence[Mapping[str, Any]], max_error_rate: float) -> list[str]:
     """Why the run could not measure (empty when it could): each target with no scored
     cell, and the run's error share when it is above ``max_error_rate``."""
-    reasons = [f"{s['eval']} on {s['service']}/{s['model']}: no scored cell "
-               f"({s['errors']} of {s['n']} errored)" for s in stats if s["n"] and not s["scored"]]
+    empty: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for s in stats:
+        if s["n"] and not s["scored"]:
+            empty.setdefault((s["service"], s["model"]), []).append(s)
+    reasons = []
+    for (service, model), group in empty.items():
+        errors, n = sum(s["errors"] for s in group), sum(s["n"] for s in group)
+        where = group[0]["eval"] if len(group) == 1 else f"{len(group)} evals"
+        reasons.append(f"{where} on {service}/{model}: no scored cell ({errors} of {n} errored)")
     total = sum(s["n"] for s in stats)
     errors = sum(s["errors"] for s in stats)
     if total and not reasons and errors / total > max_error_rate:

@@ -115,6 +115,11 @@ def _exit_code(plan: RunPlan, outcome: RunOutcome, stats: list[dict[str, Any]], 
         return ExitCode.INTERRUPTED
     if outcome.budget_exhausted:
         print(f"stopped scheduling: run.max_cost_usd={plan.run.max_cost_usd} reached.", file=sys.stderr)
+    if outcome.dead_endpoint:
+        unsent = outcome.total - outcome.executed - outcome.skipped
+        print(f"stopped sending to service '{plan.service.name}': {outcome.dead_endpoint}; {unsent} "
+              f"cell{'s' if unsent != 1 else ''} not sent (rerun once it answers; run.fail_fast=false "
+              "sends every cell anyway).", file=sys.stderr)
     reasons = unmeasured(stats, plan.run.max_error_rate)
     sys.stdout.flush()
     for reason in reasons:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ __all__ = [
     "error_reasons",
     "failing_cases",
     "failing_stats",
+    "plural",
     "print_gate_failures",
     "print_run_summary",
     "run_gate",
@@ -172,13 +174,23 @@ def failing_cases(store: Store, run_ids: Sequence[str], limit: int = 5) -> list[
 
 
 def _print_errors(reasons: Reasons) -> None:
+    """One line per (service, model, reason): the same failure across many evals is one line."""
     if not reasons:
         return
     print("\nerrors (infrastructure: neither passed nor failed):")
+    grouped: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
     for (eval_id, service, model), items in reasons.items():
         for reason, n in items:
-            print(visible(f"  {eval_id} on {service}/{model}: {reason} — {n} cell{'s' if n != 1 else ''}",
-                          lines=False))
+            grouped.setdefault((service, model, reason), []).append((eval_id, n))
+    for (service, model, reason), evals in grouped.items():
+        cells = sum(n for _, n in evals)
+        where = evals[0][0] if len(evals) == 1 else f"{len(evals)} evals"
+        print(visible(f"  {where} on {service}/{model}: {reason} — {plural(cells, 'cell')}", lines=False))
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 cell``, ``2 cells``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _print_failing(rows: Sequence[Mapping[str, Any]], run_id: str, limit: int = 5) -> None:
@@ -186,7 +198,7 @@ def _print_failing(rows: Sequence[Mapping[str, Any]], run_id: str, limit: int = 
         return
     print("\nfailing cases:")
     for r in rows[:limit]:
-        reason = (r["failure_reason"] or "").splitlines()[0][:100] if r["failure_reason"] else ""
+        reason = textwrap.shorten(r["failure_reason"], 100, placeholder=" …") if r["failure_reason"] else ""
         print(visible(f"  {r['eval_id']} {r['case_id']} trial {r['run_index']} on {r['service_name']}/"
                       f"{r['model']}: {reason}".rstrip(": "), lines=False))
     if len(rows) > limit:
@@ -199,8 +211,9 @@ def _print_totals(store: Store, outcome: Any, stats: Sequence[Mapping[str, Any]]
     tokens = sum(s["input_tokens"] + s["output_tokens"] for s in stats)
     cost = sum(s["cost_usd"] for s in stats)
     duration = _duration_s(store, outcome.run_id)
-    print(f"\nrun {outcome.run_id}: {total} cells, {passed} passed, {total - passed - errors} failed, "
-          f"{errors} errors ({outcome.executed} run now, {outcome.skipped} resumed from the store)")
+    print(f"\nrun {outcome.run_id}: {plural(total, 'cell')}, {passed} passed, {total - passed - errors} "
+          f"failed, {plural(errors, 'error')} ({outcome.executed} run now, {outcome.skipped} resumed from "
+          "the store)")
     print(f"duration {duration:.1f} s, {tokens} tokens, ${cost:.4f}")
     _print_held(outcome)
     reused = _reused_errors(store, outcome.run_id)

@@ -101,7 +101,9 @@ def test_plan_is_frozen_and_secret_free(compose: Compose, monkeypatch: pytest.Mo
         plan.model = "x"  # type: ignore[misc]
     assert plan.service.headers["X-Api-Key"] == "Bearer ${env:TOKEN}"
     assert "sk-secret-value" not in repr(plan.config)
-    assert plan.config["service"]["headers"]["X-Api-Key"] == "<redacted>"
+    assert plan.config["service"]["headers"]["X-Api-Key"] == "Bearer ${env:TOKEN}"  # a reference, no secret
+    literal = build_plan(compose("+service.headers.X-Api-Key=sk-literal-value"))
+    assert literal.config["service"]["headers"]["X-Api-Key"] == "<redacted>"
 
 
 def test_cell_key_tracks_result_relevant_config(compose: Compose) -> None:

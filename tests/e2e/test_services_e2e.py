@@ -516,7 +516,7 @@ def test_full_run_stores_the_fault_and_every_attempt(
     if name != "refused":
         assert chat_requests(url) == want.attempts
     summary = capsys.readouterr().out
-    assert "0 passed, 0 failed, 1 errors" in summary
+    assert "0 passed, 0 failed, 1 error (" in summary
 
 
 def test_rate_limit_storm_keeps_the_pass_rate_and_retry_errors_reruns_it(
