@@ -52,6 +52,8 @@ def _main(args: list[str]) -> None:
 
     if args and args[0] in SUBCOMMANDS:
         raise SystemExit(_subcommand(args))
+    if args[:1] == ["run"]:  # `evalhydra run eval=smoke`, as `inspect eval` and `promptfoo eval` read
+        args = args[1:]
     from evalhydra.cli.app import run_app  # Hydra and the runner: only for a run
 
     if args[:1] in (["-h"], ["--help"]):

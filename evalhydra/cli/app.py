@@ -12,10 +12,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from evalhydra.cli.hydra_errors import explain
+from evalhydra.cli.commands import SUBCOMMANDS
 from evalhydra.cli.jobs import note_exit_code, run_config, worst_exit_code
 from evalhydra.cli.startup import resume_gc
 from evalhydra.compose.compose import params_overrides, register
+from evalhydra.compose.hydra_errors import explain
 from evalhydra.compose.registry_options import activate
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.job.exit_codes import ExitCode
@@ -44,7 +45,7 @@ def run_app(args: list[str]) -> int:
     try:
         hydra_main()
     except Exception as exc:
-        error = None if full_error else (explain(exc) or _setup_error(exc))
+        error = None if full_error else (explain(exc, list(SUBCOMMANDS)) or _setup_error(exc))
         if error is None:
             raise
         print(f"error: {error}", file=sys.stderr)

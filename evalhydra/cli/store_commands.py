@@ -18,6 +18,7 @@ import json
 import os
 import sqlite3
 import sys
+import textwrap
 import time
 import webbrowser
 from collections.abc import Callable, Sequence
@@ -37,7 +38,7 @@ from evalhydra.registry.definitions import load_registry, registry_origin, resol
 from evalhydra.reports.comparecmd import Target, compare, parse_target, regressions, render
 from evalhydra.reports.powercmd import Assumptions, power_report, render_power
 from evalhydra.reports.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQL, select_runs
-from evalhydra.reports.writer import normalize_formats, write_run_reports
+from evalhydra.reports.writer import REPORT_FILES, normalize_formats, write_run_reports
 from evalhydra.store.db import Store, open_store, read_only_uri
 from evalhydra.store.merge import merge_stores
 from evalhydra.store.rows import RESULT_STATUSES, infra_error_sql
@@ -132,7 +133,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     Formats: json (runs.json, evals.json, baseline_comparisons.json, trials.json),
     jsonl (aiwg results.jsonl and summary.json), md (report.md, summary.md), text
     (report.txt), junit (junit.xml), html (report.html: one self-contained page).
-    Regenerating gives the same bytes.
+    Regenerating gives the same bytes. Report files of an earlier report in --out that
+    this one does not write are removed, so the folder holds one report.
 
     Example: evalhydra report latest --format md,junit --out outputs/report
     """
@@ -145,6 +147,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise EvalHydraError("No runs selected.", "Name RUN_IDs (or 'latest'), or --sweep DIR.")
     written = write_run_reports(store, ids, Path(args.out), formats=formats,
                                 baseline_service=args.baseline, cumulative=args.cumulative)
+    for stale in sorted(set(Path(args.out).glob("*")) - set(written)):
+        if stale.name in REPORT_FILES and stale.is_file():  # an earlier report's, of other runs or formats
+            stale.unlink()
     for path in written:
         print(path)
     return ExitCode.OK
@@ -207,7 +212,7 @@ def _cfg_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="run ids, unique prefixes, or 'latest'")
     p.add_argument("--sweep", metavar="DIR", help="every run of a Hydra multirun sweep directory")
     p.add_argument("--format", default="json,md",
-                   help="comma list of md, json, jsonl, text, junit (default: json,md)")
+                   help="comma list of json, jsonl, md, text, junit, html (default: json,md)")
     p.add_argument("--out", default="outputs/report", metavar="DIR",
                    help="output directory (default: outputs/report)")
     p.add_argument("--baseline", metavar="SERVICE",
@@ -464,7 +469,8 @@ def _cfg_query(p: argparse.ArgumentParser) -> None:
 # -- results ------------------------------------------------------------------
 def cmd_results(args: argparse.Namespace) -> int:
     """List every trial of a run (zrb list): eval, service, model, case, trial,
-    status, score, duration, reason.
+    status, score, duration, reason, what the model said and the expected answer
+    (cut to fit; whole with --full or --format json).
 
     Example: evalhydra results latest --status FAIL,ERROR
     """
@@ -481,13 +487,26 @@ def cmd_results(args: argparse.Namespace) -> int:
         params += statuses
     sql = (f"select eval_id as eval, service_name as service, model, case_id as 'case',"
            f" run_index as trial, {STATUS_SQL} as status, score,"
-           f" round({DURATION_SQL}, 2) as duration_s, substr(coalesce(failure_reason, ''), 1, 60)"
-           f" as reason from {sel.table} where {cond} order by {TRIAL_ORDER_SQL}")
+           f" round({DURATION_SQL}, 2) as duration_s, coalesce(failure_reason, '') as reason,"
+           f" coalesce(output, '') as output, coalesce(ideal, '') as ideal"
+           f" from {sel.table} where {cond} order by {TRIAL_ORDER_SQL}")
     if args.limit:
         sql += f" limit {int(args.limit)}"
     rows = list(store.query(sql, params))
+    if not (args.full or args.format in ("json", "jsonl", "csv")):
+        rows = [_cut(row) for row in rows]
     print(_format(rows, args.format) if rows else "No results for that run.")
     return ExitCode.OK
+
+
+#: Characters of a reason, an output or an ideal shown per row (all of them with --full).
+_CUT = {"reason": 40, "output": 30, "ideal": 20}
+
+
+def _cut(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with its long texts shortened to one line at a word, for a table."""
+    return {k: textwrap.shorten(" ".join(str(v).split()), _CUT[k], placeholder="…") if k in _CUT and v else v
+            for k, v in row.items()}
 
 
 def _cfg_results(p: argparse.ArgumentParser) -> None:
@@ -495,6 +514,8 @@ def _cfg_results(p: argparse.ArgumentParser) -> None:
     p.add_argument("--status", help="only these statuses (comma list, e.g. FAIL,ERROR)")
     p.add_argument("--limit", type=int, default=0, help="most trials listed (default: all)")
     _add_format(p)
+    p.add_argument("--full", action="store_true",
+                   help="show whole reasons, outputs and ideals (json, jsonl and csv always do)")
 
 
 # -- merge --------------------------------------------------------------------
@@ -513,7 +534,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def _cfg_merge(p: argparse.ArgumentParser) -> None:
-    p.add_argument("shards", nargs="+", metavar="SHARD")
+    p.add_argument("shards", nargs="+", metavar="SHARD",
+                   help="shard stores to merge into --store (each is checked first; none is changed)")
 
 
 # -- list ---------------------------------------------------------------------

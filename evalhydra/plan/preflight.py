@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from evalhydra.config.schema import ServiceConfig
+from evalhydra.config.schema import RunConfig, ServiceConfig
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.http.pool import TRANSPORTS, tls_context
 from evalhydra.plan.model import RunPlan
@@ -25,7 +25,7 @@ def check_services(plan: RunPlan) -> None:
 
     Prints a warning per service whose ``api_key_env`` variable is unset (the mock
     and keyless local servers need none), and a note when the service's
-    ``max_concurrency`` holds the run below ``run.concurrency``.
+    ``max_concurrency`` holds the run below a ``run.concurrency`` the user set.
 
     Raises:
         EvalHydraError: A header value that cannot be sent, an unknown transport, or an
@@ -35,7 +35,8 @@ def check_services(plan: RunPlan) -> None:
     for svc in services.values():
         check_header_values(svc)
         _check_transport(svc)
-    if plan.service.kind == "openai" and plan.run.concurrency > plan.service.max_concurrency:
+    chose = plan.run.concurrency != RunConfig().concurrency  # the user asked for it: say it is held back
+    if chose and plan.service.kind == "openai" and plan.run.concurrency > plan.service.max_concurrency:
         print(f"note: run.concurrency={plan.run.concurrency}, but service '{plan.service.name}' sends at "
               f"most {plan.service.max_concurrency} requests at once (service.max_concurrency); raise it to "
               "send more.", file=sys.stderr)

@@ -52,11 +52,17 @@ from evalhydra.store.db import Store, read_only_uri
 
 __all__ = [
     "ALL_FORMATS",
+    "REPORT_FILES",
     "normalize_formats",
     "write_run_reports",
 ]
 
 ALL_FORMATS = ("json", "jsonl", "md", "text", "junit", "html")
+#: Every file a report may write into its folder (``report --out`` removes stale ones).
+REPORT_FILES = frozenset({
+    "runs.json", "evals.json", "baseline_comparisons.json", "paired_comparisons.json", "trials.json",
+    "results.jsonl", "summary.json", "report.md", "summary.md", "report.txt", "junit.xml", "report.html",
+    "results.json", "experiment.json"})
 
 
 def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:

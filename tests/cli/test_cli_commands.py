@@ -12,6 +12,7 @@ import pytest
 from evalhydra.cli.commands import STORE_COMMANDS as COMMANDS
 from evalhydra.cli.store_commands import main
 from evalhydra.store.db import open_store
+from tests.helpers import run_cli
 from tests.reports.test_reports_support import (
     MockStore,
     mock_store,
@@ -151,7 +152,7 @@ def test_results_lists_trials_like_zrb_list(mock_store: MockStore,
     rows = json.loads(out)
     assert code == 0 and len(rows) == 3 and {r["status"] for r in rows} == {"ERROR"}
     assert list(rows[0]) == ["eval", "service", "model", "case", "trial", "status", "score", "duration_s",
-                             "reason"]
+                             "reason", "output", "ideal"]
     code, out, _ = _cli(capsys, "results", *store, "latest", "--limit", "2")
     assert code == 0 and len(out.strip().splitlines()) == 4
 
@@ -184,3 +185,32 @@ def test_a_reader_that_leaves_first_gets_no_traceback(tmp_path: Path, args: list
     proc.stderr.close()
     assert proc.wait(timeout=60) == 0, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_results_show_the_output_and_the_ideal_cut_or_whole(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    db = open_store(tmp_path / "s.db")
+    long = "word " * 40
+    write_run(db, "eval-res-aaaaaaaa", [result_row("eval-res-aaaaaaaa", "c1", passed=False, output=long,
+                                                    ideal="the expected answer")])
+    db.close()
+    store = ["--store", str(tmp_path / "s.db")]
+    code, out, _ = _cli(capsys, "results", *store, "latest")
+    assert code == 0 and "word word" in out and "…" in out and long not in out and "the expected" in out
+    code, out, _ = _cli(capsys, "results", *store, "latest", "--full")
+    assert code == 0 and long.strip() in out
+
+
+def test_report_out_keeps_only_this_reports_files(mock_store: MockStore, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["report", "--store", str(mock_store.path), mock_store.runs["base"], "--out", str(tmp_path)]
+    (tmp_path / "notes.txt").write_text("mine")
+    assert _cli(capsys, *args, "--format", "html,junit")[0] == 0
+    assert _cli(capsys, *args, "--format", "md")[0] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "report.md", "summary.md"]
+
+
+def test_run_is_the_default_command(tmp_path: Path) -> None:
+    res = run_cli("run", "eval=smoke", "run.progress=false", f"store.path={tmp_path / 's.db'}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "smoke.reply_ok" in res.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -24,7 +25,6 @@ from hydra.errors import (
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 import evalhydra.config.schema as schema_module
-from evalhydra.cli.commands import SUBCOMMANDS
 from evalhydra.config.schema import Config
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 
@@ -38,14 +38,20 @@ _TYPE_EXAMPLES = {"Integer": "an integer (e.g. 3)", "Float": "a number (e.g. 0.5
                   "Boolean": "true or false", "String": "a string"}
 
 
-def explain(exc: BaseException) -> EvalHydraError | None:
-    """The user-facing error for a Hydra or OmegaConf exception, or None for anything else."""
+def explain(exc: BaseException, subcommands: Sequence[str] = ()) -> EvalHydraError | None:
+    """The user-facing error for a Hydra or OmegaConf exception, or None for anything else.
+
+    Args:
+        exc: What composing or running raised.
+        subcommands: The command line's subcommands, suggested for a bare word that is
+            no override.
+    """
     if isinstance(exc, EvalHydraError):
         return exc
     if isinstance(exc, MissingConfigException):
         return _missing_option(exc)
     if isinstance(exc, OverrideParseException):
-        return _unparsable(exc)
+        return _unparsable(exc, subcommands)
     if isinstance(exc, ConfigCompositionException):
         return _composition(exc)
     if isinstance(exc, SearchPathException):
@@ -105,10 +111,10 @@ def _missing_option(exc: MissingConfigException) -> EvalHydraError:
     return EvalHydraError(_first_line(exc), "Check the config name and --config-dir.")
 
 
-def _unparsable(exc: OverrideParseException) -> EvalHydraError:
+def _unparsable(exc: OverrideParseException, subcommands: Sequence[str]) -> EvalHydraError:
     word = str(exc.override or "")
     if word and "=" not in word and not word.startswith("-"):
-        hint = did_you_mean(word, SUBCOMMANDS).replace("Available:", "Subcommands:")
+        hint = did_you_mean(word, subcommands).replace("Available:", "Subcommands:")
         return EvalHydraError(f"'{word}' is neither a subcommand nor an override (key=value).",
                               hint + "\nSee evalhydra --help.")
     lines = [line for line in str(exc.message).splitlines() if line.strip() and "hydra.cc" not in line]
