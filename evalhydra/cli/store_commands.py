@@ -102,7 +102,8 @@ def _behind(path: Path) -> bool:
 # -- runs ---------------------------------------------------------------------
 def cmd_runs(args: argparse.Namespace) -> int:
     """List past runs, newest first: id, start time, evals, services, cells, pass rate
-    (infrastructure errors left out), errors, status.
+    (infrastructure errors left out), errors, status, and the verdict its exit code
+    gave (passed, gate failed, could not measure, interrupted, usage error).
 
     Example: evalhydra runs --limit 10 --format github
     """
@@ -112,13 +113,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
         select ru.run_id, ru.started_at, group_concat(distinct r.eval_id) as evals,
           group_concat(distinct r.service_name) as services, count(r.cell_key) as cells,
           round(100.0 * sum(r.passed) / nullif(count(r.cell_key) - sum({err}), 0), 1) as pass_pct,
-          coalesce(sum({err}), 0) as errors, ru.status
+          coalesce(sum({err}), 0) as errors, ru.status, {_VERDICT_SQL} as verdict
         from runs ru left join run_cells rc on rc.run_id = ru.run_id
         left join results r on r.cell_key = rc.cell_key
         group by ru.run_id order by ru.started_at desc, ru.run_id limit ?"""
     rows = list(store.query(sql, [args.limit]))
     print(_format(rows, args.format) if rows else "No runs yet.")
     return ExitCode.OK
+
+
+_VERDICT_SQL = ("case ru.exit_code when 0 then 'passed' when 1 then 'gate failed' when 2 then 'usage error'"
+                " when 3 then 'could not measure' when 130 then 'interrupted' else '' end")
 
 
 def _cfg_runs(p: argparse.ArgumentParser) -> None:

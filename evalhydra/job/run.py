@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -31,7 +31,14 @@ from evalhydra.plan.cells import count_cells
 from evalhydra.plan.model import RunPlan
 from evalhydra.plan.preflight import check_services
 from evalhydra.registry.definitions import registry_origin
-from evalhydra.reports.summary import Gates, print_run_summary, run_gate
+from evalhydra.reports.summary import (
+    Gates,
+    append_step_summary,
+    failing_cases,
+    gate_verdict_md,
+    print_run_summary,
+    run_gate,
+)
 from evalhydra.reports.writer import normalize_formats, write_run_reports
 from evalhydra.store.db import Store, open_store
 
@@ -169,9 +176,20 @@ def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequen
     """
     write_run_reports(store, [outcome.run_id], out, formats=formats)
     stats = print_run_summary(store, outcome, out, header=header, hints=hints, pass_hat_k=gates.pass_hat_k)
-    if not gates.active:
-        return False, stats
-    return bool(run_gate(store, [outcome.run_id], gates, stats=stats)), stats
+    failing = run_gate(store, [outcome.run_id], gates, stats=stats) if gates.active else []
+    if gates.active:  # the verdict joins the run's summary.md and the CI's step summary
+        add_gate_verdict(out, failing, failing_cases(store, [outcome.run_id], limit=10) if failing else [])
+    append_step_summary(out)
+    return bool(failing), stats
+
+
+def add_gate_verdict(out: Path, failing: Sequence[Mapping[str, Any]],
+                     cases: Sequence[Mapping[str, Any]]) -> None:
+    """Append the gates' verdict to the run's ``summary.md`` (when that format was written)."""
+    summary = out / "summary.md"
+    if summary.exists():
+        with open(summary, "a", encoding="utf-8") as handle:
+            handle.write(gate_verdict_md(failing, cases))
 
 
 @contextmanager

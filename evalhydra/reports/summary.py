@@ -37,7 +37,9 @@ __all__ = [
     "consistency",
     "error_reasons",
     "failing_cases",
+    "escape_md",
     "failing_stats",
+    "gate_verdict_md",
     "plural",
     "print_gate_failures",
     "print_run_summary",
@@ -136,7 +138,6 @@ def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str 
     for hint in hints:
         print(f"fix: {hint}")
     print(f"reports: {out_dir}")
-    append_step_summary(out_dir)
     return stats
 
 
@@ -260,6 +261,27 @@ def append_step_summary(out_dir: Path) -> bool:
     with open(target, "a", encoding="utf-8") as handle:
         handle.write(source.read_text(encoding="utf-8") + "\n")
     return True
+
+
+def gate_verdict_md(failing: Sequence[Mapping[str, Any]], cases: Sequence[Mapping[str, Any]]) -> str:
+    """The gates' verdict as Markdown for ``summary.md``: passed, or what failed and the first
+    failing cases."""
+    if not failing:
+        return "\n**Gates passed.**\n"
+    lines = ["", f"**Gate failed** ({plural(len(failing), 'target')} under a threshold):", ""]
+    lines += [f"- `{escape_md(s['eval'])}` on `{escape_md(s['service'])}/{escape_md(s['model'] or '')}`: "
+              f"{s['metric']} {s['value']:.1%} < {s['threshold']:.1%}" for s in failing[:10]]
+    if cases:
+        lines += ["", "Failing cases:", ""]
+        lines += [f"- `{escape_md(c['eval_id'])}` `{escape_md(c['case_id'])}` trial {c['run_index']}: "
+                  f"{escape_md(textwrap.shorten(c['failure_reason'] or '', 100, placeholder=' …'))}"
+                  for c in cases[:10]]
+    return "\n".join(lines) + "\n"
+
+
+def escape_md(value: Any) -> str:
+    """Text made safe inside Markdown code spans and list items: one line, no backticks."""
+    return visible(str(value), lines=False).replace("`", "'")
 
 
 def threshold_for(stat: Mapping[str, Any], fail_under: float | None,

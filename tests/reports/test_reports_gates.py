@@ -7,15 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from evalhydra.job.run import publish_run
 from evalhydra.reports.summary import (
     Gates,
     append_step_summary,
-    print_run_summary,
     run_gate,
     store_stats,
     threshold_for,
 )
-from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import open_store
 from tests.reference.summary import gate_failures, group_stats
 from tests.reports.test_reports_support import result_row, write_run
@@ -66,17 +65,20 @@ def test_the_sql_gate_equals_the_row_gate(tmp_path: Path, capsys: pytest.Capture
     store.close()
 
 
-def test_the_run_summary_goes_to_the_github_step_summary(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_run_summary_and_the_gate_verdict_go_to_the_github_step_summary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = open_store(tmp_path / "s.db")
     write_run(store, RUN, _rows())
-    write_run_reports(store, [RUN], tmp_path / "out", formats=["md"], cumulative=False)
     target = tmp_path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
     outcome = SimpleNamespace(run_id=RUN, executed=12, skipped=0)
-    print_run_summary(store, outcome, tmp_path / "out")
+    failed, _ = publish_run(store, outcome, tmp_path / "out", formats=["md"], gates=Gates(0.9))  # type: ignore[arg-type]
     store.close()
     text = target.read_text()
-    assert text.startswith(f"### evalhydra `{RUN}`") and "| g.b" in text
+    assert failed and text.startswith(f"### evalhydra `{RUN}`") and "| g.b" in text
+    assert "**Gate failed** (2 targets under a threshold):" in text
+    assert "- `g.b` on `svc/m`: pass rate 25.0% < 90.0%" in text and "Failing cases:" in text
+    assert text.count("**Gate failed**") == 1
+    assert "**Gate failed**" in (tmp_path / "out" / "summary.md").read_text()
     monkeypatch.delenv("GITHUB_STEP_SUMMARY")
     assert not append_step_summary(tmp_path / "out")
