@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from evalhydra.cli.commands import SUBCOMMANDS
 from evalhydra.cli.jobs import note_exit_code, run_config, worst_exit_code
 from evalhydra.cli.startup import resume_gc
-from evalhydra.compose.compose import params_overrides, register
+from evalhydra.compose.compose import absolute_sweep_dir, params_overrides, register
 from evalhydra.compose.hydra_errors import explain
 from evalhydra.compose.registry_options import activate
 from evalhydra.core.errors import EvalHydraError
@@ -38,7 +38,7 @@ def run_app(args: list[str]) -> int:
     except EvalHydraError as exc:  # an unusable registry= path: report it like any config error
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    sys.argv = [sys.argv[0], *params_overrides(args)]
+    sys.argv = [sys.argv[0], *params_overrides(absolute_sweep_dir(args))]
     full_error = bool(os.environ.get("HYDRA_FULL_ERROR"))
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let Hydra raise: its errors become one line here
     _JOB_STARTED.clear()
@@ -82,6 +82,7 @@ def hydra_main(cfg: DictConfig) -> None:
         overrides=list(hc.overrides.task),
         output_dir=hc.runtime.output_dir,
         sweep_dir=str(Path(hc.sweep.dir).resolve()) if multirun else None,
+        job_num=int(hc.job.num) if multirun else None,
     )
     note_exit_code(code)
     if code == ExitCode.INTERRUPTED:

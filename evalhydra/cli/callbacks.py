@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
@@ -32,7 +33,7 @@ from evalhydra.config.redact import redact, redact_overrides
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Store, open_store
 
-__all__ = ["RedactSavedConfig", "SweepReport"]
+__all__ = ["RedactSavedConfig", "SweepReport", "sweep_baseline", "sweep_run_ids"]
 
 
 class RedactSavedConfig(Callback):
@@ -93,18 +94,70 @@ class SweepReport(Callback):
         """
         sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
         note_exit_code(sweep_exit_code(sweep_dir, self.started))
-        store_path = Path(str(config.store.path)).expanduser().resolve()
-        if not store_path.exists():
+        store_path = _sweep_store(config, sweep_dir)
+        if store_path is None or not store_path.exists():
             return
         store = open_store(store_path)
         try:
             ids = sweep_run_ids(store, sweep_dir)
             if ids:
                 out = sweep_dir / "report"
-                write_run_reports(store, ids, out, formats=SWEEP_REPORT_FORMATS)
+                service, model = sweep_baseline(config)
+                write_run_reports(store, ids, out, formats=SWEEP_REPORT_FORMATS, baseline_service=service,
+                                  baseline_models={service: model} if service and model else None)
                 print(f"sweep report ({len(ids)} job{'s' if len(ids) != 1 else ''}): {out}")
         finally:
             store.close()
+
+
+#: The interpolation that gives each job of a sweep its own store.
+_PER_JOB = "${hydra:job.num}"
+
+
+def _sweep_store(config: DictConfig, sweep_dir: Path) -> Path | None:
+    """The store the sweep report reads. With one store per job (``store.path`` naming
+    ``${hydra:job.num}``) that is job 0's, and the note says how to report on all of them."""
+    raw = str(OmegaConf.to_container(config.store, resolve=False).get("path"))  # type: ignore[union-attr]
+    if "${" not in raw:
+        return Path(str(config.store.path)).expanduser().resolve()
+    if _PER_JOB not in raw:
+        print(f"sweep report: store.path={raw} differs per job; merge the job stores, then report on the "
+              f"merged one: evalhydra report --sweep {sweep_dir} --store MERGED.db")
+        return None
+    jobs = sorted(int(p.parent.parent.name.split("-", 1)[0]) for p in sweep_dir.glob("*/.hydra/config.yaml")
+                  if p.parent.parent.name.split("-", 1)[0].isdigit())
+    stores = [raw.replace(_PER_JOB, str(n)) for n in jobs or [0]]
+    merged = sweep_dir / "merged.db"
+    print(f"sweep report: each job wrote its own store; this report covers job 0's ({stores[0]}). For all "
+          f"{len(stores)}: evalhydra merge --store {merged} {' '.join(stores)} && evalhydra report --sweep "
+          f"{sweep_dir} --store {merged} --out {sweep_dir / 'report'}")
+    return Path(stores[0]).expanduser().resolve()
+
+
+def sweep_baseline(config: DictConfig) -> tuple[str | None, str | None]:
+    """The sweep's baseline service and model: ``baseline=SERVICE[:MODEL]``, else the first
+    value swept, as written (``-m service=mock,local`` compares everything with ``mock``)."""
+    chosen = config.get("baseline")
+    if chosen:
+        service, _, model = str(chosen).partition(":")
+        return service or None, model or None
+    firsts = _first_swept(config)
+    return firsts.get("service"), firsts.get("service.model")
+
+
+def _first_swept(config: DictConfig) -> dict[str, str]:
+    """The first value of every swept key: command-line sweeps, then the sweeper's ``params``."""
+    task = OmegaConf.select(config, "hydra.overrides.task")  # read unresolved: a value may name ${hydra:…}
+    params = OmegaConf.select(config, "hydra.sweeper.params")
+    listed: Any = OmegaConf.to_container(task, resolve=False) if task else []
+    swept: Any = OmegaConf.to_container(params, resolve=False) if params else {}
+    overrides = [str(o) for o in listed] + [f"{key}={value}" for key, value in swept.items()]
+    firsts: dict[str, str] = {}
+    for override in OverridesParser.create().parse_overrides(overrides):
+        if override.is_sweep_override():
+            key = override.get_key_element().lstrip("+~")
+            firsts.setdefault(key, str(next(iter(override.sweep_string_iterator()))))
+    return firsts
 
 
 def sweep_run_ids(store: Store, sweep_dir: Path) -> list[str]:

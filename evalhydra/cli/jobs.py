@@ -37,6 +37,7 @@ def run_config(
     overrides: Sequence[str] = (),
     output_dir: str | None = None,
     sweep_dir: str | None = None,
+    job_num: int | None = None,
 ) -> int:
     """Run a composed config; print the summary; return the process exit code.
 
@@ -46,7 +47,8 @@ def run_config(
     try:
         plan = build_plan(cfg, overrides)
         if sweep_dir:  # a sweep job: its runs row names Hydra's sweep directory itself (not the job
-            plan = replace(plan, sweep_dir=sweep_dir)  # folder's parent: a swept value may hold "/")
+            # folder's parent: a swept value may hold "/") and its job number
+            plan = replace(plan, sweep_dir=sweep_dir, job_num=job_num)
         code = run_plan(plan, output_dir=Path(output_dir) if output_dir else None)
     except EvalHydraError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,47 @@ def params_overrides(overrides: Sequence[str]) -> list[str]:
     replace), so a generation parameter can be set, and swept, whether or not the eval or
     service already sets it: ``-m eval.params.temperature=0,0.7``."""
     return [f"++{item}" if _PARAMS_KEY.match(item) else item for item in overrides]
+
+
+_SWEEP_DIR = "hydra.sweep.dir="
+
+
+def absolute_sweep_dir(args: Sequence[str], now: datetime | None = None) -> list[str]:
+    """A multirun's arguments with ``hydra.sweep.dir`` (and a relative ``registry=`` or
+    ``store.path=``) made absolute, from this directory.
+
+    A launcher whose jobs run elsewhere (a Ray cluster started in another directory) would
+    otherwise put every job's folder, and its store, under its own working directory. The
+    default sweep folder, ``outputs/multirun/<date>/<time>``, is filled in here, at the
+    driver's time.
+    """
+    if not any(a in ("-m", "--multirun") for a in args):
+        return list(args)
+    out = [a for a in args if not a.startswith(_SWEEP_DIR)]
+    given = [a[len(_SWEEP_DIR):].strip("'\"") for a in args if a.startswith(_SWEEP_DIR)]
+    stamp = (now or datetime.now()).strftime("%Y-%m-%d/%H-%M-%S")
+    folder = given[-1] if given else f"outputs/multirun/{stamp}"
+    if "${" in folder:  # an interpolation: Hydra resolves it where it can
+        return list(args)
+    return [*_absolute_paths(out), f"{_SWEEP_DIR}'{Path(folder).expanduser().resolve()}'"]
+
+
+#: Overrides naming a path that a job running in another directory must still find.
+_PATH_KEYS = ("registry", "store.path")
+
+
+def _absolute_paths(args: list[str]) -> list[str]:
+    """``registry=reg`` and ``store.path=x.db`` given relative, made absolute from here (a
+    registry name that is no folder here, such as the packaged one, is left alone)."""
+    out = []
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        plain = value.strip("'\"")
+        if sep and key.lstrip("+~") in _PATH_KEYS and plain and "${" not in plain and "," not in plain \
+                and not Path(plain).is_absolute() and (key != "registry" or Path(plain).is_dir()):
+            arg = f"{key}='{Path(plain).expanduser().resolve()}'"
+        out.append(arg)
+    return out
 
 
 def to_config(cfg: DictConfig) -> Config:

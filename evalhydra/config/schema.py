@@ -225,6 +225,7 @@ class Config:
     trials: int | None = None  # overrides each eval's default_run_count
     registry: str = "registry"
     judge_service: str | None = None
+    baseline: str | None = None  # a sweep report's baseline, SERVICE[:MODEL]; default: the first value swept
     run: RunConfig = field(default_factory=RunConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     report: list[str] = field(default_factory=lambda: list(DEFAULT_REPORT_FORMATS))

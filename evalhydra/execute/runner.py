@@ -117,6 +117,7 @@ def run_row(plan: RunPlan, run_id: str, total: int) -> dict[str, Any]:
         "pid": os.getpid(),
         "cells_total": total,
         "sweep_dir": plan.sweep_dir,
+        "job_num": plan.job_num,
         "parent_run_id": None,
     }
 

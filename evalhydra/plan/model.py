@@ -48,6 +48,7 @@ class RunPlan:
     overrides: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()  # evals left out by their service_allowlist
     sweep_dir: str | None = None  # the multirun sweep directory this job belongs to
+    job_num: int | None = None  # its job number in that sweep
     models: tuple[str, ...] = ()  # agent CLIs: every model of the run (``service.models``); else (model,)
 
     @property

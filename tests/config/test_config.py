@@ -122,3 +122,18 @@ def test_a_missing_agent_cli_fails_before_any_trial(compose: Compose, monkeypatc
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(EvalHydraError, match="the agent CLI 'zrb' is not installed or not on PATH"):
         build_plan(compose("service=zrb", "eval=agent_cases"))
+
+
+def test_a_multirun_sweep_dir_is_made_absolute_at_the_drivers_time(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime
+
+    from evalhydra.compose.compose import absolute_sweep_dir
+
+    monkeypatch.chdir(tmp_path)
+    now = datetime(2026, 12, 3, 10, 42, 5)
+    assert absolute_sweep_dir(["eval=smoke"]) == ["eval=smoke"]  # a single run keeps Hydra's default
+    assert absolute_sweep_dir(["-m", "trials=1,2"], now)[-1] == (
+        f"hydra.sweep.dir='{tmp_path}/outputs/multirun/2026-12-03/10-42-05'")
+    given = absolute_sweep_dir(["-m", "hydra.sweep.dir=sweep"], now)
+    assert given == ["-m", f"hydra.sweep.dir='{tmp_path}/sweep'"]

@@ -222,6 +222,8 @@ def test_a_ray_cluster_on_loopback_runs_a_custom_registry_sweep(tmp_path: Path) 
     ray = shutil.which("ray") or pytest.skip("ray is a test extra")
     numbered_registry(tmp_path / "reg", 5, eval_id="hidden.e")
     port = str(_free_port())
+    elsewhere = tmp_path / "cluster"  # the cluster's working directory is not the driver's
+    elsewhere.mkdir()
     started = subprocess.run(
         [
             ray,
@@ -235,6 +237,7 @@ def test_a_ray_cluster_on_loopback_runs_a_custom_registry_sweep(tmp_path: Path) 
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=elsewhere,
     )
     assert started.returncode == 0, started.stderr
     try:
@@ -256,6 +259,36 @@ def test_a_ray_cluster_on_loopback_runs_a_custom_registry_sweep(tmp_path: Path) 
         subprocess.run([ray, "stop", "--force"], capture_output=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "sweep report (2 jobs)" in res.stdout and stored_results(tmp_path / "s.db") == 10
+    jobs = sorted(p.parent.name for p in (tmp_path / "sweep").glob("*/.hydra"))
+    assert len(jobs) == 2 and (tmp_path / "sweep" / "report" / "report.md").is_file()
+    assert not list(elsewhere.rglob(".hydra"))  # nothing landed under the cluster's directory
+    db = sqlite3.connect(tmp_path / "s.db")
+    assert sorted(n for (n,) in db.execute("select job_num from runs")) == [0, 1]
+    db.close()
+
+
+@pytest.mark.slow
+def test_a_sweep_compares_with_the_first_value_written_or_the_baseline_given(tmp_path: Path) -> None:
+    def baselines(*extra: str) -> set[str]:
+        res = run_cli("-m", "service=mock_slow,mock", "eval=smoke", "run.progress=false",
+                      f"store.path={tmp_path / 's.db'}", *extra, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        report = sorted(tmp_path.glob("outputs/multirun/*/*/report/baseline_comparisons.json"))[-1]
+        doc = json.loads(report.read_text())["baseline_comparisons"]
+        return {c["baseline_name"] for c in doc if c["target_kind"] == "service"}
+
+    assert baselines() == {"mock_slow"}  # as written, not alphabetical
+    assert baselines("baseline=mock") == {"mock"}
+
+
+@pytest.mark.slow
+def test_one_store_per_job_says_how_to_report_on_all(tmp_path: Path) -> None:
+    res = run_cli("-m", "store.path=job_${hydra:job.num}.db", "trials=1,2", "run.progress=false",
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "each job wrote its own store; this report covers job 0's (job_0.db)" in res.stdout
+    assert "evalhydra merge --store" in res.stdout and "job_0.db job_1.db" in res.stdout
+    assert "Traceback" not in res.stderr and "InterpolationResolutionError" not in res.stderr
 
 
 def _free_port() -> int:
