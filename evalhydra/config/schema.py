@@ -192,7 +192,9 @@ class RunConfig:
     """How the run executes."""
 
     concurrency: int = 64
-    retry_errors: bool | None = None  # None: chat errors are re-sent, agent ERROR/TIMEOUT kept (zrb)
+    # None: chat errors are re-sent (but a 4xx other than 408/409/429, which cannot succeed as it
+    # is), agent ERROR/TIMEOUT kept (zrb); true: every error but those 4xx; "all": every error
+    retry_errors: Any = None
     max_error_rate: float = 0.5  # exit 3 when a larger share of the run's cells are infrastructure errors
     fail_fast: bool = True  # stop when the first cells all fail to connect or time out (a dead endpoint)
     fail_under: float | None = None

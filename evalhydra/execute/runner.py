@@ -141,7 +141,8 @@ async def execute(
     """
     run_id = run_id or new_run_id(plan)
     total = count_cells(plan) if total is None else total
-    done = store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors)
+    done = store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors,
+                            client_errors=plan.resend_client_errors)
     row = run_row(plan, run_id, total)
     claims = Claims(store.path, run_id, row["started_at"], resend_errors=plan.resend_errors)
     agent = plan.service.kind == "command"

@@ -48,6 +48,7 @@ def _stored_keys(plan: RunPlan) -> set[str]:
         return set()
     store = open_store(plan.store_path, read_only=True)
     try:
-        return store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors)
+        return store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors,
+                            client_errors=plan.resend_client_errors)
     finally:
         store.close()

@@ -110,6 +110,9 @@ def _check_run(run: RunConfig) -> RunConfig:
         raise EvalHydraError(f"run.concurrency={run.concurrency}: must be at least 1.")
     if run.batch_size < 1:
         raise EvalHydraError(f"run.batch_size={run.batch_size}: must be at least 1.")
+    if run.retry_errors not in (None, True, False, "all"):
+        raise EvalHydraError(f"run.retry_errors={run.retry_errors}: must be true, false, null or all.",
+                             "all also re-sends 4xx replies that cannot succeed as sent (400, 401, 404, …).")
     if run.fail_under is not None and not 0 <= run.fail_under <= 1:
         raise EvalHydraError(f"run.fail_under={run.fail_under}: must be in 0..1.")
     if run.fail_under_pass_hat_k is not None and not 0 <= run.fail_under_pass_hat_k <= 1:

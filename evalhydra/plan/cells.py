@@ -68,7 +68,26 @@ def service_result_hash(service: ServiceConfig) -> str:
     endpoint = endpoint_of(service)
     if endpoint:
         parts.append(endpoint)
+    # Later additions join only when they differ from their default, so the keys of cells
+    # stored before them stay the same.
+    later = (("honor_verification_marker", service.honor_verification_marker, True),
+             ("env_prefix", service.env_prefix, "ZRB"), ("mock.fixed_reply", service.mock.fixed_reply, None))
+    parts += [[name, value] for name, value, default in later if value != default]
     return digest(parts)
+
+
+#: How every ``ServiceConfig`` field bears on a cell's identity (``tests/config`` checks the sets
+#: cover every field, so a new one must be placed): hashed by :func:`service_result_hash`; part
+#: of the cell key itself (the service name and the cell's model); the agent CLI a service name
+#: stands for (another CLI is another service); or unable to change a scored result.
+RESULT_FIELDS_HASHED = frozenset({"system_prompt", "params", "provider", "kind", "template", "argv",
+                                  "base_url", "honor_verification_marker", "env_prefix", "mock"})
+RESULT_FIELDS_IN_KEY = frozenset({"name", "default_model", "model", "models"})
+NAMED_BY_THE_SERVICE = frozenset({"cli_name"})
+NOT_RESULT_FIELDS = frozenset({
+    "timeout_ms", "deadline_ms", "timeout_s",  # only whether an error happens (errors are re-sent)
+    "api_key_env", "headers",  # credentials, never hashed (a hash of a secret could be guessed)
+    "retry", "max_concurrency", "rate_limit", "transport", "proxy", "verify", "ca_bundle", "pricing"})
 
 
 def endpoint_of(service: ServiceConfig) -> str:

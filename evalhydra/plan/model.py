@@ -61,5 +61,11 @@ class RunPlan:
         """Whether stored infrastructure errors are sent again: ``run.retry_errors`` when set,
         else yes for chat services and no for agent CLIs (zrb keeps ERROR/TIMEOUT trials)."""
         if self.run.retry_errors is not None:
-            return self.run.retry_errors
+            return bool(self.run.retry_errors)
         return self.service.kind != "command"
+
+    @property
+    def resend_client_errors(self) -> bool:
+        """Whether stored 4xx replies (but 408, 409 and 429) are sent again too: they cannot
+        succeed as they are (a context too long, a bad parameter), so only ``run.retry_errors=all``."""
+        return self.run.retry_errors == "all"

@@ -220,7 +220,7 @@ def _print_totals(store: Store, outcome: Any, stats: Sequence[Mapping[str, Any]]
     reused = _reused_errors(store, outcome.run_id)
     if reused:
         print(f"{reused} stored error{'s' if reused != 1 else ''} reused from earlier runs; "
-              "re-send them with run.retry_errors=true")
+              "re-send them with run.retry_errors=true (a 4xx too: run.retry_errors=all)")
 
 
 def _print_held(outcome: Any) -> None:

@@ -171,16 +171,19 @@ class Store:
             self.db.table("runs").update(run_id, fields)
 
     # -- reads ------------------------------------------------------------
-    def done_keys(self, eval_ids: Sequence[str], service: str, *, retry_errors: bool) -> set[str]:
+    def done_keys(self, eval_ids: Sequence[str], service: str, *, retry_errors: bool,
+                  client_errors: bool = False) -> set[str]:
         """Cell keys already stored for these evals and service.
 
-        With ``retry_errors``, cells whose result is an infrastructure error are
-        left out, so they run again.
+        With ``retry_errors``, cells whose result is an infrastructure error are left
+        out, so they run again; but a 4xx reply that cannot succeed as sent (any but 401,
+        403, 408, 409 and 429) is kept unless ``client_errors`` too.
         """
         marks = ",".join("?" * len(eval_ids))
         sql = f"select cell_key from results where service_name = ? and eval_id in ({marks})"
         if retry_errors:
-            sql += f" and not {INFRA_ERROR_SQL}"
+            keep = "" if client_errors else f" or ({_FINAL_CLIENT_ERROR_SQL})"
+            sql += f" and (not {INFRA_ERROR_SQL}{keep})"
         return {row[0] for row in self.conn.execute(sql, [service, *eval_ids])}
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Iterator[dict[str, Any]]:
@@ -290,6 +293,10 @@ def read_only_uri(path: str | Path) -> str:
     """The SQLite URI that opens ``path`` read-only; ``#``, ``?`` and ``%`` in it are escaped."""
     return Path(path).resolve().as_uri() + "?mode=ro"
 
+
+#: A stored 4xx that a rerun would only get again: not 408 Request Timeout, 409 Conflict or 429,
+#: nor 401/403, which new credentials fix without changing the request.
+_FINAL_CLIENT_ERROR_SQL = "status_code between 400 and 499 and status_code not in (401, 403, 408, 409, 429)"
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 

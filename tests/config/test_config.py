@@ -137,3 +137,33 @@ def test_a_multirun_sweep_dir_is_made_absolute_at_the_drivers_time(tmp_path: Pat
         f"hydra.sweep.dir='{tmp_path}/outputs/multirun/2026-12-03/10-42-05'")
     given = absolute_sweep_dir(["-m", "hydra.sweep.dir=sweep"], now)
     assert given == ["-m", f"hydra.sweep.dir='{tmp_path}/sweep'"]
+
+
+def test_every_service_setting_is_placed_in_or_out_of_a_cells_identity() -> None:
+    """A new ServiceConfig field must be placed: hashed into the cell key, or said not to matter."""
+    from dataclasses import fields
+
+    from evalhydra.config.schema import ServiceConfig
+    from evalhydra.plan.cells import (
+        NAMED_BY_THE_SERVICE,
+        NOT_RESULT_FIELDS,
+        RESULT_FIELDS_HASHED,
+        RESULT_FIELDS_IN_KEY,
+        service_result_hash,
+    )
+
+    placed = [RESULT_FIELDS_HASHED, RESULT_FIELDS_IN_KEY, NAMED_BY_THE_SERVICE, NOT_RESULT_FIELDS]
+    assert sum(len(group) for group in placed) == len(set().union(*placed))  # each field in one group
+    assert {f.name for f in fields(ServiceConfig)} == set().union(*placed)
+    base = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
+    changes = {"system_prompt": "Be terse.", "params": {"temperature": 0.7}, "provider": "azure",
+               "kind": "command", "template": "zrb", "argv": ["x"], "base_url": "http://other/v1",
+               "honor_verification_marker": False, "env_prefix": "OTHER"}
+    for name, value in changes.items():
+        changed = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
+        setattr(changed, name, value)
+        assert service_result_hash(changed) != service_result_hash(base), name
+    replied = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
+    replied.mock.fixed_reply = "OK"
+    assert service_result_hash(replied) != service_result_hash(base)
+    assert {*changes, "mock"} == set(RESULT_FIELDS_HASHED)

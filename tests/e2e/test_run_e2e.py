@@ -119,6 +119,23 @@ def test_a_rerun_heals_stored_errors_unless_told_to_keep_them(tmp_path: Path) ->
 
 
 @pytest.mark.slow
+def test_a_4xx_that_cannot_succeed_is_kept_unless_every_error_is_resent(tmp_path: Path) -> None:
+    registry = numbered_registry(tmp_path / "reg", 4)
+    db = tmp_path / "store.db"
+    with mock_process("--fail-first-n", "2", "--fail-status", "400") as url:
+        first = run_cli(*_args(registry, url, db, "run.concurrency=1"), cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        assert _one(db, "select count(*) from results where status_code = 400") == 2
+        mock_call(url, "config", {"fail_first_n": 0})
+        mock_call(url, "reset", {})
+        kept = run_cli(*_args(registry, url, db), cwd=tmp_path)  # the default: a 400 is not paid twice
+        assert kept.returncode == 0 and chat_requests(url) == 0
+        resent = run_cli(*_args(registry, url, db, "run.retry_errors=all"), cwd=tmp_path)
+        assert resent.returncode == 0 and chat_requests(url) == 2
+    assert _one(db, "select count(*) from results where passed = 1") == 4
+
+
+@pytest.mark.slow
 def test_rate_limit_storm_is_reported_as_errors_not_failures(tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 5)
     db = tmp_path / "store.db"
