@@ -76,6 +76,10 @@ def _models(service: ServiceConfig) -> tuple[str, ...]:
     """The run's models: ``service.models`` (agent CLIs, one pool for all, as zrb's ``--models a,b``),
     else ``service.model`` or the default."""
     listed = tuple(dict.fromkeys(str(m).strip() for m in service.models))
+    if service.model is not None and not service.model.strip():  # service.model='' is no model
+        raise EvalHydraError("service.model: the model name is empty.",
+                             f"Name one (service.model=NAME), or leave it unset for the default "
+                             f"({service.default_model}).")
     if not listed:
         return (service.model or service.default_model,)
     if service.kind != "command":

@@ -28,6 +28,7 @@ from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.compare import is_improvement, is_regression
 from evalhydra.reports.data import ReportData
 from evalhydra.reports.zrb import STATUS_ICONS, status_label, summary_row, trial_details
+from evalhydra.reports.zrb_markdown import failing_section
 
 __all__ = ["comparison_table", "escape_cell", "render_markdown", "render_summary_md", "verdict"]
 
@@ -306,16 +307,26 @@ def _stability(data: ReportData) -> str:
 
 
 def _failing(data: ReportData) -> str:
+    """zrb-llm-evaluator's Failing / Timeout Trials table (its bytes for names without a ``|``),
+    then why each failed."""
+    def label(text: str) -> str:  # zrb's bytes, but a "|" cannot break the table
+        return visible(html.escape(text, quote=False), lines=False).replace("|", r"\|")
+
+    agent = [r["kind"] == "agent" for r in data.failing]  # zrb names an agent trial by model and case
+    trials = [{"model": label(r["model"] if is_agent else _target(r["service_name"], r["model"])),
+               "test_case": label(r["case_id"] if is_agent else _case(r["eval_id"], r["case_id"])),
+               "trial_index": r["run_index"], "status": r["status"], "duration": r["duration"]}
+              for r, is_agent in zip(data.failing, agent, strict=True)]
+    section = failing_section(trials).lstrip("\n").rstrip("\n")
     if not data.failing:
-        return "## Failing / Timeout Trials\n\nNo failing or timeout trials."
+        return section
     rows = [[escape_cell(_target(r["service_name"], r["model"])),
              escape_cell(_case(r["eval_id"], r["case_id"])), str(r["run_index"]),
-             status_label(r["status"]), f"{r['duration']:.1f}",
              escape_cell(r["error_kind"] or r["failure_reason"], 80), escape_cell(r["output"], 80)]
             for r in data.failing]
-    headers = ["Model", "Test Case", "Trial", "Status", "Duration (s)", "Reason", "Output"]
-    return ("## Failing / Timeout Trials\n\n" + _table(rows, headers)
-            + _more(len(rows), data.failing_total, "failing trials"))
+    reasons = _table(rows, ["Model", "Test Case", "Trial", "Reason", "Output"])
+    return (section + _more(len(rows), data.failing_total, "failing trials")
+            + "\n\n### Why they failed\n\n" + reasons)
 
 
 def _checks(details: Any) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from evalhydra.core.text import visible
 from evalhydra.core.values import PASSING
 from evalhydra.reports.zrb import STATUS_ICONS, trial_details
 
-__all__ = ["render_zrb_report"]
+__all__ = ["failing_section", "render_zrb_report"]
 
 Trial = Mapping[str, Any]
 
@@ -200,6 +200,12 @@ def _stability(trials: list[Trial]) -> str:
         verdict = "🟢 STABLE" if passing == total else "🔴 BROKEN" if passing == 0 else "🟡 FLAKY"
         lines.append(f"| {model} | {case} | {passing}/{total} ({passing / total * 100:.0f}%) | {verdict} |\n")
     return "".join(lines)
+
+
+def failing_section(trials: Iterable[Trial]) -> str:
+    """zrb's Failing / Timeout Trials section, byte for byte, for trials in zrb's shape
+    (``model``, ``test_case``, ``trial_index``, ``status``, ``duration``)."""
+    return _failing(sorted(trials, key=_trial_order))
 
 
 def _failing(trials: list[Trial]) -> str:

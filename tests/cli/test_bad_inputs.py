@@ -439,6 +439,8 @@ CATALOGUE: dict[str, Bad] = {
         "alias"
     ),
     "attachment path with a NUL": Bad(_attachment("a\x00b.txt"), "NUL", "relative"),
+    "empty agent model": Bad(_args("service=fake_agent", "eval=agent_cases", "service.model=''"),
+                             "service.model", "Name one"),
     "unusable hydra.run.dir": Bad(_args("hydra.run.dir=/proc/evalhydra-nope"), "/proc/evalhydra-nope",
                                   "hydra.run.dir"),
     "rejudge unknown run": Bad(

@@ -88,7 +88,14 @@ def test_report_md_is_the_document_zrb_renders_from_our_experiment_json(tmp_path
     results = json.loads((out / "results.json").read_text())
     passes = next(t for t in results if t["test_case"] == "passes")
     assert f"| {passes['total_tokens']} | 120 | 30 | 5 |" in ours.replace("**", "")  # Total Tokens as parsed
-    assert (out / "evalhydra_report.md").read_text().startswith("#")  # evalhydra's own report, beside it
+    own = (out / "evalhydra_report.md").read_text()  # evalhydra's own report, beside it
+    assert own.startswith("#") and _failing_table(own) == _failing_table(ours) != []
+
+
+def _failing_table(report: str) -> list[str]:
+    """The lines of the Failing / Timeout Trials table."""
+    section = report.split("## Failing / Timeout Trials\n\n", 1)[1]
+    return [line for line in section.split("\n\n", 1)[0].splitlines() if line.startswith("|")]
 
 
 @pytest.mark.slow
