@@ -158,6 +158,26 @@ def test_evaluate_runs_like_the_command_line(tmp_path: Path) -> None:
     assert not gated.ok and gated.exit_code == 1
 
 
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["eval=smok"], "Did you mean: smoke"),  # Hydra's MissingConfigException
+    (["run.concurency=4"], "concurrency"),  # Hydra's ConfigCompositionException
+])
+def test_evaluate_raises_the_command_lines_error_for_hydras(overrides: list[str], message: str,
+                                                            tmp_path: Path) -> None:
+    with pytest.raises(evalhydra.EvalHydraError, match=message):
+        evalhydra.evaluate(overrides, store__path=str(tmp_path / "api.db"))
+
+
+def test_runs_show_each_runs_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(tmp_path / "api.db")
+    evalhydra.evaluate(["eval=smoke"], store__path=store)
+    evalhydra.evaluate(["eval=smoke", "matcher=regex", "matcher.pattern='^NEVER$'", "run.fail_under=0.5"],
+                       store__path=store)
+    capsys.readouterr()
+    code, out, _ = _cli(capsys, "runs", "--store", store, "--format", "json")
+    assert code == 0 and sorted(r["verdict"] for r in json.loads(out)) == ["gate failed", "passed"]
+
+
 def test_rejudge_from_python_scores_a_run_again_as_a_new_run(tmp_path: Path) -> None:
     store = tmp_path / "api.db"
     first = evalhydra.evaluate(["eval=smoke"], trials=2, store__path=str(store))

@@ -56,6 +56,10 @@ def test_a_concurrency_above_the_services_limit_is_said_once(compose: Compose, u
     err = capsys.readouterr().err
     assert err.count("note: run.concurrency=500, but service 'mock' sends at most 8 requests at once "
                      "(service.max_concurrency); raise it to send more.") == 1
+    quiet = build_plan(compose("service=mock", "service.mock.enabled=false", f"service.base_url={url}",
+                               "service.max_concurrency=8"))  # the default concurrency: nothing to say
+    assert run_plan(quiet, output_dir=tmp_path / "quiet") == 0
+    assert "note: run.concurrency" not in capsys.readouterr().err
 
 
 def test_a_text_attachment_that_is_not_utf8_stops_the_run_before_any_call(compose: Compose,

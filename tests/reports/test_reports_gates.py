@@ -11,6 +11,7 @@ from evalhydra.job.run import publish_run
 from evalhydra.reports.summary import (
     Gates,
     append_step_summary,
+    print_run_summary,
     run_gate,
     store_stats,
     threshold_for,
@@ -20,7 +21,6 @@ from tests.reference.summary import gate_failures, group_stats
 from tests.reports.test_reports_support import result_row, write_run
 
 RUN = "eval-gate-aaaaaaaa"
-
 
 def _rows() -> list[dict[str, object]]:
     """g.a passes 3/4 (one error left out: 3/3), g.b 1/4, h.c 2/4."""
@@ -32,14 +32,12 @@ def _rows() -> list[dict[str, object]]:
                         suggested_fix="Use JSON." if i == 3 else None) for i in range(4)]
     return rows
 
-
 def test_threshold_prefers_eval_then_group_then_fail_under() -> None:
     stat = {"eval": "g.b", "group": "g"}
     assert threshold_for(stat, 0.9, None) == 0.9
     assert threshold_for(stat, 0.9, {"g": 0.5}) == 0.5
     assert threshold_for(stat, 0.9, {"g": 0.5, "g.b": 0.2}) == 0.2
     assert threshold_for(stat, None, {"other": 0.5}) is None
-
 
 def test_gate_failures_prints_the_worst_evals_and_the_top_fix(capsys: pytest.CaptureFixture[str]) -> None:
     rows = _rows()
@@ -50,7 +48,6 @@ def test_gate_failures_prints_the_worst_evals_and_the_top_fix(capsys: pytest.Cap
     assert "top suggested fix: Say only the number." in err
     assert [f["eval"] for f in gate_failures(rows, None, {"h": 0.6})] == ["h.c"]
     assert gate_failures(rows, 0.9, {"g.b": 0.2, "h": 0.5}) == []
-
 
 def test_the_sql_gate_equals_the_row_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = _rows()
@@ -63,7 +60,6 @@ def test_the_sql_gate_equals_the_row_gate(tmp_path: Path, capsys: pytest.Capture
         assert run_gate(store, [RUN], Gates(threshold, per_eval or {})) == expected
         assert capsys.readouterr().err == first
     store.close()
-
 
 def test_the_run_summary_and_the_gate_verdict_go_to_the_github_step_summary(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,3 +78,13 @@ def test_the_run_summary_and_the_gate_verdict_go_to_the_github_step_summary(
     assert "**Gate failed**" in (tmp_path / "out" / "summary.md").read_text()
     monkeypatch.delenv("GITHUB_STEP_SUMMARY")
     assert not append_step_summary(tmp_path / "out")
+
+def test_failing_case_reasons_are_cut_at_a_word(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = open_store(tmp_path / "s.db")
+    reason = "the output did not match the expected answer " * 5
+    write_run(store, RUN, [result_row(RUN, "c1", passed=False, failure_reason=reason)])
+    print_run_summary(store, SimpleNamespace(run_id=RUN, executed=1, skipped=0), tmp_path / "out")
+    store.close()
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "c1 trial 1" in ln)
+    assert line.endswith(" …") and line.split(": ", 1)[1].removesuffix(" …").split()[-1] in reason.split()
+
