@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 __all__ = ["MAX_DEPTH", "DuplicateKeyError", "NumberLiteral", "error_line", "loads", "loads_plain",
-           "too_deep"]
+           "stored", "too_deep"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: Deepest nesting of arrays and objects accepted from outside. Real replies, datasets and
@@ -113,6 +113,24 @@ def loads_plain(text: str | bytes, *, constants: bool = True) -> Any:
     if isinstance(text, bytes):
         text = text.decode("utf-8")
     return _checked(text, (_PLAIN if constants else _NO_CONSTANTS).decode)
+
+
+_UNSET: Any = object()
+
+
+def stored(value: Any, fallback: Any = _UNSET) -> Any:
+    """A JSON column as a store holds it, decoded safely (:func:`loads_plain`).
+
+    Args:
+        value: The column's value: JSON text, or anything else (returned as it is).
+        fallback: What text that is not JSON gives (default: the text itself).
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        return loads_plain(value)
+    except ValueError:
+        return value if fallback is _UNSET else fallback
 
 
 def _checked(text: str, decode: Any) -> Any:

@@ -317,12 +317,7 @@ def trial_rows(conn: sqlite3.Connection, sel: Selection, *, extra: str = "",
 
 
 def _json(text: Any) -> Any:
-    if not isinstance(text, str):
-        return text
-    try:
-        return strictjson.loads_plain(text)
-    except ValueError:
-        return text
+    return strictjson.stored(text)
 
 
 def _decode(row: dict[str, Any]) -> dict[str, Any]:

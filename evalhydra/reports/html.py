@@ -238,9 +238,5 @@ def _cap(text: Any) -> str:
 
 
 def _json(text: Any) -> Any:
-    if not isinstance(text, str):
-        return text
-    try:
-        return strictjson.loads_plain(text)
-    except ValueError:
-        return None
+    """A stored JSON column, decoded safely (None when it is not JSON)."""
+    return strictjson.stored(text, None)

@@ -184,12 +184,7 @@ def _zrb_config(runs: list[dict[str, Any]], trials: list[dict[str, Any]]) -> dic
 
 def _json(value: Any) -> Any:
     """A stored JSON column, decoded safely (None when it is not JSON)."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return strictjson.loads_plain(value)
-    except ValueError:
-        return None
+    return strictjson.stored(value, None)
 
 
 def write_agent_artifacts(experiment: dict[str, Any], out_dir: Path) -> list[Path]:
