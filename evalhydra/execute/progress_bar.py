@@ -24,25 +24,32 @@ if TYPE_CHECKING:
 __all__ = ["TerminalBar"]
 
 
-#: Terminal widths at which the bar keeps its full counts, a compact form of them, or none.
-_FULL_COUNTS, _SHORT_COUNTS = 130, 100
+#: Widths the counts take: in full (rate, passed, failed, errors, resumed) and compact (✓ ✗ !).
+_FULL_COUNTS, _SHORT_COUNTS = 80, 16
+_MIN_BAR, _MAX_BAR = 10, 40
 
 
 class TerminalBar:
     """The terminal bar: ``rich`` redraws it; :class:`Progress` feeds it the counts.
 
-    It fits the terminal: as the width shrinks, the counts become compact, then go, and the
-    bar narrows; the label (a service name is data, not markup) and the ETA always stay.
+    It fits the terminal: as the width shrinks, the bar narrows, the counts become compact,
+    then go; the label (a service name is data, not markup), the count of cells, the elapsed
+    time and the ETA always stay.
     """
 
     def __init__(self, total: int, stream: TextIO, label: str) -> None:
         console = Console(file=stream)
-        self.width = console.width
         short = textwrap.shorten(label.strip() or "eval", 24, placeholder="…")
+        # label, "done/total", elapsed, "eta", remaining, and the spaces between the columns
+        fixed = len(short) + 2 * len(str(total)) + 1 + 7 + 3 + 7 + 7
+        room = console.width - fixed
+        self.counts = ("full" if room >= _FULL_COUNTS + _MIN_BAR
+                       else "short" if room >= _SHORT_COUNTS + _MIN_BAR else "")
+        taken = {"full": _FULL_COUNTS, "short": _SHORT_COUNTS, "": 0}[self.counts]
         columns: list[ProgressColumn] = [
-            TextColumn(escape(short)), BarColumn(bar_width=max(10, min(40, self.width - 60))),
+            TextColumn(escape(short)), BarColumn(bar_width=max(_MIN_BAR, min(_MAX_BAR, room - taken - 1))),
             MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()]
-        if self.width >= _SHORT_COUNTS:
+        if self.counts:
             columns.append(TextColumn("{task.fields[counts]}"))
         self.progress = RichProgress(*columns, console=console, transient=False)
         self.task = self.progress.add_task("cells", total=total, counts="")
@@ -51,7 +58,7 @@ class TerminalBar:
     def show(self, state: Progress) -> None:
         """Redraw the bar with ``state``'s counts."""
         elapsed = max(time.monotonic() - state.started, 1e-9)
-        if self.width >= _FULL_COUNTS:
+        if self.counts == "full":
             counts = (f"{state.done / elapsed:.1f} cells/s  passed {state.passed}  failed {state.failed}  "
                       f"errors {state.errors}  resumed {state.skipped}")
         else:

@@ -203,7 +203,7 @@ CATALOGUE: dict[str, Bad] = {
     "wrong type": Bad(_args("trials=abc"), "trials=abc", "integer"),
     "wrong type nested": Bad(_args("run.concurrency=many"), "run.concurrency=many", "integer"),
     "unparsable override": Bad(_args("trials=[1"), "trials=[1", "override"),
-    "unknown subcommand": Bad(_args("run", "eval=smoke"), "'run'", "Did you mean: runs?"),
+    "unknown subcommand": Bad(_args("rnus", "eval=smoke"), "'rnus'", "Did you mean: runs?"),
     "unknown matcher group": Bad(_args("matcher=exact"), "matcher=exact", "Did you mean: exact_match"),
     "unknown report format": Bad(_args("report=[pdf]"), "report", "Use any of:"),
     "missing config dir": Bad(

@@ -43,7 +43,7 @@ USAGE_ERRORS = {
     "unknown key": (["trails=3"], "trails: no such config key.", "Did you mean: trials?"),
     "unknown nested key": (["run.concurency=3"], "run.concurency: no such config key.",
                            "Did you mean: concurrency?"),
-    "unknown subcommand": (["run", "eval=smoke"], "'run' is neither a subcommand nor an override",
+    "unknown subcommand": (["rnus", "eval=smoke"], "'rnus' is neither a subcommand nor an override",
                            "Did you mean: runs?"),
     "unparsable override": (["trials=[1"], "cannot parse override 'trials=[1'", None),
     "missing config dir": (["--config-dir", "/nonexistent/conf"],
@@ -173,7 +173,7 @@ def test_the_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert proc.returncode == 0
     final = screen.strip().splitlines()[-2]  # the bar's last frame, above the summary
     assert "0/100" in screen and "━" in screen and "eta" in screen
-    assert "passed 100  failed 0  errors 0" in screen, final
+    assert "✓100 ✗0 !0" in screen, final  # a terminal of 80 columns: the compact counts
 
 
 def test_a_dead_endpoint_stops_the_run_after_its_first_cells(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ def _frame(width: int, label: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return ANSI.sub("", stream.getvalue())
 
 
-@pytest.mark.parametrize("width", [80, 100, 160])
+@pytest.mark.parametrize("width", [60, 80, 100, 160])
 def test_the_label_and_the_eta_survive_every_width(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
     text = _frame(width, "[mock_slow] ", monkeypatch)
     last = [line for line in text.splitlines() if line.strip()][-1]
@@ -33,6 +33,8 @@ def test_the_label_and_the_eta_survive_every_width(width: int, monkeypatch: pyte
     assert "…" not in last and len(last) <= width
 
 
-def test_wide_terminals_get_the_full_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_counts_shrink_before_they_go(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "cells/s" in _frame(160, "mock", monkeypatch)
-    assert "cells/s" not in _frame(100, "mock", monkeypatch) and "✓" in _frame(100, "mock", monkeypatch)
+    narrow = _frame(80, "mock", monkeypatch)
+    assert "cells/s" not in narrow and "✓860 ✗404 !26" in narrow
+    assert "✓" not in _frame(60, "mock", monkeypatch) and "eta" in _frame(60, "mock", monkeypatch)
