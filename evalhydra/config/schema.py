@@ -51,6 +51,14 @@ class RateLimitConfig:
 
 
 @dataclass
+class ReasoningConfig:
+    """How a reasoning model's thinking is taken out of its answer before scoring."""
+
+    parse: bool = True  # false: score the reply's content as it is, thinking and all
+    tags: list[str] = field(default_factory=lambda: ["<think>", "</think>"])  # an inline block's tags
+
+
+@dataclass
 class PricingConfig:
     """USD per million tokens."""
 
@@ -112,6 +120,7 @@ class ServiceConfig:
     params: dict[str, Any] = field(default_factory=dict)
     rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)
     pricing: PricingConfig = field(default_factory=PricingConfig)
+    reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
     mock: MockConfig = field(default_factory=MockConfig)
     # kind: command (agent CLIs, issue 6)
     cli_name: str | None = None

@@ -154,12 +154,14 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    reasoning_tokens: int = 0  # of the completion tokens, those spent thinking
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.cached_tokens + other.cached_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -215,6 +217,8 @@ class Completion:
     error_detail: str | None = None  # more than the seed's reason says (a render error's file and byte)
     attempts: tuple[AttemptRecord, ...] = ()
     cost_usd: float = 0.0
+    reasoning: str | None = None  # the thinking taken out of ``output`` (a reasoning model's)
+    reasoning_finished: bool = True  # False: the thinking was cut before any answer
 
     @property
     def ok(self) -> bool:

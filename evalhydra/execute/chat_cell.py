@@ -24,6 +24,7 @@ from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import Service
+from evalhydra.services.openai.reasoning import NOT_FINISHED
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow
 
@@ -128,6 +129,8 @@ class ChatCellRunner:
             details = {"error_detail": completion.error_detail} if completion.error_detail else None
             return MatchResult(passed=False, score=0.0, reason=completion.error_message,
                                error_kind=completion.error_kind, details=details)
+        if not completion.reasoning_finished:  # thinking cut by max_tokens: no answer to score
+            return MatchResult(passed=False, score=0.0, reason=NOT_FINISHED)
         ctx = MatchContext(case=job.case, output=completion.output, tool_calls=completion.tool_calls)
         return await self.matchers[job.eval.id](ctx)
 

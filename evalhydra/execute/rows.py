@@ -69,6 +69,7 @@ def chat_row(
         model=requested_model,
         requested_model=requested_model,
         reply_model=completion.model if completion.ok else None,
+        reasoning=completion.reasoning,
         run_index=job.trial,
         case_id=case.id,
         kind="chat",
@@ -101,6 +102,7 @@ def _accounting_fields(
             "prompt_tokens": candidate.usage.prompt_tokens,
             "completion_tokens": candidate.usage.completion_tokens,
             "cached_tokens": candidate.usage.cached_tokens,
+            "reasoning_tokens": candidate.usage.reasoning_tokens or None,
             "cost_usd": candidate.cost_usd,
         }
     judge = match.judge
@@ -119,6 +121,7 @@ def _accounting_fields(
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "cached_tokens": usage.cached_tokens,
+        "reasoning_tokens": usage.reasoning_tokens or None,
         "judge_prompt_tokens": judge_usage.prompt_tokens if judges else None,
         "judge_completion_tokens": judge_usage.completion_tokens if judges else None,
         "cost_usd": sum(c.cost_usd for c in candidates),

@@ -140,6 +140,10 @@ def _check_service(svc: ServiceConfig, registry: Registry) -> ServiceConfig:
         where += f" ({registry.root / 'services.json'})"
     if svc.kind not in ("openai", "command"):
         raise EvalHydraError(f"{where}: service.kind={svc.kind} is unknown.", "Use openai or command.")
+    tags = list(svc.reasoning.tags)
+    if len(tags) != 2 or not all(isinstance(t, str) and t.strip() for t in tags):
+        raise EvalHydraError(f"{where}: service.reasoning.tags={tags} must be two tags, opening and closing.",
+                             "e.g. 'service.reasoning.tags=[\"<think>\",\"</think>\"]'")
     _check_ranges(where, {
         "service.timeout_ms": (svc.timeout_ms, 1, None),
         "service.deadline_ms": (svc.deadline_ms, 1, None),

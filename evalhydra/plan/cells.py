@@ -71,7 +71,9 @@ def service_result_hash(service: ServiceConfig) -> str:
     # Later additions join only when they differ from their default, so the keys of cells
     # stored before them stay the same.
     later = (("honor_verification_marker", service.honor_verification_marker, True),
-             ("env_prefix", service.env_prefix, "ZRB"), ("mock.fixed_reply", service.mock.fixed_reply, None))
+             ("env_prefix", service.env_prefix, "ZRB"), ("mock.fixed_reply", service.mock.fixed_reply, None),
+             ("reasoning.parse", service.reasoning.parse, True),
+             ("reasoning.tags", list(service.reasoning.tags), ["<think>", "</think>"]))
     parts += [[name, value] for name, value, default in later if value != default]
     return digest(parts)
 
@@ -81,7 +83,8 @@ def service_result_hash(service: ServiceConfig) -> str:
 #: of the cell key itself (the service name and the cell's model); the agent CLI a service name
 #: stands for (another CLI is another service); or unable to change a scored result.
 RESULT_FIELDS_HASHED = frozenset({"system_prompt", "params", "provider", "kind", "template", "argv",
-                                  "base_url", "honor_verification_marker", "env_prefix", "mock"})
+                                  "base_url", "honor_verification_marker", "env_prefix", "mock",
+                                  "reasoning"})
 RESULT_FIELDS_IN_KEY = frozenset({"name", "default_model", "model", "models"})
 NAMED_BY_THE_SERVICE = frozenset({"cli_name"})
 NOT_RESULT_FIELDS = frozenset({

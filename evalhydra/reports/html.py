@@ -49,7 +49,7 @@ _TRIALS_SQL = f"""select eval_id, case_id, service_name, coalesce(model, '') as 
   substr(coalesce(ideal, ''), 1, {TEXT_CAP + 1}) as ideal,
   substr(coalesce(output, ''), 1, {TEXT_CAP + 1}) as output,
   failure_reason, error_kind, feedback, rubric_scores, judge_model, judge_status_code, status_code,
-  reply_model,
+  reply_model, substr(coalesce(reasoning, ''), 1, {TEXT_CAP + 1}) as reasoning,
   attempt_count, latency_ms, coalesce(prompt_tokens, 0) + coalesce(judge_prompt_tokens, 0) as tin,
   coalesce(completion_tokens, 0) + coalesce(judge_completion_tokens, 0) as tout,
   coalesce(cost_usd, 0) + coalesce(judge_cost_usd, 0) as cost, kind, tool_calls, details,
@@ -174,7 +174,7 @@ def _trial(row: Mapping[str, Any], attempts: list[list[Any]], root: Path | None)
     optional = {"r": _cap(row["failure_reason"]), "ek": row["error_kind"], "fb": _cap(row["feedback"]),
                 "rs": _json(row["rubric_scores"]), "jm": row["judge_model"],
                 "js": _number(row["judge_status_code"]), "hs": _number(row["status_code"]),
-                "rm": reply_model, "a": attempts or None}
+                "rm": reply_model, "rz": _cap(row["reasoning"]), "a": attempts or None}
     trial.update({k: v for k, v in optional.items() if v not in (None, "", [], {})})
     if row["kind"] == "agent":
         trial.update(_agent_extras(row, root))

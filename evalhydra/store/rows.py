@@ -111,6 +111,8 @@ class ResultRow:
     case_hash: str | None = None
     evaluated_at: str | None = None
     reply_model: str | None = None  # the model the reply named (``model`` is the one asked for)
+    reasoning: str | None = None  # a reasoning model's thinking, taken out of ``output``
+    reasoning_tokens: int | None = None  # of ``completion_tokens``, those spent thinking
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> ResultRow:

@@ -79,6 +79,8 @@ RESULT_COLUMNS: dict[str, type] = {
     "case_hash": str,
     "evaluated_at": str,
     "reply_model": str,
+    "reasoning": str,
+    "reasoning_tokens": int,
 }
 
 
@@ -313,8 +315,17 @@ def _migration_9(db: sqlite_utils.Database) -> None:
                     " and requested_model is not null and model is not requested_model")
 
 
+def _migration_10(db: sqlite_utils.Database) -> None:
+    """``results.reasoning`` and ``results.reasoning_tokens``: a reasoning model's thinking, taken
+    out of the scored answer, and the completion tokens it took."""
+    columns = {row[1] for row in db.conn.execute("pragma table_info(results)")}
+    for name, kind in (("reasoning", "text"), ("reasoning_tokens", "integer")):
+        if name not in columns:
+            db.conn.execute(f"alter table results add column {name} {kind}")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
-    _migration_8, _migration_9,
+    _migration_8, _migration_9, _migration_10,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

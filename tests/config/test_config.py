@@ -143,7 +143,7 @@ def test_every_service_setting_is_placed_in_or_out_of_a_cells_identity() -> None
     """A new ServiceConfig field must be placed: hashed into the cell key, or said not to matter."""
     from dataclasses import fields
 
-    from evalhydra.config.schema import ServiceConfig
+    from evalhydra.config.schema import ReasoningConfig, ServiceConfig
     from evalhydra.plan.cells import (
         NAMED_BY_THE_SERVICE,
         NOT_RESULT_FIELDS,
@@ -166,4 +166,8 @@ def test_every_service_setting_is_placed_in_or_out_of_a_cells_identity() -> None
     replied = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
     replied.mock.fixed_reply = "OK"
     assert service_result_hash(replied) != service_result_hash(base)
-    assert {*changes, "mock"} == set(RESULT_FIELDS_HASHED)
+    for reasoning in ({"parse": False}, {"tags": ["<reason>", "</reason>"]}):
+        thinking = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
+        thinking.reasoning = ReasoningConfig(**reasoning)  # type: ignore[arg-type]
+        assert service_result_hash(thinking) != service_result_hash(base), reasoning
+    assert {*changes, "mock", "reasoning"} == set(RESULT_FIELDS_HASHED)

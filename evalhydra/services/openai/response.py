@@ -6,6 +6,7 @@ from typing import Any
 
 from evalhydra.core import strictjson
 from evalhydra.core.values import ToolCall, Usage, immutable
+from evalhydra.services.openai.reasoning import split_reasoning
 
 __all__ = ["ChatAnswer", "InvalidResponseError", "parse_chat_response", "upstream_error_message"]
 
@@ -18,6 +19,8 @@ class ChatAnswer:
     model: str
     tool_calls: tuple[ToolCall, ...]
     usage: Usage
+    reasoning: str | None = None
+    reasoning_finished: bool = True
 
 
 class InvalidResponseError(Exception):
@@ -37,8 +40,10 @@ def _parse_usage(data: dict[str, Any]) -> Usage:
         return Usage()
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if type(details) is dict else 0
+    completion = usage.get("completion_tokens_details")
+    thinking = completion.get("reasoning_tokens") if type(completion) is dict else 0
     return Usage(_nonneg_int(usage.get("prompt_tokens")), _nonneg_int(usage.get("completion_tokens")),
-                 _nonneg_int(cached))
+                 _nonneg_int(cached), _nonneg_int(thinking))
 
 
 def _parse_tool_calls(message: dict[str, Any]) -> tuple[ToolCall, ...] | None:
@@ -71,12 +76,15 @@ def _first_message(data: Any) -> dict[str, Any]:
     return message
 
 
-def parse_chat_response(body: bytes, requested_model: str) -> ChatAnswer:
+def parse_chat_response(body: bytes, requested_model: str,
+                        reasoning_tags: tuple[str, str] | None = None) -> ChatAnswer:
     """Parse a 2xx chat-completions body.
 
     Args:
         body: The raw body.
         requested_model: Used when the body names no model.
+        reasoning_tags: When given, a reasoning model's thinking is taken out of the answer
+            (:func:`~evalhydra.services.openai.reasoning.split_reasoning`).
 
     Returns:
         The answer: content (null → ""), model, tool calls, usage.
@@ -104,7 +112,11 @@ def parse_chat_response(body: bytes, requested_model: str) -> ChatAnswer:
         raise InvalidResponseError("MalformedSuccessPayload")
     model = data.get("model")
     model = model if isinstance(model, str) and model else requested_model
-    return ChatAnswer(content, model, tool_calls or (), _parse_usage(data))
+    if reasoning_tags is None:
+        return ChatAnswer(content, model, tool_calls or (), _parse_usage(data))
+    split = split_reasoning(message, content, reasoning_tags)
+    return ChatAnswer(split.answer, model, tool_calls or (), _parse_usage(data), split.reasoning,
+                      split.finished)
 
 
 def upstream_error_message(body: bytes) -> str:

@@ -112,6 +112,9 @@ class OpenAICompatService:
         self.config = config
         self.registry_root = registry_root
         static, self._dynamic_headers = split_headers(config.headers)
+        tags = [str(t) for t in config.reasoning.tags]
+        #: The inline thinking block's tags; None leaves the reply's content as it is.
+        self._reasoning_tags = (tags[0], tags[1]) if config.reasoning.parse and len(tags) == 2 else None
         #: Every configured header value is masked when echoed, whatever its origin (a literal, or
         #: an ``${oc.env:…}`` that OmegaConf resolved before the service saw it).
         self._static_secrets = [v.strip() for v in static.values() if len(v.strip()) >= MIN_SECRET_LENGTH]
@@ -282,7 +285,7 @@ class OpenAICompatService:
         if raw is None:
             return _invalid(status, "ResponseTooLarge")
         try:
-            answer = parse_chat_response(raw, model)
+            answer = parse_chat_response(raw, model, self._reasoning_tags)
         except InvalidResponseError as exc:
             return _invalid(status, str(exc.args[0]))
         if self._rate.counts_tokens:
@@ -315,6 +318,8 @@ class OpenAICompatService:
             latency_ms=outcome.latency_ms,
             attempts=tuple(outcome.attempts),
             cost_usd=cost_usd(answer.usage, self.config.pricing),
+            reasoning=answer.reasoning,
+            reasoning_finished=answer.reasoning_finished,
         )
 
     async def aclose(self) -> None:
