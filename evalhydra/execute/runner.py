@@ -276,7 +276,8 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
         try:
             async with trio.open_nursery() as helpers:
                 async with open_runner(helpers) as runner:
-                    watch = DeadEndpointWatch(FAIL_FAST_CELLS if plan.run.fail_fast else 0)
+                    chat = plan.service.kind != "command"  # an agent's TIMEOUT is no dead endpoint
+                    watch = DeadEndpointWatch(FAIL_FAST_CELLS if plan.run.fail_fast and chat else 0)
                     work = _Work(plan, outcome.run_id, runner, rows, outcome, progress, watch)
                     with work_scope:
                         await _work(work, source)

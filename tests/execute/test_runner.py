@@ -119,3 +119,22 @@ def test_dataset_errors_stop_the_run_before_any_call(compose: Compose, tmp_path:
     with pytest.raises(EvalHydraError, match=r"test\.jsonl:4: invalid JSON"):
         count_cells(plan)
     assert not plan.store_path.exists()
+
+
+def test_a_dead_endpoint_watch_trips_only_before_any_answer() -> None:
+    from evalhydra.execute.runner import DeadEndpointWatch
+    from evalhydra.store.rows import ResultRow
+
+    def row(kind: str | None) -> ResultRow:
+        return ResultRow(cell_key="k", run_id="r", group="g", eval_id="e", service_name="s", model="m",
+                         run_index=1, case_id="c", kind="chat", status="ERROR" if kind else "PASS",
+                         passed=kind is None, error_kind=kind,
+                         failure_reason="ConnectError" if kind else None)
+
+    watch = DeadEndpointWatch(3)
+    assert not watch.saw(row("connect_error")) and not watch.saw(row("timeout"))
+    assert watch.saw(row("connect_error")) and watch.reason == "ConnectError"
+    alive = DeadEndpointWatch(2)
+    assert not alive.saw(row(None))  # one answer: the endpoint lives, whatever follows
+    assert not any(alive.saw(row("timeout")) for _ in range(5))
+    assert not any(DeadEndpointWatch(0).saw(row("timeout")) for _ in range(5))  # run.fail_fast=false
