@@ -3,8 +3,10 @@
 * :mod:`~evalhydra.cli.commands`: the subcommand table.
 * :mod:`~evalhydra.cli.app`: ``@hydra.main``; :mod:`~evalhydra.cli.jobs`: a Hydra job's entry
   and the exit codes a sweep's jobs leave.
-* :mod:`~evalhydra.cli.store_commands`: ``runs``, ``report``, ``compare``, ``query``, ``results``,
-  ``merge``, ``list``; :mod:`~evalhydra.cli.rejudge`: ``rejudge``.
+* :mod:`~evalhydra.cli.store_commands`: ``runs``, ``report``, ``view``, ``compare``, ``results``,
+  ``merge``, ``list``; :mod:`~evalhydra.cli.query`: ``query``; :mod:`~evalhydra.cli.power`:
+  ``power``; :mod:`~evalhydra.cli.rejudge`: ``rejudge``; :mod:`~evalhydra.cli.store_access`:
+  what they share (``--store``, ``--format``, targets).
 * :mod:`~evalhydra.cli.callbacks`: the sweep report when a multirun ends.
 * :mod:`~evalhydra.cli.startup`: run first, by this package's import (so also in a
   launcher's worker process, which imports :mod:`~evalhydra.cli.app` directly).

@@ -1,6 +1,7 @@
-"""Subcommands over the store: ``runs``, ``report``, ``compare``, ``query``, ``results``,
-``merge``, ``list`` (names and help in :mod:`evalhydra.cli.commands`; ``rejudge`` is
-:mod:`evalhydra.cli.rejudge`).
+"""Subcommands over the store: ``runs``, ``report``, ``view``, ``compare``, ``results``, ``merge``,
+``list``, and the table of all of them with ``query`` (:mod:`evalhydra.cli.query`) and ``power``
+(:mod:`evalhydra.cli.power`). Names and help are in :mod:`evalhydra.cli.commands`; ``rejudge`` is
+:mod:`evalhydra.cli.rejudge`.
 
 They are plain argparse commands (Hydra owns the run itself). Each takes
 ``--store PATH`` (default: the configured ``store.path``) and exits 0 on
@@ -11,47 +12,33 @@ usage or user error.
 from __future__ import annotations
 
 import argparse
-import csv
 import inspect
-import io
-import json
 import os
-import sqlite3
 import sys
 import textwrap
-import time
 import webbrowser
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tabulate import tabulate, tabulate_formats
-
 from evalhydra.cli.callbacks import sweep_run_ids
 from evalhydra.cli.catalog import eval_rows, service_rows
 from evalhydra.cli.commands import STORE_COMMANDS, CommandParser
-from evalhydra.config.defaults import DEFAULT_STORE_PATH
+from evalhydra.cli.power import cmd_power, configure_power
+from evalhydra.cli.query import cmd_query, configure_query
+from evalhydra.cli.store_access import add_format, add_store, format_rows, fraction, open_read_only, target_of
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.text import visible
 from evalhydra.job.exit_codes import ExitCode
 from evalhydra.registry.definitions import load_registry, registry_origin, resolve_registry_root
 from evalhydra.reports.comparecmd import Target, compare, parse_target, regressions, render
-from evalhydra.reports.powercmd import Assumptions, power_report, render_power
 from evalhydra.reports.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQL, select_runs
 from evalhydra.reports.writer import REPORT_FILES, normalize_formats, write_run_reports
-from evalhydra.store.db import Store, open_store, read_only_uri
+from evalhydra.store.db import Store
 from evalhydra.store.merge import merge_stores
 from evalhydra.store.rows import RESULT_STATUSES, infra_error_sql
-from evalhydra.store.schema import SCHEMA_VERSION
 
 __all__ = ["main"]
-
-
-def _add_store(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store", default=DEFAULT_STORE_PATH, metavar="PATH",
-        help=f"SQLite store (default: {DEFAULT_STORE_PATH})"
-    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         fn = HANDLERS[name]
         command = sub.add_parser(name, help=help_text, description=inspect.cleandoc(fn.__doc__ or help_text),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-        _add_store(command)
+        add_store(command)
         CONFIGURE[name](command)
         command.set_defaults(handler=fn)
     return parser
@@ -79,26 +66,6 @@ def main(argv: Sequence[str]) -> int:
         return ExitCode.USAGE
 
 
-def _open(args: argparse.Namespace) -> Store:
-    """Open the store read-only, first migrating an older (writable) store in place."""
-    path = Path(args.store).expanduser()
-    if _behind(path) and os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
-        open_store(path).close()
-    return open_store(path, read_only=True)
-
-
-def _behind(path: Path) -> bool:
-    if not path.exists():
-        return False
-    conn = sqlite3.connect(read_only_uri(path), uri=True)
-    try:
-        return int(conn.execute("pragma user_version").fetchone()[0]) < SCHEMA_VERSION
-    except sqlite3.Error:
-        return False
-    finally:
-        conn.close()
-
-
 # -- runs ---------------------------------------------------------------------
 def cmd_runs(args: argparse.Namespace) -> int:
     """List past runs, newest first: id, start time, evals, services, cells, pass rate
@@ -107,7 +74,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     Example: evalhydra runs --limit 10 --format github
     """
-    store = _open(args)
+    store = open_read_only(args)
     err = infra_error_sql("r.")
     sql = f"""
         select ru.run_id, ru.started_at, group_concat(distinct r.eval_id) as evals,
@@ -118,7 +85,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         left join results r on r.cell_key = rc.cell_key
         group by ru.run_id order by ru.started_at desc, ru.run_id limit ?"""
     rows = list(store.query(sql, [args.limit]))
-    print(_format(rows, args.format) if rows else "No runs yet.")
+    print(format_rows(rows, args.format) if rows else "No runs yet.")
     return ExitCode.OK
 
 
@@ -128,7 +95,7 @@ _VERDICT_SQL = ("case ru.exit_code when 0 then 'passed' when 1 then 'gate failed
 
 def _cfg_runs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=20, help="most runs listed (default: 20)")
-    _add_format(p)
+    add_format(p)
 
 
 # -- report -------------------------------------------------------------------
@@ -144,7 +111,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     Example: evalhydra report latest --format md,junit --out outputs/report
     """
     formats = normalize_formats(args.format)
-    store = _open(args)
+    store = open_read_only(args)
     ids = store.resolve_run_ids(args.run_ids) if args.run_ids else []
     if args.sweep:
         ids += sweep_run_ids(store, Path(args.sweep).resolve())
@@ -171,10 +138,10 @@ def cmd_view(args: argparse.Namespace) -> int:
       evalhydra view --sweep outputs/multirun/2026-11-29/22-40-52
       evalhydra view --compare eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b
     """
-    store = _open(args)
+    store = open_read_only(args)
     comparison = None
     if args.compare:
-        base, cand = (_target(store, text) for text in args.compare)
+        base, cand = (target_of(store, text) for text in args.compare)
         comparison = compare(store.conn, base, cand).to_json()
         ids = [*base.runs, *(r for r in cand.runs if r not in base.runs)]
     else:
@@ -189,11 +156,6 @@ def cmd_view(args: argparse.Namespace) -> int:
     if _can_open_a_browser():
         webbrowser.open(page.resolve().as_uri())
     return ExitCode.OK
-
-
-def _target(store: Store, text: str) -> Target:
-    run, service, model = parse_target(text)
-    return Target(text, tuple(store.resolve_run_ids([run])) if run else (), service, model)
 
 
 def _can_open_a_browser() -> bool:
@@ -247,7 +209,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
       evalhydra compare @vllm:qwen3-8b @vllm:qwen3-32b --format md
       evalhydra compare @openai:gpt-4.1 @openai:gpt-4.1-mini --eval smoke.reply_ok
     """
-    store = _open(args)
+    store = open_read_only(args)
     base, cand = _compare_targets(store, args)
     result = compare(store.conn, base, cand, args.eval or (), min_detectable_drop=args.min_detectable)
     print(visible(render(result, args.format, args.limit)))
@@ -295,180 +257,9 @@ def _cfg_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=50, help="cases listed per eval (default: 50)")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 if the candidate is significantly worse (Holm-adjusted p < 0.05)")
-    p.add_argument("--min-detectable", type=_fraction, default=0.05, metavar="DROP",
+    p.add_argument("--min-detectable", type=fraction, default=0.05, metavar="DROP",
                    help="say when the comparison cannot detect a drop this large at 80%% power"
                         " (a fraction; default 0.05 = 5 points)")
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: give a fraction in (0, 1), e.g. 0.05 for 5 points")
-    return value
-
-
-# -- power --------------------------------------------------------------------
-def cmd_power(args: argparse.Namespace) -> int:
-    """How many cases × trials a comparison needs to detect a drop at a given power.
-
-    With BASELINE CANDIDATE (targets as for compare), the variance comes from
-    their stored per-case differences; with one TARGET, from its per-case pass
-    fractions and an assumed correlation between two models' per-case pass
-    probabilities (--correlation); with none, from --pass-rate, --case-sd and
-    --correlation alone. More trials shrink only the within-case noise; only
-    more cases shrink the between-case spread.
-
-    Examples:
-      evalhydra power latest --drop 0.05
-      evalhydra power eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b --trials 1,5,10
-      evalhydra power --pass-rate 0.8 --drop 0.03
-    """
-    if len(args.targets) > 2:
-        raise EvalHydraError("power takes at most two targets (BASELINE CANDIDATE).",
-                             "See: evalhydra power --help")
-    store = _open(args) if args.targets else None
-    targets = [_target(store, t) for t in args.targets] if store else []
-    assume = Assumptions(args.pass_rate, args.case_sd, args.correlation)
-    doc = power_report(store.conn if store else None, targets, evals=args.eval or (), drop=args.drop,
-                       power=args.power, trials=args.trials, assume=assume)
-    print(render_power(doc, args.format))
-    return ExitCode.OK
-
-
-def _trial_counts(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text}: give trial counts like 1,3,5,10") from None
-
-
-def _cfg_power(p: argparse.ArgumentParser) -> None:
-    p.add_argument("targets", nargs="*", metavar="TARGET", help="none, one target, or BASELINE CANDIDATE")
-    p.add_argument("--eval", action="append", metavar="ID", help="only this eval (repeatable)")
-    p.add_argument("--drop", type=_fraction, default=0.05, help="drop to detect (default 0.05 = 5 points)")
-    p.add_argument("--power", type=float, default=0.8, help="power (default 0.8)")
-    p.add_argument("--trials", type=_trial_counts, default=[1, 3, 5, 10],
-                   help="trial counts (default 1,3,5,10)")
-    p.add_argument("--pass-rate", type=_fraction, default=0.7, help="assumed pass rate with no target (0.7)")
-    p.add_argument("--case-sd", type=float, default=None,
-                   help="assumed SD of per-case pass probabilities (default: √(p(1−p)/2))")
-    p.add_argument("--correlation", type=float, default=0.5,
-                   help="assumed correlation of two models' per-case pass probabilities (0.5)")
-    p.add_argument("--format", default="text", choices=["text", "json"])
-
-
-# -- query --------------------------------------------------------------------
-_READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
-                 sqlite3.SQLITE_RECURSIVE}
-_TABLE_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
-                  "foreign_key_list"}
-_VALUE_PRAGMAS = {"table_list", "database_list", "collation_list", "function_list", "pragma_list",
-                  "compile_options", "user_version", "schema_version", "page_count", "page_size"}
-
-
-def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
-    """SQLite authorizer: reads only (SELECT, WITH, read-only PRAGMAs).
-
-    SQLite reports reading the schema for a table-valued pragma such as
-    ``pragma_table_info('runs')`` as an update of ``sqlite_master``; that is
-    allowed (the connection is read-only anyway).
-    """
-    if action in _READ_ACTIONS or (action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master"):
-        return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_PRAGMA and (arg1 in _TABLE_PRAGMAS or (arg1 in _VALUE_PRAGMAS
-                                                                        and arg2 is None)):
-        return sqlite3.SQLITE_OK
-    return sqlite3.SQLITE_DENY
-
-
-def cmd_query(args: argparse.Namespace) -> int:
-    """Run read-only SQL against the store: the database is opened read-only and only
-    SELECT (WITH, EXPLAIN, read-only PRAGMAs) may run; anything else fails with exit 2.
-
-    Rows are streamed as SQLite returns them with --format csv, json or jsonl; a table
-    format shows at most --max-rows. A query running longer than --timeout seconds
-    (default 60) is stopped (exit 2).
-
-    Views: run_eval_stats, run_pass_rates, latest_results, failures, case_flakiness,
-    eval_stats, run_summary, run_results.
-
-    Example: evalhydra query "select * from run_pass_rates order by started_at desc" --format github
-    """
-    store = _open(args)
-    store.conn.set_authorizer(_authorize)
-    _time_limit(store.conn, args.timeout)
-    try:
-        cursor = store.conn.execute(args.sql)
-        names = [d[0] for d in cursor.description or ()]
-        if not names:
-            print("(no result set)")
-        elif args.format in ("csv", "json", "jsonl"):
-            _stream(cursor, names, args.format)
-        else:
-            rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchmany(args.max_rows + 1)]
-            print(_format(rows[: args.max_rows], args.format))
-            if len(rows) > args.max_rows:
-                print(f"… stopped at {args.max_rows:,} rows: use --format csv, json or jsonl for all",
-                      file=sys.stderr)
-    except sqlite3.Error as exc:
-        raise _query_error(exc, args) from None
-    return ExitCode.OK
-
-
-def _time_limit(conn: sqlite3.Connection, seconds: float) -> None:
-    """Stop any statement of ``conn`` after ``seconds`` (SQLite's progress handler interrupts it)."""
-    deadline = time.monotonic() + seconds
-    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-
-
-def _query_error(exc: sqlite3.Error, args: argparse.Namespace) -> EvalHydraError:
-    what = f"SQL error: {str(exc).rstrip('.')}"
-    if str(exc) == "interrupted":
-        return EvalHydraError(f"The query ran longer than {args.timeout:g} s and was stopped.",
-                              "Narrow it (WHERE, LIMIT), or allow longer with --timeout SECONDS.")
-    if any(word in what for word in ("not authorized", "readonly", "may not be modified")):
-        what = f"Query refused: '{_head(args.sql)}' would change the store or the connection"
-    return EvalHydraError(f"{what}.", "evalhydra query is read-only: one SELECT (or WITH, "
-                          "EXPLAIN, a read-only PRAGMA) per call.")
-
-
-def _stream(cursor: sqlite3.Cursor, names: list[str], fmt: str) -> None:
-    """Print rows as they come: CSV, a JSON array, or one JSON object per line."""
-    out = sys.stdout
-    writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
-    if writer is not None:
-        writer.writerow(names)
-    first = True
-    if fmt == "json":
-        out.write("[")
-    while batch := cursor.fetchmany(1000):
-        for row in batch:
-            if writer is not None:
-                writer.writerow([visible(v) if isinstance(v, str) else v for v in row])
-                continue
-            text = json.dumps(dict(zip(names, row, strict=True)), ensure_ascii=False, default=str)
-            if fmt == "jsonl":
-                out.write(text + "\n")
-            else:
-                out.write(("\n  " if first else ",\n  ") + text)
-            first = False
-    if fmt == "json":
-        out.write("\n]\n" if not first else "]\n")
-
-
-def _head(sql: str) -> str:
-    """The start of a statement, for an error line."""
-    text = " ".join(sql.split())
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _cfg_query(p: argparse.ArgumentParser) -> None:
-    p.add_argument("sql", help="one SELECT statement")
-    _add_format(p)
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="stop a query running longer than this (default 60)")
-    p.add_argument("--max-rows", type=int, default=10_000, metavar="N",
-                   help="most rows a table format shows (default 10,000; csv, json and jsonl stream all)")
 
 
 # -- results ------------------------------------------------------------------
@@ -479,7 +270,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 
     Example: evalhydra results latest --status FAIL,ERROR
     """
-    store = _open(args)
+    store = open_read_only(args)
     sel = select_runs(store.conn, store.resolve_run_ids([args.run_id]))
     cond, params = sel.where, list(sel.params)
     if args.status:
@@ -500,7 +291,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     rows = list(store.query(sql, params))
     if not (args.full or args.format in ("json", "jsonl", "csv")):
         rows = [_cut(row) for row in rows]
-    print(_format(rows, args.format) if rows else "No results for that run.")
+    print(format_rows(rows, args.format) if rows else "No results for that run.")
     return ExitCode.OK
 
 
@@ -518,7 +309,7 @@ def _cfg_results(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", metavar="RUN_ID", help="run id, unique prefix, or 'latest'")
     p.add_argument("--status", help="only these statuses (comma list, e.g. FAIL,ERROR)")
     p.add_argument("--limit", type=int, default=0, help="most trials listed (default: all)")
-    _add_format(p)
+    add_format(p)
     p.add_argument("--full", action="store_true",
                    help="show whole reasons, outputs and ideals (json, jsonl and csv always do)")
 
@@ -553,42 +344,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     registry = load_registry(resolve_registry_root(args.registry))
     print(f"registry: {registry.root} ({registry_origin(registry.root)})\n")
     print("services (service=NAME)")
-    print(_format(service_rows(registry), args.format))
+    print(format_rows(service_rows(registry), args.format))
     print("\nevals (eval=ID, or eval=GROUP for every eval of a group)")
-    print(_format(eval_rows(registry), args.format))
+    print(format_rows(eval_rows(registry), args.format))
     return ExitCode.OK
 
 
 def _cfg_list(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", default="registry",
                    help="registry folder (default: ./registry if it is one, else the packaged example)")
-    _add_format(p)
-
-
-# -- formatting ---------------------------------------------------------------
-def _add_format(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", default="simple",
-                   help=f"csv, json, jsonl, or a tabulate format"
-                        f" ({', '.join(sorted(tabulate_formats)[:6])}, …; default: simple)")
-
-
-def _format(rows: list[dict[str, Any]], fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(rows, indent=2, ensure_ascii=False, default=str)
-    if fmt == "jsonl":
-        return "\n".join(json.dumps(row, ensure_ascii=False, default=str) for row in rows)
-    if fmt == "csv":
-        buffer = io.StringIO()
-        if rows:
-            writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
-        return visible(buffer.getvalue().rstrip("\n"))
-    if fmt not in tabulate_formats:
-        raise EvalHydraError(
-            f"Unknown --format {fmt}.", "Use csv, json, jsonl or one of: " + ", ".join(tabulate_formats)
-        )
-    return visible(tabulate(rows, headers="keys", tablefmt=fmt))
+    add_format(p)
 
 
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -606,10 +371,10 @@ CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "runs": _cfg_runs,
     "report": _cfg_report,
     "compare": _cfg_compare,
-    "query": _cfg_query,
+    "query": configure_query,
     "results": _cfg_results,
     "merge": _cfg_merge,
     "list": _cfg_list,
     "view": _cfg_view,
-    "power": _cfg_power,
+    "power": configure_power,
 }
