@@ -65,6 +65,7 @@ class PricingConfig:
     input_per_mtok: float = 0.0
     output_per_mtok: float = 0.0
     cached_input_per_mtok: float | None = None
+    reasoning_per_mtok: float | None = None  # thinking tokens (part of the output); None: the output price
 
 
 @dataclass
@@ -87,6 +88,10 @@ class MockBehaviour:
     fault: str | None = None
     model: str = "mock-model"
     fixed_reply: str | None = None
+    reasoning: str | None = None  # reasoning_content | reasoning | inline: the replies think first
+    stream_delta_chars: int = 4
+    stream_delay_ms: float = 0.0
+    stream_split_bytes: int = 0
 
 
 @dataclass
@@ -121,6 +126,7 @@ class ServiceConfig:
     rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)
     pricing: PricingConfig = field(default_factory=PricingConfig)
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
+    stream: bool = False  # send stream: true and read server-sent events (time to first token is stored)
     mock: MockConfig = field(default_factory=MockConfig)
     # kind: command (agent CLIs, issue 6)
     cli_name: str | None = None
@@ -159,6 +165,7 @@ class MatcherConfig:
     strip_fence: bool | None = None
     judge_service: str | None = None
     judge_model: str | None = None
+    include_reasoning: bool | None = None  # model_grade, rubric: show the judge the candidate's thinking
     rubric: str | None = None
     pass_score: float | None = None
     prompt: str | None = None  # rubric: registry-relative evaluator prompt
@@ -194,6 +201,13 @@ class EvalConfig:
     prompt: str | None = None  # a template filled from each case's fields: "Q: {{question}}"
     messages: Any = None  # a conversation template: [{role: user, content: "{{question}}"}]
     params: dict[str, Any] = field(default_factory=dict)  # temperature, max_tokens, …: over the service's
+
+
+@dataclass
+class JudgeConfig:
+    """What every model-graded eval's judge is shown."""
+
+    include_reasoning: bool = False  # the candidate's thinking too, not only its answer
 
 
 @dataclass
@@ -236,6 +250,7 @@ class Config:
     trials: int | None = None  # overrides each eval's default_run_count
     registry: str = "registry"
     judge_service: str | None = None
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
     baseline: str | None = None  # a sweep report's baseline, SERVICE[:MODEL]; default: the first value swept
     run: RunConfig = field(default_factory=RunConfig)
     store: StoreConfig = field(default_factory=StoreConfig)

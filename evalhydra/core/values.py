@@ -155,6 +155,7 @@ class Usage:
     completion_tokens: int = 0
     cached_tokens: int = 0
     reasoning_tokens: int = 0  # of the completion tokens, those spent thinking
+    reported: bool = True  # False: a stream that sent no usage chunk (the counts are unknown, not 0)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -162,6 +163,7 @@ class Usage:
             self.completion_tokens + other.completion_tokens,
             self.cached_tokens + other.cached_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.reported and other.reported,
         )
 
 
@@ -219,6 +221,9 @@ class Completion:
     cost_usd: float = 0.0
     reasoning: str | None = None  # the thinking taken out of ``output`` (a reasoning model's)
     reasoning_finished: bool = True  # False: the thinking was cut before any answer
+    ttft_ms: float | None = None  # streamed: the first content or reasoning delta
+    first_answer_ms: float | None = None  # streamed: the first answer delta, after any thinking
+    output_tps: float | None = None  # streamed: completion tokens per second after the first delta
 
     @property
     def ok(self) -> bool:

@@ -70,6 +70,9 @@ def chat_row(
         requested_model=requested_model,
         reply_model=completion.model if completion.ok else None,
         reasoning=completion.reasoning,
+        ttft_ms=completion.ttft_ms,
+        first_answer_ms=completion.first_answer_ms,
+        output_tps=completion.output_tps,
         run_index=job.trial,
         case_id=case.id,
         kind="chat",
@@ -99,10 +102,7 @@ def _accounting_fields(
             "attempt_count": candidate.attempt_count,
             "retried": candidate.retried,
             "judge_service": judge_service,
-            "prompt_tokens": candidate.usage.prompt_tokens,
-            "completion_tokens": candidate.usage.completion_tokens,
-            "cached_tokens": candidate.usage.cached_tokens,
-            "reasoning_tokens": candidate.usage.reasoning_tokens or None,
+            **_tokens(candidate.usage),
             "cost_usd": candidate.cost_usd,
         }
     judge = match.judge
@@ -118,15 +118,21 @@ def _accounting_fields(
         "judge_status_code": judge.status_code if judge else None,
         "judge_service": judge_service,
         "judge_model": judge.model if judge else None,
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "reasoning_tokens": usage.reasoning_tokens or None,
-        "judge_prompt_tokens": judge_usage.prompt_tokens if judges else None,
-        "judge_completion_tokens": judge_usage.completion_tokens if judges else None,
+        **_tokens(usage),
+        "judge_prompt_tokens": judge_usage.prompt_tokens if judges and judge_usage.reported else None,
+        "judge_completion_tokens": judge_usage.completion_tokens if judges and judge_usage.reported else None,
         "cost_usd": sum(c.cost_usd for c in candidates),
         "judge_cost_usd": sum(c.cost_usd for c in judges) if judges else None,
     }
+
+
+def _tokens(usage: Usage) -> dict[str, int | None]:
+    """The token columns; all NULL when the service did not say (a stream without a usage chunk)."""
+    if not usage.reported:
+        return {"prompt_tokens": None, "completion_tokens": None, "cached_tokens": None,
+                "reasoning_tokens": None}
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.cached_tokens, "reasoning_tokens": usage.reasoning_tokens or None}
 
 
 def _failure_reason(trial: TrialResult) -> str | None:

@@ -9,13 +9,18 @@ gzip or deflate body is inflated here with the cap applied to its decoded size.
 from __future__ import annotations
 
 import zlib
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 
 import httpx
 
 from evalhydra.http.lean import CompleteBody
 
-__all__ = ["aclose_response", "read_capped"]
+__all__ = ["BodyTooLarge", "aclose_response", "aiter_capped", "read_capped"]
+
+
+class BodyTooLarge(Exception):
+    """A streamed body decoded to more than its cap."""
 
 
 async def aclose_response(response: httpx.Response) -> None:
@@ -76,21 +81,59 @@ _INFLATE_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "d
 
 async def _inflate_capped(response: httpx.Response, cap: int, encoding: str) -> bytes | None:
     """Inflate a gzip/deflate body from its raw bytes, never holding more than ``cap + 1`` of it."""
-    inflater = zlib.decompressobj(_INFLATE_WBITS[encoding])
     out = bytearray()
+    try:
+        async for part in _inflated(response, encoding, cap):
+            out += part
+    except BodyTooLarge:
+        return None
+    return bytes(out)
+
+
+async def _inflated(response: httpx.Response, encoding: str, cap: int) -> AsyncIterator[bytes]:
+    """The decoded chunks of a gzip/deflate body; :class:`BodyTooLarge` past ``cap`` decoded bytes."""
+    inflater = zlib.decompressobj(_INFLATE_WBITS[encoding])
+    size = 0
     first = True
     try:
-        async with aclosing(response.aiter_raw()) as chunks:  # type: ignore[type-var]
+        async with aclosing(aiter(response.stream)) as chunks:  # type: ignore[arg-type,type-var]
             async for chunk in chunks:
                 if first and encoding == "deflate" and chunk[:1] not in (b"x", b"X"):
                     inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as httpx accepts
                 first = False
                 data = chunk
                 while data:
-                    out += inflater.decompress(data, cap + 1 - len(out))
-                    if len(out) > cap:
-                        return None
+                    part = inflater.decompress(data, cap + 1 - size)
+                    size += len(part)
+                    if size > cap:
+                        raise BodyTooLarge
+                    if part:
+                        yield part
                     data = inflater.unconsumed_tail
     except zlib.error as exc:
         raise httpx.DecodingError(f"invalid {encoding} body: {exc}", request=response.request) from None
-    return bytes(out)
+
+
+async def aiter_capped(response: httpx.Response, cap: int) -> AsyncIterator[bytes]:
+    """The body's decoded chunks as they arrive (a streamed reply), at most ``cap`` bytes of them.
+
+    A gzip or deflate body is inflated here, the cap applied to its decoded size, as
+    :func:`read_capped` does for a whole body.
+
+    Raises:
+        BodyTooLarge: Once the decoded body passes ``cap`` bytes.
+        httpx.DecodingError: A compressed body that does not inflate.
+    """
+    encoding = _content_encoding(response.headers.raw)
+    if encoding in _INFLATE_WBITS:
+        async with aclosing(_inflated(response, encoding, cap)) as parts:  # type: ignore[type-var]
+            async for part in parts:
+                yield part
+        return
+    size = 0
+    async with aclosing(aiter(response.stream)) as chunks:  # type: ignore[arg-type,type-var]
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > cap:
+                raise BodyTooLarge
+            yield chunk

@@ -113,6 +113,9 @@ class ResultRow:
     reply_model: str | None = None  # the model the reply named (``model`` is the one asked for)
     reasoning: str | None = None  # a reasoning model's thinking, taken out of ``output``
     reasoning_tokens: int | None = None  # of ``completion_tokens``, those spent thinking
+    ttft_ms: float | None = None  # streamed: time to the first content or reasoning delta
+    first_answer_ms: float | None = None  # streamed: time to the first answer delta, after the thinking
+    output_tps: float | None = None  # streamed: completion tokens per second after the first delta
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> ResultRow:

@@ -81,6 +81,9 @@ RESULT_COLUMNS: dict[str, type] = {
     "reply_model": str,
     "reasoning": str,
     "reasoning_tokens": int,
+    "ttft_ms": float,
+    "first_answer_ms": float,
+    "output_tps": float,
 }
 
 
@@ -324,8 +327,18 @@ def _migration_10(db: sqlite_utils.Database) -> None:
             db.conn.execute(f"alter table results add column {name} {kind}")
 
 
+def _migration_11(db: sqlite_utils.Database) -> None:
+    """``results.ttft_ms``, ``first_answer_ms`` and ``output_tps``: what a user of a streamed
+    answer waits for (time to the first token, to the first answer token after the thinking)
+    and how fast the rest comes."""
+    columns = {row[1] for row in db.conn.execute("pragma table_info(results)")}
+    for name in ("ttft_ms", "first_answer_ms", "output_tps"):
+        if name not in columns:
+            db.conn.execute(f"alter table results add column {name} real")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
-    _migration_8, _migration_9, _migration_10,
+    _migration_8, _migration_9, _migration_10, _migration_11,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

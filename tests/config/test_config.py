@@ -158,7 +158,7 @@ def test_every_service_setting_is_placed_in_or_out_of_a_cells_identity() -> None
     base = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
     changes = {"system_prompt": "Be terse.", "params": {"temperature": 0.7}, "provider": "azure",
                "kind": "command", "template": "zrb", "argv": ["x"], "base_url": "http://other/v1",
-               "honor_verification_marker": False, "env_prefix": "OTHER"}
+               "honor_verification_marker": False, "env_prefix": "OTHER", "stream": True}
     for name, value in changes.items():
         changed = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
         setattr(changed, name, value)
@@ -166,6 +166,9 @@ def test_every_service_setting_is_placed_in_or_out_of_a_cells_identity() -> None
     replied = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
     replied.mock.fixed_reply = "OK"
     assert service_result_hash(replied) != service_result_hash(base)
+    thinking_mock = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
+    thinking_mock.mock.reasoning = "inline"
+    assert service_result_hash(thinking_mock) != service_result_hash(base)
     for reasoning in ({"parse": False}, {"tags": ["<reason>", "</reason>"]}):
         thinking = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
         thinking.reasoning = ReasoningConfig(**reasoning)  # type: ignore[arg-type]

@@ -149,6 +149,32 @@ async def test_an_endless_body_stops_at_the_8_mib_cap(transport: str, tmp_path: 
     assert (done.error_kind, done.error_message) == (ErrorKind.INVALID_RESPONSE, "ResponseTooLarge")
 
 
+@pytest.mark.parametrize("transport", ["lean", "httpx"])
+@pytest.mark.parametrize("framing", ["", "/gzip"])
+async def test_a_streamed_answer_from_hypercorn_equals_the_whole_one(transport: str, framing: str,
+                                                                     tmp_path: Path) -> None:
+    """Hypercorn sends the events as chunks (gzip-flushed after each one under /gzip)."""
+    async with hypercorn() as origin:
+        whole = await ask_once(f"{origin}{framing}/v1", tmp_path, transport)
+        streamed = await ask_once(f"{origin}{framing}/v1", tmp_path, transport, stream=True)
+    assert streamed.error_kind is None, streamed.error_message
+    assert (streamed.output, streamed.model, streamed.usage) == (whole.output, whole.model, whole.usage)
+    assert streamed.ttft_ms is not None and whole.ttft_ms is None
+
+
+async def test_lean_reuses_its_connection_after_each_stream(tmp_path: Path) -> None:
+    """The body's end after ``[DONE]`` is read, so the next stream goes on the same connection."""
+    asgi_chat.CONNECTIONS.clear()
+    async with hypercorn() as origin:
+        svc = chat_service(f"{origin}/v1", tmp_path, "lean", stream=True)
+        try:
+            outputs = [(await svc.complete(ChatRequest(f"stream {i}"))).output for i in range(10)]
+        finally:
+            await svc.aclose()
+    assert outputs == [f"stream {i}" for i in range(10)]
+    assert len(asgi_chat.CONNECTIONS) == 1
+
+
 async def test_lean_keeps_one_connection_alive_across_calls(tmp_path: Path) -> None:
     asgi_chat.CONNECTIONS.clear()
     async with hypercorn() as origin:

@@ -469,9 +469,12 @@ async def test_streaming(client: httpx.AsyncClient) -> None:
     assert response.headers["content-type"] == "text/event-stream"
     events = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
-    first = json.loads(events[0])
-    assert first["object"] == "chat.completion.chunk"
-    assert first["choices"][0]["delta"]["content"] == "OK"
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert {chunk["object"] for chunk in chunks} == {"chat.completion.chunk"}
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}  # role only
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]) == "OK"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert all("usage" not in c for c in chunks)  # only asked for with stream_options.include_usage
 
 
 async def test_fixed_reply(client: httpx.AsyncClient) -> None:

@@ -7,7 +7,8 @@ HTTP/1.1 with keep-alive (trio + h11) and answers deterministically.
 Endpoints:
     ``POST /v1/chat/completions`` (or ``/chat/completions``): an OpenAI
     ``chat.completion`` whose message follows :mod:`evalhydra.services.mock.replies`;
-    ``"stream": true`` gets the same answer as server-sent events.
+    ``"stream": true`` gets the same answer as server-sent events, in deltas
+    (:mod:`evalhydra.services.mock.streaming`).
     ``GET /v1/models``: the mock model.
     ``GET /_mock/stats``: counters (``requests``, ``chat_requests``, ``ok``,
     ``faults``, ``bad_requests``, ``connections``, ``in_flight``,
@@ -36,6 +37,11 @@ Switches (:class:`MockSettings`, same names as ``MockConfig`` plus extras):
     jitter, so a run is reproducible.
     ``model``: model reported when a request names none; ``fixed_reply``:
     always answer this text.
+    ``reasoning``: think before answering, the thought in ``message.reasoning_content``,
+    ``message.reasoning`` or a leading ``<think>`` block (``inline``).
+    ``stream_delta_chars``, ``stream_delay_ms``, ``stream_split_bytes``: how a streamed
+    answer is cut into deltas, paced, and cut into network pieces; the faults
+    ``stream_cut``, ``stream_error`` and ``stream_early_done`` end it badly.
 
 Order per chat request: ``fail_first_n``, then ``fault``, then one random
 draw shared by the rates (fail, hang, malformed, reset, oversized).

@@ -34,6 +34,11 @@ _SWITCHES: list[tuple[str, str, Any, str]] = [
     ("--seed", "seed", int, "seed of the fault and jitter generator (default 0)"),
     ("--model", "model", str, "model named when a request has none (default mock-model)"),
     ("--fixed-reply", "fixed_reply", str, "answer every chat request with this text"),
+    ("--reasoning", "reasoning", str, "think first, in this shape: reasoning_content, reasoning or inline"),
+    ("--stream-delta-chars", "stream_delta_chars", int, "most characters per streamed delta (default 4)"),
+    ("--stream-delay-ms", "stream_delay_ms", float, "pause between streamed events, in ms (default 0)"),
+    ("--stream-split-bytes", "stream_split_bytes", int,
+     "send streams in pieces of N bytes (default: one per event)"),
 ]
 
 

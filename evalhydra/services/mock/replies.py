@@ -145,13 +145,20 @@ def usage_for(payload: dict[str, Any], message: dict[str, Any]) -> dict[str, Any
     out = message.get("content") or ""
     for call in message.get("tool_calls") or ():
         out += call["function"]["arguments"]
-    prompt, completion = max(prompt, 1), max(math.ceil(len(out) / 4), 1)
-    return {
+    thought = message.get("reasoning_content") or message.get("reasoning") or ""
+    prompt, completion = max(prompt, 1), max(math.ceil(len(out + thought) / 4), 1)
+    usage = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": 0},
     }
+    if not thought and out.startswith("<think>"):  # the thinking inline, in the content
+        end = out.find("</think>")
+        thought = out if end < 0 else out[:end + len("</think>")]
+    if thought:  # a reasoning reply: how many of the completion tokens were thinking
+        usage["completion_tokens_details"] = {"reasoning_tokens": math.ceil(len(thought) / 4)}
+    return usage
 
 
 def _content(text: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from evalhydra.services.mock import responses, wire
 from evalhydra.services.mock.delays import DelayLine
 from evalhydra.services.mock.replies import CHANCE_MARK, reply_for, usage_for
 from evalhydra.services.mock.settings import MockSettings
+from evalhydra.services.mock.streaming import STREAM_FAULTS, stream_events, with_reasoning
 from evalhydra.services.mock.wire import Reply
 
 __all__ = ["MockServer", "MockSettings", "MockStats", "open_mock_server", "serve"]
@@ -296,7 +297,7 @@ class MockServer:
             number,
             int(time.time()),
         )
-        if fault is None and not _wants_stream(body) and CHANCE_MARK not in body:
+        if fault is None and s.reasoning is None and not _wants_stream(body) and CHANCE_MARK not in body:
             rest = _rendered(body, s.model, s.fixed_reply)
             if rest is not None:
                 self._last_body = body
@@ -308,13 +309,16 @@ class MockServer:
             msg = responses.error_body("body must be a JSON object", "invalid_request_error")
             return Reply(400, msg)
         self._last_body = body
-        if fault is not None:
+        streamed = bool(payload.get("stream"))
+        if fault is not None and (streamed or fault not in STREAM_FAULTS):
             self.stats.faults[fault] = self.stats.faults.get(fault, 0) + 1
+            if streamed:
+                return self._streamed(payload, number, fault)
             return self._faulty(payload, fault, number)
         self.stats.ok += 1
-        if not payload.get("stream"):
+        if not streamed:
             return Reply(200, self._body(payload, None, number))
-        return self._streamed(payload, number)
+        return self._streamed(payload, number, None)
 
     def _faulty(self, payload: dict[str, Any], fault: str, number: int) -> Reply:
         if fault == "fail":
@@ -330,12 +334,24 @@ class MockServer:
             return Reply(200, full[: len(full) // 2])
         return Reply(200, full)
 
-    def _streamed(self, payload: dict[str, Any], number: int) -> Reply:
+    def _streamed(self, payload: dict[str, Any], number: int, fault: str | None) -> Reply:
+        """A ``stream: true`` answer as server-sent events (a body fault such as ``hang`` or
+        ``fail`` answers as it does a whole reply)."""
+        if fault is not None and fault not in STREAM_FAULTS and fault != "no_usage":
+            return self._faulty(payload, fault, number)
+        s = self.settings
         message = self._message(payload, None)
-        usage = usage_for(payload, message)
-        cid, created = f"chatcmpl-mock-{number}", int(time.time())
-        body = responses.sse_body(cid, created, self._model(payload), message, usage)
-        return Reply(200, body, wire.EVENT_STREAM)
+        options = payload.get("stream_options")
+        wants_usage = isinstance(options, dict) and options.get("include_usage") is True
+        usage = usage_for(payload, message) if wants_usage and fault != "no_usage" else None
+        head = {"id": f"chatcmpl-mock-{number}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": self._model(payload)}
+        events = stream_events(head, message, usage, delta_chars=s.stream_delta_chars, fault=fault)
+        if s.stream_split_bytes:
+            whole = b"".join(events)
+            events = [whole[i:i + s.stream_split_bytes] for i in range(0, len(whole), s.stream_split_bytes)]
+        return Reply(200, b"", wire.EVENT_STREAM, action="cut" if fault == "stream_cut" else None,
+                     events=events, event_delay_s=s.stream_delay_ms / 1000)
 
     def _model(self, payload: dict[str, Any]) -> str:
         model = payload.get("model") or self.settings.model
@@ -358,8 +374,11 @@ class MockServer:
             return {"role": "assistant", "content": None}
         fixed = self.settings.fixed_reply
         if fixed is not None:
-            return {"role": "assistant", "content": fixed}
-        return reply_for(payload, self._rng.random)
+            message = {"role": "assistant", "content": fixed}
+        else:
+            message = reply_for(payload, self._rng.random)
+        shape = self.settings.reasoning
+        return message if shape is None else with_reasoning(message, payload, shape)
 
     def _fail_headers(self) -> tuple[tuple[bytes, bytes], ...]:
         s = self.settings

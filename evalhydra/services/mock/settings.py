@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalhydra.config.schema import MockBehaviour
+from evalhydra.services.mock.streaming import REASONING_SHAPES, STREAM_FAULTS
 
 __all__ = ["FAULTS", "MockSettings"]
 
@@ -29,6 +30,9 @@ __all__ = ["FAULTS", "MockSettings"]
 #: - ``content_null``: 200 with ``content: null`` and no tool calls.
 #: - ``no_usage``: a normal completion without the ``usage`` block.
 #: - ``html``: 200 ``text/html`` body that is not JSON.
+#: - ``stream_cut``, ``stream_error``, ``stream_early_done``: a streamed reply cut half-way,
+#:   with an error event half-way, or ended by ``[DONE]`` before any ``finish_reason``
+#:   (:data:`~evalhydra.services.mock.streaming.STREAM_FAULTS`; a whole reply is answered as usual).
 FAULTS = (
     "fail",
     "hang",
@@ -41,6 +45,7 @@ FAULTS = (
     "content_null",
     "no_usage",
     "html",
+    *STREAM_FAULTS,
 )
 
 _RATES = ("fail_rate", "hang_rate", "malformed_rate", "reset_rate", "oversized_rate")
@@ -71,6 +76,13 @@ class MockSettings(MockBehaviour):
         seed: Seed of the fault and jitter random generator.
         model: Model reported when a request names none, and by ``/v1/models``.
         fixed_reply: When set, every completion's content is this text.
+        reasoning: When set, every reply thinks first, its thought in this shape (one of
+            :data:`~evalhydra.services.mock.streaming.REASONING_SHAPES`).
+        stream_delta_chars: Most characters in one delta of a streamed reply.
+        stream_delay_ms: Pause between the events of a streamed reply (after ``latency_ms``
+            before the first).
+        stream_split_bytes: When > 0, a streamed reply is sent in pieces of this many bytes,
+            cutting events and UTF-8 sequences across reads; else one piece per event.
     """
 
     def __post_init__(self) -> None:
@@ -86,6 +98,11 @@ class MockSettings(MockBehaviour):
             raise ValueError("fail_first_n must be >= 0")
         if self.retry_after_s is not None and self.retry_after_s < 0:
             raise ValueError("retry_after_s must be >= 0 or None")
+        if self.reasoning is not None and self.reasoning not in REASONING_SHAPES:
+            raise ValueError(f"reasoning must be one of {', '.join(REASONING_SHAPES)} or null,"
+                             f" got {self.reasoning!r}")
+        if self.stream_delta_chars < 1 or self.stream_delay_ms < 0 or self.stream_split_bytes < 0:
+            raise ValueError("stream_delta_chars must be >= 1, stream_delay_ms and stream_split_bytes >= 0")
         if self.fault is not None and self.fault not in FAULTS:
             raise ValueError(f"fault must be one of {', '.join(FAULTS)} or null, got {self.fault!r}")
 

@@ -51,10 +51,14 @@ class Reply:
         headers: Other headers, content type first.
         action: None for a normal answer, or a connection-level fault:
             ``"hang"`` (send nothing), ``"stall"`` (headers and half the body,
-            then silence) or ``"reset"`` (the same, then close the socket).
+            then silence) or ``"reset"`` (the same, then close the socket); for a
+            streamed reply, ``"cut"`` (the events, then close the socket without
+            ending the body).
+        events: A streamed reply's pieces, each sent as one HTTP chunk (``body`` is unused).
+        event_delay_s: The pause between two pieces.
     """
 
-    __slots__ = ("action", "body", "headers", "status")
+    __slots__ = ("action", "body", "event_delay_s", "events", "headers", "status")
 
     def __init__(
         self,
@@ -62,11 +66,15 @@ class Reply:
         body: bytes,
         headers: tuple[Header, ...] = JSON,
         action: str | None = None,
+        events: list[bytes] | None = None,
+        event_delay_s: float = 0.0,
     ) -> None:
         self.status = status
         self.body = body
         self.headers = headers
         self.action = action
+        self.events = events
+        self.event_delay_s = event_delay_s
 
 
 #: ``handler(method, target, body, head)`` answers one request; ``head`` is the raw
@@ -112,13 +120,39 @@ def parse_head(head: bytes) -> tuple[bytes, bytes, int, bool] | None:
 
 def encode(reply: Reply, keep_alive: bool = True) -> bytes:
     """Return a whole response (status line, headers, body) as one byte string."""
+    return encode_head(reply, keep_alive, b"content-length: %d\r\n" % len(reply.body)) + reply.body
+
+
+def encode_head(reply: Reply, keep_alive: bool, framing: bytes) -> bytes:
+    """A response's head: status line, headers, ``framing`` (the body's length header) and the
+    blank line."""
     out = [b"HTTP/1.1 %d %s\r\n" % (reply.status, _REASONS.get(reply.status, b""))]
     out.extend(name + b": " + value + b"\r\n" for name, value in reply.headers)
     if not keep_alive:
         out.append(b"connection: close\r\n")
-    out.append(b"content-length: %d\r\n\r\n" % len(reply.body))
-    out.append(reply.body)
+    out.append(framing)
+    out.append(b"\r\n")
     return b"".join(out)
+
+
+def _chunk(piece: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(piece), piece)
+
+
+async def send_events(stream: trio.SocketStream, reply: Reply, head: bytes,
+                      frame: Callable[[bytes], bytes], end: Callable[[], bytes]) -> bool:
+    """Send a streamed reply: its head, each piece framed as a chunk after ``reply.event_delay_s``,
+    and the body's end; False when the reply was cut (the socket is then closed)."""
+    await stream.send_all(head)
+    for number, piece in enumerate(reply.events or ()):
+        if number and reply.event_delay_s:
+            await trio.sleep(reply.event_delay_s)
+        await stream.send_all(frame(piece))
+    if reply.action == "cut":
+        await trio.aclose_forcefully(stream)
+        return False
+    await stream.send_all(end())
+    return True
 
 
 async def serve_connection(stream: trio.SocketStream, handler: Handler) -> None:
@@ -160,6 +194,11 @@ async def _fast_loop(stream: trio.SocketStream, handler: Handler) -> None:
         body = bytes(buf[end + 4 : stop])
         del buf[:stop]
         reply = await handler(method, target, body, raw_head)
+        if reply.events is not None:
+            start = encode_head(reply, keep, b"transfer-encoding: chunked\r\n")
+            if not await send_events(stream, reply, start, _chunk, lambda: b"0\r\n\r\n") or not keep:
+                return
+            continue
         if reply.action is not None:
             return await misbehave(stream, reply)
         await stream.send_all(encode(reply, keep))
@@ -182,9 +221,17 @@ async def _h11_loop(stream: trio.SocketStream, handler: Handler, data: bytes) ->
             return
         request, body = got
         reply = await handler(request.method, request.target, body, _raw_head(request))
-        if reply.action is not None:
+        if reply.events is not None:
+            head = conn.send(h11.Response(status_code=reply.status,
+                                          headers=[*reply.headers, (b"transfer-encoding", b"chunked")]))
+            if not await send_events(stream, reply, head or b"",
+                                     lambda piece: conn.send(h11.Data(data=piece)) or b"",
+                                     lambda: conn.send(h11.EndOfMessage()) or b""):
+                return
+        elif reply.action is not None:
             return await misbehave(stream, reply)
-        await _h11_send(conn, stream, reply)
+        else:
+            await _h11_send(conn, stream, reply)
         if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
             return
         conn.start_next_cycle()

@@ -71,9 +71,10 @@ def _tool_json(tool: ToolSpec) -> dict[str, Any]:
 def build_payload(config: ServiceConfig, request: ChatRequest) -> dict[str, Any]:
     """Build the chat-completions body for one request.
 
-    Shape: ``{model, messages: [system?, user], tools?, stream: false,
+    Shape: ``{model, messages: [system?, user], tools?, stream, stream_options?,
     provider?}`` then ``config.params`` and ``request.params`` merged on top (the
-    request's win; params may override any key). A conversation's messages are
+    request's win; params may override any key). ``stream`` is ``service.stream``;
+    a stream asks for its usage chunk. A conversation's messages are
     sent as they are; the system prompt is prepended only when they have no
     system message.
 
@@ -95,7 +96,9 @@ def build_payload(config: ServiceConfig, request: ChatRequest) -> dict[str, Any]
     payload: dict[str, Any] = {"model": resolve_model(config, request), "messages": messages}
     if request.tools:
         payload["tools"] = [_tool_json(tool) for tool in request.tools]
-    payload["stream"] = False
+    payload["stream"] = config.stream
+    if config.stream:
+        payload["stream_options"] = {"include_usage": True}  # the tokens come in a last chunk
     if config.provider and config.provider.strip():
         payload["provider"] = config.provider.strip()
     if config.params:

@@ -8,7 +8,8 @@ from evalhydra.core import strictjson
 from evalhydra.core.values import ToolCall, Usage, immutable
 from evalhydra.services.openai.reasoning import split_reasoning
 
-__all__ = ["ChatAnswer", "InvalidResponseError", "parse_chat_response", "upstream_error_message"]
+__all__ = ["ChatAnswer", "InvalidResponseError", "parse_chat_response", "parse_usage",
+           "upstream_error_message"]
 
 
 @immutable
@@ -21,6 +22,7 @@ class ChatAnswer:
     usage: Usage
     reasoning: str | None = None
     reasoning_finished: bool = True
+    timing: Any = None  # a streamed answer's StreamTiming (None for a whole reply)
 
 
 class InvalidResponseError(Exception):
@@ -34,7 +36,8 @@ def _nonneg_int(value: Any) -> int:
     return value if type(value) is int and value >= 0 else 0  # not a bool, not a float
 
 
-def _parse_usage(data: dict[str, Any]) -> Usage:
+def parse_usage(data: dict[str, Any]) -> Usage:
+    """The ``usage`` block of a completion or a stream's usage chunk (zeros where absent)."""
     usage = data.get("usage")
     if type(usage) is not dict:
         return Usage()
@@ -113,9 +116,9 @@ def parse_chat_response(body: bytes, requested_model: str,
     model = data.get("model")
     model = model if isinstance(model, str) and model else requested_model
     if reasoning_tags is None:
-        return ChatAnswer(content, model, tool_calls or (), _parse_usage(data))
+        return ChatAnswer(content, model, tool_calls or (), parse_usage(data))
     split = split_reasoning(message, content, reasoning_tags)
-    return ChatAnswer(split.answer, model, tool_calls or (), _parse_usage(data), split.reasoning,
+    return ChatAnswer(split.answer, model, tool_calls or (), parse_usage(data), split.reasoning,
                       split.finished)
 
 

@@ -60,6 +60,7 @@ from evalhydra.services.openai.secrets import (
     resolve_header,
     split_headers,
 )
+from evalhydra.services.openai.stream import StreamAssembler, StreamTiming, is_event_stream, read_stream
 from evalhydra.services.pricing import cost_usd
 from evalhydra.services.ratelimit import RateLimiter, estimate_tokens
 from evalhydra.services.retry import (
@@ -121,6 +122,8 @@ class OpenAICompatService:
         self._static_headers = {**_BASE_HEADERS, **{k.lower(): v for k, v in static.items()}}
         self._set_url(config.base_url if base_url is None else base_url)
         self._policy = RetryPolicy.from_config(config.retry)
+        #: ``stream: true``: replies are read as server-sent events (:mod:`.stream`).
+        self._stream = config.stream
         self._timeout_s = config.timeout_ms / 1000.0
         self._deadline_s = config.deadline_ms / 1000.0 if config.deadline_ms else None
         self._limiter = trio.CapacityLimiter(max(1, config.max_concurrency))
@@ -265,16 +268,24 @@ class OpenAICompatService:
         request = httpx.Request("POST", self._http_url, headers=headers, stream=httpx.ByteStream(body),
                                 extensions=extensions)
         index = self._pool.acquire()
+        started = self._clock.now()
+        streamed: ChatAnswer | InvalidResponseError | None = None
+        raw: bytes | None = b""
         try:
             response = await self._pool.transports[index].handle_async_request(request)
             try:
                 status = response.status_code
-                raw = await read_capped(response, MAX_RESPONSE_BYTES)
+                if status == 200 and self._stream and is_event_stream(response):
+                    streamed = await self._read_stream(response, model, started)
+                else:
+                    raw = await read_capped(response, MAX_RESPONSE_BYTES)
                 retry_after = None if status == 200 else response.headers.get("retry-after")
             finally:
                 await aclose_response(response)
         finally:
             self._pool.release(index)
+        if isinstance(streamed, InvalidResponseError):
+            return _invalid(status, str(streamed.args[0]))
         if status != 200:  # zig_eval: any other status, a 201 or 204 too, is a failed call
             return AttemptResult(
                 status_code=status,
@@ -285,12 +296,21 @@ class OpenAICompatService:
         if raw is None:
             return _invalid(status, "ResponseTooLarge")
         try:
-            answer = parse_chat_response(raw, model, self._reasoning_tags)
+            answer = streamed or parse_chat_response(raw, model, self._reasoning_tags)
         except InvalidResponseError as exc:
             return _invalid(status, str(exc.args[0]))
         if self._rate.counts_tokens:
             self._rate.adjust(answer.usage.prompt_tokens + answer.usage.completion_tokens - estimate)
         return AttemptResult(value=answer, status_code=status)
+
+    async def _read_stream(self, response: httpx.Response, model: str,
+                           started: float) -> ChatAnswer | InvalidResponseError:
+        """A streamed reply's answer, or why it is none (the read's own errors propagate)."""
+        assembler = StreamAssembler(model, self._reasoning_tags, started, self._clock.now)
+        try:
+            return await read_stream(response, assembler, MAX_RESPONSE_BYTES)
+        except InvalidResponseError as exc:
+            return exc
 
     def _completion(self, outcome: RetryOutcome[ChatAnswer], model: str) -> Completion:
         last, n = outcome.last, len(outcome.attempts)
@@ -307,6 +327,7 @@ class OpenAICompatService:
                 error_message=last.error_message,
                 attempts=tuple(outcome.attempts),
             )
+        timing = _rounded_timing(answer.timing)
         return Completion(
             output=answer.output,
             model=answer.model,
@@ -320,11 +341,26 @@ class OpenAICompatService:
             cost_usd=cost_usd(answer.usage, self.config.pricing),
             reasoning=answer.reasoning,
             reasoning_finished=answer.reasoning_finished,
+            ttft_ms=timing.ttft_ms,
+            first_answer_ms=timing.first_answer_ms,
+            output_tps=timing.output_tps,
         )
 
     async def aclose(self) -> None:
         """Close every connection shard (idempotent)."""
         await self._pool.aclose()
+
+
+def _rounded_timing(timing: StreamTiming | None) -> StreamTiming:
+    """A streamed answer's timing as stored (0.1 ms, 0.01 token/s); all None for a whole reply."""
+    if timing is None:
+        return StreamTiming()
+    return StreamTiming(_rounded(timing.ttft_ms, 1), _rounded(timing.first_answer_ms, 1),
+                        _rounded(timing.output_tps, 2))
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def _invalid(status: int, reason: str) -> AttemptResult[ChatAnswer]:
