@@ -229,6 +229,9 @@ def summary_json(conn: sqlite3.Connection, run_id: str, sel: Selection,
         "failure_breakdown": dict(sorted(total.categories.items())),
         "top_failures": _top_failures(conn, sel),
         **_uncertainty(conn, run_id),
+        # after aiwg's keys: where the tokens went (thinking is part of the output)
+        "tokens": {"input": total.input_tokens, "output": total.output_tokens,
+                   "reasoning": total.reasoning_tokens},
     }
 
 

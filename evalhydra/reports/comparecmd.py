@@ -46,6 +46,7 @@ from evalhydra.reports.compare import (
 )
 from evalhydra.reports.markdown import comparison_table
 from evalhydra.reports.power import DEFAULT_POWER, cases_needed, from_differences, min_detectable, noise_floor
+from evalhydra.reports.ttft import paired_first_token
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["Comparison", "Target", "compare", "parse_target", "precision", "render", "regressions", "side_of"]
@@ -107,13 +108,14 @@ class Comparison:
     one_sided: dict[str, str] = field(default_factory=dict)  # eval id -> the side it did not run on
     precision: dict[str, Any] | None = None  # the pooled row's detectable drop (see :func:`precision`)
     diffs: CaseDiffs = field(default_factory=CaseDiffs)  # the pooled per-case differences
+    first_token: dict[str, Any] | None = None  # paired time to first token (streamed answers only)
 
     def to_json(self) -> dict[str, Any]:
         """The ``--format json`` document."""
         return {"baseline": self.baseline, "candidate": self.candidate, "target_kind": self.kind,
                 "errors_left_out": {"baseline": self.errors[0], "candidate": self.errors[1]},
                 "not_run_on": self.one_sided, "comparisons": self.rows, "overall": self.overall,
-                "precision": self.precision}
+                "precision": self.precision, "first_token": self.first_token}
 
 
 def _kind(base: Target, cand: Target) -> str:
@@ -176,7 +178,9 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
     adjust_comparison(rows, overall)
     return Comparison(base.label, cand.label, kind, rows, overall, errors, one_sided,
                       precision(all_evals.diffs, overall.get("paired"), min_detectable_drop,
-                                overall["baseline_pass_rate"]), all_evals.diffs)
+                                overall["baseline_pass_rate"]), all_evals.diffs,
+                      paired_first_token(conn, (sides[0].where, sides[0].params),
+                                         (sides[1].where, sides[1].params)))
 
 
 def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float,
@@ -269,5 +273,15 @@ def render(result: Comparison, fmt: str = "text", limit: int = 50) -> str:
         head.append(f"{eval_id}: not run on the {side}; left out")
     head.append("")
     body = table([*result.rows, result.overall])
-    return "\n".join([*head, body, *_lists(result, limit), *_precision_line(result), "",
-                      _verdict_line(result)])
+    return "\n".join([*head, body, *_lists(result, limit), *_precision_line(result),
+                      *_first_token_line(result), "", _verdict_line(result)])
+
+
+def _first_token_line(result: Comparison) -> list[str]:
+    first = result.first_token
+    if first is None:
+        return []
+    return ["", f"time to first token ({first['cases']} cases streamed on both sides): baseline median"
+                f" {first['baseline_median_ms']:.0f} ms, candidate {first['candidate_median_ms']:.0f} ms;"
+                f" paired difference {first['difference_median_ms']:+.0f} ms"
+                f" (95% CI {first['ci_low_ms']:+.0f} to {first['ci_high_ms']:+.0f})"]

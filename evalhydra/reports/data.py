@@ -17,6 +17,7 @@ from evalhydra.reports import aggregate as agg
 from evalhydra.reports.compare import adjust_family, baseline_comparisons_sql
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import Selection
+from evalhydra.reports.ttft import FirstToken, first_token_latency
 
 __all__ = ["ReportData", "collect"]
 
@@ -36,6 +37,7 @@ class ReportData:
     bests: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     grid_cases: list[tuple[str, str]] = field(default_factory=list)
     grid: dict[tuple[str, str, str, str], list[str]] = field(default_factory=dict)
+    first_token: dict[agg.Target, FirstToken] = field(default_factory=dict)  # streamed targets only
 
     def targets(self) -> list[agg.TargetAgg]:
         """Per eval × service × model totals, in ``evals.json`` order."""
@@ -85,6 +87,7 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
     evals_doc, targets = evals_and_targets(conn, sel)
     data = ReportData(list(runs), evals_doc,
                       agg.collect_cases(conn, sel, targets, case_rows() if case_rows else None))
+    data.first_token = first_token_latency(conn, sel, targets.values())
     services = sorted({key[2] for key in data.cases.targets})
     models = {key[2:] for key in data.cases.targets}
     if len(services) > 1 or len(models) > len(services):

@@ -28,7 +28,7 @@ __all__ = ["evals_and_targets"]
 
 _LAT = "max(0, cast(coalesce(latency_ms, 0) + 0.5 as integer))"
 _SUMS = ("c", "passed", "latency_sum", "retried_runs", "total_attempts", "errors", "duration",
-         "tin", "tout", "gen", "evl", "score", "attempts", "last")
+         "tin", "tout", "gen", "evl", "score", "attempts", "think", "streamed", "last")
 
 # The GROUP BY leads with its most varied key, the whole-millisecond latency: SQLite's sorter
 # settles a comparison on an integer first key without decoding the rest of the record
@@ -43,7 +43,8 @@ _HIST = f"""select "group" as g, eval_id as e, service_name as s, model as m, {_
   sum(coalesce(completion_tokens, 0) + coalesce(judge_completion_tokens, 0)) as tout,
   sum(coalesce(cost_usd, 0.0)) as gen, sum(coalesce(judge_cost_usd, 0.0)) as evl,
   sum(min(1.0, max(0.0, coalesce(score, 0.0)))) as score,
-  sum(max(1, coalesce(attempts, 1))) as attempts, max(evaluated_at) as last
+  sum(max(1, coalesce(attempts, 1))) as attempts, sum(coalesce(reasoning_tokens, 0)) as think,
+  count(ttft_ms) as streamed, max(evaluated_at) as last
 from {{table}} where {{where}} group by lat, st, cat, g, e, s, m"""
 
 
@@ -79,6 +80,8 @@ def _add_target(targets: dict[Target, TargetAgg], key: Target, st: str, cat: str
     t.evaluation_usd += sums["evl"]
     t.score += sums["score"]
     t.attempts += sums["attempts"]
+    t.reasoning_tokens += sums["think"]
+    t.streamed += sums["streamed"]
     t.last_evaluated = max(t.last_evaluated, sums["last"] or "")
 
 

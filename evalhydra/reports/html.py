@@ -50,7 +50,8 @@ _TRIALS_SQL = f"""select eval_id, case_id, service_name, coalesce(model, '') as 
   substr(coalesce(output, ''), 1, {TEXT_CAP + 1}) as output,
   failure_reason, error_kind, feedback, rubric_scores, judge_model, judge_status_code, status_code,
   reply_model, substr(coalesce(reasoning, ''), 1, {TEXT_CAP + 1}) as reasoning,
-  attempt_count, latency_ms, coalesce(prompt_tokens, 0) + coalesce(judge_prompt_tokens, 0) as tin,
+  attempt_count, latency_ms, ttft_ms, reasoning_tokens,
+  coalesce(prompt_tokens, 0) + coalesce(judge_prompt_tokens, 0) as tin,
   coalesce(completion_tokens, 0) + coalesce(judge_completion_tokens, 0) as tout,
   coalesce(cost_usd, 0) + coalesce(judge_cost_usd, 0) as cost, kind, tool_calls, details,
   stdout_log_path, cell_key
@@ -87,7 +88,8 @@ def _header(data: ReportData) -> dict[str, Any]:
         "finished": max((r.get("finished_at") or "" for r in runs), default=""),
         "n": total.n, "passed": total.passed, "errors": total.errors,
         "failed": total.n - total.passed - total.errors,
-        "tokens": total.input_tokens + total.output_tokens, "cost": total.cost_usd,
+        "tokens": total.input_tokens + total.output_tokens, "thinking": total.reasoning_tokens,
+        "cost": total.cost_usd,
         "duration": round(total.duration, 1),
     }
 
@@ -113,7 +115,8 @@ def _target_row(t: agg.TargetAgg) -> dict[str, Any]:
     return {"eval": t.key[1], "service": t.key[2], "model": t.key[3], "n": t.n, "passed": t.passed,
             "failed": scored - t.passed, "errors": t.errors, "scored": scored,
             "rate": rate.estimate if rate.n_cases else None, "low": rate.low, "high": rate.high,
-            "method": rate.method, "tokens": t.input_tokens + t.output_tokens, "cost": t.cost_usd}
+            "method": rate.method, "tokens": t.input_tokens + t.output_tokens, "thinking": t.reasoning_tokens,
+            "cost": t.cost_usd}
 
 
 def _chart(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -174,7 +177,8 @@ def _trial(row: Mapping[str, Any], attempts: list[list[Any]], root: Path | None)
     optional = {"r": _cap(row["failure_reason"]), "ek": row["error_kind"], "fb": _cap(row["feedback"]),
                 "rs": _json(row["rubric_scores"]), "jm": row["judge_model"],
                 "js": _number(row["judge_status_code"]), "hs": _number(row["status_code"]),
-                "rm": reply_model, "rz": _cap(row["reasoning"]), "a": attempts or None}
+                "rm": reply_model, "rz": _cap(row["reasoning"]), "a": attempts or None,
+                "tt": _number(row["ttft_ms"]), "th": _number(row["reasoning_tokens"])}
     trial.update({k: v for k, v in optional.items() if v not in (None, "", [], {})})
     if row["kind"] == "agent":
         trial.update(_agent_extras(row, root))

@@ -106,7 +106,28 @@ def _results_row(data: ReportData, t: agg.TargetAgg) -> list[Any]:
             f"{lat['mean_ms']:.1f}", lat["p50_ms"], lat["p95_ms"],
             stats["retries"]["retried_runs"], stats["retries"]["total_attempts"],
             f"{t.score / t.n:.3f}" if t.n else DASH, t.input_tokens, t.output_tokens,
+            *([t.reasoning_tokens] if _thinking(data) else []), *_first_token_cells(data, t),
             f"{t.cost_usd:.4f}"]
+
+
+_FIRST_TOKEN_HEADERS = ["TTFT p50 ms", "TTFT p95 ms", "Answer p50 ms", "Answer p95 ms"]
+
+
+def _thinking(data: ReportData) -> bool:
+    """Whether any target spent reasoning tokens (the column is left out otherwise)."""
+    return any(t.reasoning_tokens for t in data.cases.targets.values())
+
+
+def _first_token_cells(data: ReportData, t: agg.TargetAgg) -> list[Any]:
+    """TTFT and first-answer p50/p95 of a target's streamed answers (no columns without any)."""
+    if not data.first_token:
+        return []
+    first = data.first_token.get(t.key)
+    if first is None:
+        return [DASH] * 4
+    answer = [DASH, DASH] if first.answer_p50_ms is None else [f"{first.answer_p50_ms:.0f}",
+                                                               f"{first.answer_p95_ms:.0f}"]
+    return [f"{first.p50_ms:.0f}", f"{first.p95_ms:.0f}", *answer]
 
 
 def _results(data: ReportData) -> str:
@@ -115,14 +136,18 @@ def _results(data: ReportData) -> str:
         return "## Results\n\nNo eval results."
     headers = ["Eval", "Service", "Model", "N", "Passed", "Failed", "Errors", "Pass rate",
                "95% CI", "CI method", "Mean ms", "p50 ms", "p95 ms", "Retried", "Attempts",
-               "Avg score", "Tokens in", "Tokens out", "Cost USD"]
+               "Avg score", "Tokens in", "Tokens out",
+               *(["Thinking tokens"] if _thinking(data) else []),
+               *(_FIRST_TOKEN_HEADERS if data.first_token else []),
+               "Cost USD"]
     note = ("Pass rate = the mean over cases of each case's pass fraction over its scored trials"
             " (with one trial per case: passed / (N − errors)); infrastructure errors (HTTP"
             " failures, timeouts, agent ERROR/TIMEOUT) are counted apart and never lower it. The"
             " 95% CI is Wilson's, on the effective sample size when trials repeat cases (clustered"
             " by case). `evals.json` keeps zig_eval's passed / N and Wilson interval over results.")
+    extra = range(18, len(headers) - 1)  # thinking tokens, first-token times
     table = _table([_results_row(data, t) for t in targets], headers,
-                   numeric=(3, 4, 5, 6, 11, 12, 13, 14, 16, 17))
+                   numeric=(3, 4, 5, 6, 11, 12, 13, 14, 16, 17, *extra))
     return f"## Results\n\n{note}\n\n{table}"
 
 

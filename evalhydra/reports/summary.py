@@ -28,6 +28,7 @@ from evalhydra.reports.clustered import CLUSTERED_WILSON, pass_rate_interval
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
 from evalhydra.reports.stats import pass_hat_k as pass_hat_k_of
+from evalhydra.reports.ttft import FirstToken, first_token_latency
 from evalhydra.store.db import Store
 from evalhydra.store.rows import INFRA_ERROR_SQL, infra_error_sql
 
@@ -53,11 +54,19 @@ DASH = "—"
 
 
 def _table(stats: Sequence[dict[str, Any]], tablefmt: str) -> str:
+    streamed = any(s.get("ttft_p50_ms") is not None for s in stats)
     table = [[s["eval"], s["service"], s["model"], s["n"], s["n_cases"], *_rate_cells(s), s["p50_ms"],
-              s["p95_ms"], s["retried"], s["errors"]] for s in stats]
-    headers = ["eval", "service", "model", "n", "cases", "pass", "95% CI", "p50 ms", "p95 ms", "retried",
-               "errors"]
+              s["p95_ms"], *(_ttft_cells(s) if streamed else []), s["retried"], s["errors"]] for s in stats]
+    headers = ["eval", "service", "model", "n", "cases", "pass", "95% CI", "p50 ms", "p95 ms",
+               *(["ttft p50", "ttft p95"] if streamed else []), "retried", "errors"]
     return tabulate(table, headers=headers, tablefmt=tablefmt)
+
+
+def _ttft_cells(stat: Mapping[str, Any]) -> list[str]:
+    """Time to first token next to the latency (a target that did not stream has none)."""
+    if stat.get("ttft_p50_ms") is None:
+        return [DASH, DASH]
+    return [f"{stat['ttft_p50_ms']:.0f}", f"{stat['ttft_p95_ms']:.0f}"]
 
 
 def _rate_cells(stat: Mapping[str, Any]) -> list[str]:
@@ -82,6 +91,7 @@ def store_stats(store: Store, run_ids: Sequence[str], *,
     sel = select_runs(store.conn, run_ids)
     doc, targets = evals_and_targets(store.conn, sel)
     histograms = case_histograms(store.conn, sel)
+    first_token = first_token_latency(store.conn, sel, targets.values())
     out = []
     for ev in doc["evals"]:
         for svc in ev["services"]:
@@ -99,8 +109,17 @@ def store_stats(store: Store, run_ids: Sequence[str], *,
                     "ci_high": rate.high, "ci_method": rate.method, "n_cases": rate.n_cases,
                     "pass_hat_k": hat, "k": k,
                     "p50_ms": latency["p50_ms"], "p95_ms": latency["p95_ms"],
+                    "reasoning_tokens": t.reasoning_tokens, **_first_token(first_token.get(key)),
                     "retried": model["stats"]["retries"]["retried_runs"], "cost_usd": t.cost_usd})
     return out
+
+
+def _first_token(first: FirstToken | None) -> dict[str, float | None]:
+    """A target's time-to-first-token percentiles (None without streamed answers)."""
+    if first is None:
+        return dict.fromkeys(("ttft_p50_ms", "ttft_p95_ms", "first_answer_p50_ms", "first_answer_p95_ms"))
+    return {"ttft_p50_ms": first.p50_ms, "ttft_p95_ms": first.p95_ms,
+            "first_answer_p50_ms": first.answer_p50_ms, "first_answer_p95_ms": first.answer_p95_ms}
 
 
 def consistency(hist: Mapping[tuple[int, int], int], k: int | None) -> tuple[int, float | None]:
@@ -210,12 +229,14 @@ def _print_totals(store: Store, outcome: Any, stats: Sequence[Mapping[str, Any]]
     total, passed = sum(s["n"] for s in stats), sum(s["passed"] for s in stats)
     errors = sum(s["errors"] for s in stats)
     tokens = sum(s["input_tokens"] + s["output_tokens"] for s in stats)
+    thinking = sum(s["reasoning_tokens"] for s in stats)
     cost = sum(s["cost_usd"] for s in stats)
     duration = _duration_s(store, outcome.run_id)
     print(f"\nrun {outcome.run_id}: {plural(total, 'cell')}, {passed} passed, {total - passed - errors} "
           f"failed, {plural(errors, 'error')} ({outcome.executed} run now, {outcome.skipped} resumed from "
           "the store)")
-    print(f"duration {duration:.1f} s, {tokens} tokens, ${cost:.4f}")
+    spent = f" ({thinking} of them thinking)" if thinking else ""
+    print(f"duration {duration:.1f} s, {tokens} tokens{spent}, ${cost:.4f}")
     _print_held(outcome)
     reused = _reused_errors(store, outcome.run_id)
     if reused:

@@ -41,10 +41,21 @@ def group_stats(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             "pass_rate": rate.estimate, "ci_low": rate.low, "ci_high": rate.high,
             "ci_method": rate.method, "n_cases": rate.n_cases, "pass_hat_k": hat, "k": k,
             "p50_ms": nearest_rank(lat, 50), "p95_ms": nearest_rank(lat, 95),
+            "reasoning_tokens": _tokens(items, "reasoning_tokens"), **_first_token(items),
             "retried": sum(1 for r in items if r.get("retried")),
             "cost_usd": sum((r.get("cost_usd") or 0) + (r.get("judge_cost_usd") or 0) for r in items),
         })
     return out
+
+
+def _first_token(items: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Nearest-rank p50/p95 of the streamed results' times to first token and to the answer."""
+    first = sorted(r["ttft_ms"] for r in items if r.get("ttft_ms") is not None)
+    answer = sorted(r["first_answer_ms"] for r in items if r.get("first_answer_ms") is not None)
+    return {"ttft_p50_ms": nearest_rank(first, 50) if first else None,
+            "ttft_p95_ms": nearest_rank(first, 95) if first else None,
+            "first_answer_p50_ms": nearest_rank(answer, 50) if answer else None,
+            "first_answer_p95_ms": nearest_rank(answer, 95) if answer else None}
 
 
 def _case_histogram(scored: list[dict[str, Any]]) -> Counter[tuple[int, int]]:

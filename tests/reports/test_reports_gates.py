@@ -24,7 +24,10 @@ RUN = "eval-gate-aaaaaaaa"
 
 def _rows() -> list[dict[str, object]]:
     """g.a passes 3/4 (one error left out: 3/3), g.b 1/4, h.c 2/4."""
-    rows = [result_row(RUN, f"a{i}", eval_id="g.a", passed=i < 3) for i in range(3)]
+    # g.a was streamed by a reasoning model: times to first token and thinking tokens
+    rows = [result_row(RUN, f"a{i}", eval_id="g.a", passed=i < 3, ttft_ms=100.0 + 50 * i,
+                       first_answer_ms=400.0 + i if i else None, reasoning_tokens=7 * i)
+            for i in range(3)]
     rows.append(result_row(RUN, "a3", eval_id="g.a", passed=False, status="ERROR", error_kind="timeout"))
     rows += [result_row(RUN, f"b{i}", eval_id="g.b", passed=i == 0,
                         suggested_fix="Say only the number." if i else None) for i in range(4)]
