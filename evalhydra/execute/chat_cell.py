@@ -131,7 +131,8 @@ class ChatCellRunner:
                                error_kind=completion.error_kind, details=details)
         if not completion.reasoning_finished:  # thinking cut by max_tokens: no answer to score
             return MatchResult(passed=False, score=0.0, reason=NOT_FINISHED)
-        ctx = MatchContext(case=job.case, output=completion.output, tool_calls=completion.tool_calls)
+        ctx = MatchContext(case=job.case, output=completion.output, tool_calls=completion.tool_calls,
+                           reasoning=completion.reasoning)
         return await self.matchers[job.eval.id](ctx)
 
     def _judge_names(self, ev: EvalPlan) -> str | None:

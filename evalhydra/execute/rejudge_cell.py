@@ -187,8 +187,10 @@ def _generation_failed(row: Mapping[str, Any]) -> bool:
 
 
 def _context(case: Case, row: Mapping[str, Any]) -> MatchContext:
+    reasoning = row.get("reasoning")
     return MatchContext(case=case, output=row.get("output") or "",
-                        tool_calls=_tool_calls(row.get("tool_calls")))
+                        tool_calls=_tool_calls(row.get("tool_calls")),
+                        reasoning=reasoning if isinstance(reasoning, str) else None)
 
 
 def _candidate_calls(store: Store, parent: Mapping[str, Any]) -> tuple[int, bool]:

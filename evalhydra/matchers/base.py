@@ -27,6 +27,8 @@ class MatchContext:
         trace: An agent's TrialTrace, when the service is an agent CLI.
         output_dir: An agent trial's working directory.
         log_content: An agent trial's combined stdout/stderr.
+        reasoning: A reasoning model's thinking, taken out of ``output`` (judges are shown it
+            only with ``include_reasoning``).
     """
 
     case: Case
@@ -35,6 +37,7 @@ class MatchContext:
     trace: Any = None
     output_dir: Path | None = None
     log_content: str = ""
+    reasoning: str | None = None
 
 
 class JudgeClient(Protocol):

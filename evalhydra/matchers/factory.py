@@ -26,6 +26,7 @@ __all__ = [
     "guard",
     "judge_services_of",
     "validate_matcher",
+    "with_judge_options",
     "with_judge_service",
 ]
 
@@ -237,9 +238,15 @@ def with_judge_service(spec: Mapping[str, Any], service: str) -> dict[str, Any]:
     This is the ``judge_service=`` / ``--judge-service`` override: it replaces
     the judge of every ``model_grade`` and ``rubric`` matcher, parts included.
     """
-    options = plain(spec)
-    if options.get("kind") in JUDGE_KINDS:
-        options["judge_service"] = service
-    if _parts_of(options):
-        options["parts"] = [with_judge_service(p, service) for p in _parts_of(options)]
-    return dict(options)
+    return with_judge_options(spec, judge_service=service)
+
+
+def with_judge_options(spec: Mapping[str, Any], **options: Any) -> dict[str, Any]:
+    """Return a plain copy of ``spec`` with ``options`` set on every ``model_grade`` and
+    ``rubric`` matcher, parts included (``judge_service=``, ``judge.include_reasoning=``)."""
+    copy = plain(spec)
+    if copy.get("kind") in JUDGE_KINDS:
+        copy.update(options)
+    if _parts_of(copy):
+        copy["parts"] = [with_judge_options(p, **options) for p in _parts_of(copy)]
+    return dict(copy)

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.values import Completion, ErrorKind, MatchResult, Usage
-from evalhydra.matchers.base import JudgeClient
+from evalhydra.matchers.base import JudgeClient, MatchContext
 
-__all__ = ["invalid_judge_output", "judge_call_failed", "merge_judges", "require_judge"]
+__all__ = [
+    "judged_output","invalid_judge_output", "judge_call_failed", "merge_judges", "require_judge"]
 
 
 def require_judge(judges: JudgeClient | None, service: str, kind: str) -> JudgeClient:
@@ -87,3 +88,11 @@ def merge_judges(completions: Sequence[Completion]) -> Completion | None:
         attempts=tuple(a for c in completions for a in c.attempts),
         cost_usd=sum(c.cost_usd for c in completions),
     )
+
+
+def judged_output(ctx: MatchContext, include_reasoning: bool) -> str:
+    """What a judge is shown as the candidate's output: the answer, and with
+    ``include_reasoning`` the thinking before it (when the reply had any)."""
+    if not include_reasoning or not ctx.reasoning:
+        return ctx.output
+    return f"[The candidate's reasoning, before its answer]\n{ctx.reasoning}\n\n[Its answer]\n{ctx.output}"

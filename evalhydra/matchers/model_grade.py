@@ -23,7 +23,7 @@ from evalhydra.matchers.common import (
     format_value,
     is_unit_number,
 )
-from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, require_judge
+from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, judged_output, require_judge
 
 __all__ = [
     "INVALID_JUDGE_OUTPUT",
@@ -120,13 +120,14 @@ def build_model_grade(spec: dict[str, Any], judges: JudgeClient | None) -> Match
     client = require_judge(judges, service, "model_grade")
     rubric, model = spec["rubric"], spec.get("judge_model")
     pass_score = float(spec.get("pass_score", 1.0))
+    thinking = bool(spec.get("include_reasoning"))
 
     async def match(ctx: MatchContext) -> MatchResult:
         prompt = model_grade_prompt(
             rubric,
             pass_score,
             format_value(ctx.case.input),
-            ctx.output,
+            judged_output(ctx, thinking),
             effective_ideal(ctx.case.ideal),
         )
         request = ChatRequest(user_content=prompt, model=model, system_prompt=None)

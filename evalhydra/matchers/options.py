@@ -15,7 +15,7 @@ from evalhydra.matchers.common import ASCII_WHITESPACE, is_number, is_unit_numbe
 __all__ = ["DEFAULTS", "MATCHER_KINDS", "REQUIRED", "check_option"]
 
 _TEXT = ("case_sensitive", "trim_whitespace", "ideal")
-_JUDGE = ("judge_service", "judge_model")
+_JUDGE = ("judge_service", "judge_model", "include_reasoning")
 
 #: kind -> the option keys it accepts besides ``kind``.
 MATCHER_KINDS: dict[str, set[str]] = {
@@ -99,6 +99,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "schema": (_is_schema, "a JSON schema object or a registry-relative file path"),
     "judge_service": _NONBLANK,
     "judge_model": _NONBLANK,
+    "include_reasoning": (lambda v: isinstance(v, bool), "true or false"),
     "rubric": _NONBLANK,
     "prompt": _NONBLANK,
     "pass_score": _UNIT,

@@ -36,7 +36,7 @@ from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.values import ChatRequest, Completion, MatchResult
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.common import format_value, is_unit_number, strict_json_loads, strip_code_fence
-from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, require_judge
+from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, judged_output, require_judge
 from evalhydra.matchers.paths import resolve_registry_path
 from evalhydra.matchers.prompts import PromptFile, load_evaluator_prompt
 
@@ -162,9 +162,12 @@ def rubric_result(
     return dataclasses.replace(result, judge=completion)
 
 
-def rubric_request(prompt: PromptFile, ctx: MatchContext, model: str | None) -> ChatRequest:
-    """Build the evaluator request: only the original input and the output are sent."""
-    system, user = prompt.render({"input": format_value(ctx.case.input), "output": ctx.output})
+def rubric_request(prompt: PromptFile, ctx: MatchContext, model: str | None,
+                   include_reasoning: bool = False) -> ChatRequest:
+    """Build the evaluator request: only the original input and the output are sent (and the
+    candidate's thinking with ``include_reasoning``)."""
+    output = judged_output(ctx, include_reasoning)
+    system, user = prompt.render({"input": format_value(ctx.case.input), "output": output})
     params = {k: prompt.front_matter[k] for k in _REQUEST_PARAMS if k in prompt.front_matter}
     return ChatRequest(user_content=user, model=model, system_prompt=system, params=params or None)
 
@@ -201,9 +204,10 @@ def build_rubric(
     prompt = load_rubric_prompt(spec, root, where)
     model, weights = spec.get("judge_model"), spec.get("weights")
     threshold = float(spec.get("pass_threshold", DEFAULT_PASS_THRESHOLD))
+    thinking = bool(spec.get("include_reasoning"))
 
     async def match(ctx: MatchContext) -> MatchResult:
-        completion = await client.judge(service, rubric_request(prompt, ctx, model))
+        completion = await client.judge(service, rubric_request(prompt, ctx, model, thinking))
         return rubric_result(completion, weights, threshold)
 
     return match

@@ -24,7 +24,12 @@ from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.messages import MessageError, check_messages
 from evalhydra.core.values import ToolSpec
-from evalhydra.matchers.factory import judge_services_of, validate_matcher, with_judge_service
+from evalhydra.matchers.factory import (
+    judge_services_of,
+    validate_matcher,
+    with_judge_options,
+    with_judge_service,
+)
 from evalhydra.plan.cells import digest
 from evalhydra.plan.model import EvalPlan, RunPlan
 from evalhydra.registry.datasets import CaseTemplate
@@ -212,6 +217,8 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
         matcher = _matcher_spec(spec, conf, suite_matcher, where)
         if conf.judge_service:
             matcher = with_judge_service(matcher, conf.judge_service)
+        if conf.judge.include_reasoning:  # set only when asked, so other cells keep their keys
+            matcher = with_judge_options(matcher, include_reasoning=True)
         matcher = validate_matcher(matcher, f"{where}: matcher", registry_root=root)
     attempts = spec.get("max_attempts", 1)
     if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 10:

@@ -18,6 +18,7 @@ import pytest
 import evalhydra
 from evalhydra.services.openai.reasoning import NOT_FINISHED, split_reasoning
 from tests.conftest import smoke_eval, write_registry
+from tests.helpers import mock_call
 
 SHAPES: dict[str, dict[str, object]] = {
     "separate": {"content": "Paris", "reasoning_content": "The capital of France is Paris."},
@@ -106,3 +107,24 @@ def test_the_page_shows_the_thinking_under_the_answer(thinking_url: str, tmp_pat
     store.close()
     page = (tmp_path / "page" / "report.html").read_text()
     assert "<details><summary>reasoning</summary>" in page and '"rz":"France... Paris."' in page
+
+
+def _graded(url: str, tmp_path: Path, *extra: str) -> dict[str, object]:
+    """One case graded by a model_grade judge (the same mock process), and the judge's request."""
+    mock_call(url, "config", {"reasoning": "inline"})
+    grade = smoke_eval("g.e", matcher={"kind": "model_grade", "judge_service": "mock",
+                                       "rubric": "The answer names the capital."})
+    case = '{"id": "c", "input": "Reply with exactly Paris."}\n'
+    registry = write_registry(tmp_path / "reg", evals={"g/e.json": grade}, data={"data/g/e/test.jsonl": case})
+    evalhydra.evaluate([f"registry={registry}", "eval=g.e", "service=mock", "service.mock.enabled=false",
+                        f"service.base_url={url}", f"store.path={tmp_path / 's.db'}", *extra])
+    return mock_call(url, "last")
+
+
+def test_a_judge_sees_the_answer_and_the_thinking_only_when_asked(url: str, tmp_path: Path) -> None:
+    prompt = _graded(url, tmp_path / "answer")["messages"][-1]["content"]  # type: ignore[index]
+    assert "Candidate output:\nParis\n" in prompt and "The user asks" not in prompt
+    shown = _graded(url, tmp_path / "thinking", "judge.include_reasoning=true")
+    prompt = shown["messages"][-1]["content"]  # type: ignore[index]
+    assert "[The candidate's reasoning, before its answer]\nThe user asks" in prompt
+    assert "[Its answer]\nParis\n" in prompt
