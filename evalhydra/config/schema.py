@@ -92,6 +92,11 @@ class MockBehaviour:
     stream_delta_chars: int = 4
     stream_delay_ms: float = 0.0
     stream_split_bytes: int = 0
+    rate_limit_rps: float = 0.0  # > 0: a request budget refilling at this rate (429 past it)
+    rate_limit_burst: int = 20
+    rate_limit_retry_after_s: float | None = 1.0
+    rate_limit_later_rps: float = 0.0  # > 0: the rate after rate_limit_later_after_s
+    rate_limit_later_after_s: float = 0.0
 
 
 @dataclass
@@ -127,6 +132,8 @@ class ServiceConfig:
     pricing: PricingConfig = field(default_factory=PricingConfig)
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
     stream: bool = False  # send stream: true and read server-sent events (time to first token is stored)
+    adaptive: bool = True  # adapt the requests in flight to the endpoint's limits (429s, x-ratelimit-*)
+    rate_limit_timeout_s: float = 600.0  # adaptive: a cell refused (429) this long ends rate_limited
     mock: MockConfig = field(default_factory=MockConfig)
     # kind: command (agent CLIs, issue 6)
     cli_name: str | None = None

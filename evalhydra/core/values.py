@@ -221,6 +221,7 @@ class Completion:
     cost_usd: float = 0.0
     reasoning: str | None = None  # the thinking taken out of ``output`` (a reasoning model's)
     reasoning_finished: bool = True  # False: the thinking was cut before any answer
+    waited_ms: float = 0.0  # before the first attempt: for a slot of the service and its endpoint
     ttft_ms: float | None = None  # streamed: the first content or reasoning delta
     first_answer_ms: float | None = None  # streamed: the first answer delta, after any thinking
     output_tps: float | None = None  # streamed: completion tokens per second after the first delta

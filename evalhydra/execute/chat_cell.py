@@ -105,7 +105,8 @@ class ChatCellRunner:
         calls = [("candidate", completion)]
         if match.judge is not None:
             calls.append(("judge", match.judge))
-        latency = (self._clock.now() - started) * 1000
+        # the wait for a slot of the endpoint is the run's queue, not the service's latency
+        latency = (self._clock.now() - started) * 1000 - completion.waited_ms
         row = chat_row(job, self.run_id, self.config.name, self.model, completion, match, calls,
                        self._judge_names(job.eval), attempts=1, history=None, latency_ms=latency)
         return row, self._attempt_rows(job, calls, None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Protocol, TextIO
 
 __all__ = ["Progress"]
@@ -47,6 +48,8 @@ class Progress:
         self.interval = 0.1 if self.tty else 10.0
         self.last = 0.0
         self._bar = _terminal_bar(total, self.stream, label) if enabled and self.tty else None
+        #: More to show after the counts (the endpoints' adaptive limits), or None.
+        self.extra: Callable[[], str] | None = None
 
     @property
     def failed(self) -> int:
@@ -72,10 +75,11 @@ class Progress:
         pct = 100.0 * finished / self.total if self.total else 100.0
         rate = self.done / elapsed
         eta = f"{(self.total - finished) / rate:.0f}s" if rate > 0 and finished < self.total else "-"
+        extra = self.extra() if self.extra is not None else ""
         return (
             f"{self.label}{finished}/{self.total} ({pct:.0f}%) elapsed {elapsed:.0f}s eta {eta} "
             f"{rate:.1f} cells/s  passed={self.passed} failed={self.failed} "
-            f"errors={self.errors} resumed={self.skipped}"
+            f"errors={self.errors} resumed={self.skipped}{'  ' + extra if extra else ''}"
         )
 
     def _maybe_print(self) -> None:

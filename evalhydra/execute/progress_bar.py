@@ -63,6 +63,9 @@ class TerminalBar:
                       f"errors {state.errors}  resumed {state.skipped}")
         else:
             counts = f"✓{state.passed} ✗{state.failed} !{state.errors}"
+        extra = state.extra() if state.extra is not None else ""
+        if extra:
+            counts += f"  {extra}"
         self.progress.update(self.task, completed=state.done + state.skipped, counts=counts)
 
     def stop(self) -> None:

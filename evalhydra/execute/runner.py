@@ -49,6 +49,7 @@ from evalhydra.execute.services import build_matchers, open_services
 from evalhydra.execute.writer import RowSink, store_writer
 from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
+from evalhydra.services.adaptive import EndpointReport, limits_status, refused_endpoints
 from evalhydra.store.claims import Claims
 from evalhydra.store.db import Store
 from evalhydra.store.rows import ResultRow, now_iso
@@ -80,6 +81,7 @@ class RunOutcome:
     dead_endpoint: str | None = None  # why the run stopped sending (see DeadEndpointWatch)
     held_elsewhere: int = 0  # pending cells another live run had claimed, so this one left them
     holders: set[str] = field(default_factory=set)
+    rate_limited: list[EndpointReport] = field(default_factory=list)  # endpoints that refused (429)
 
 
 class CellRunner(Protocol):
@@ -193,6 +195,7 @@ async def execute_cells(
     outcome = RunOutcome(run_id=row["run_id"], total=row["cells_total"])
     store.start_run(row)
     progress = progress or Progress(outcome.total, enabled=False)
+    progress.extra = limits_status
     status = "failed"
     work_scope = trio.CancelScope()  # SIGINT/SIGTERM cancel it; the watcher outlives the flush
     async with trio.open_nursery() as guard:
@@ -212,6 +215,7 @@ async def execute_cells(
                 if claims is not None:
                     await trio.to_thread.run_sync(claims.release)
             progress.close()
+            outcome.rate_limited = refused_endpoints()
         guard.cancel_scope.cancel()
     return outcome
 

@@ -91,7 +91,8 @@ NAMED_BY_THE_SERVICE = frozenset({"cli_name"})
 NOT_RESULT_FIELDS = frozenset({
     "timeout_ms", "deadline_ms", "timeout_s",  # only whether an error happens (errors are re-sent)
     "api_key_env", "headers",  # credentials, never hashed (a hash of a secret could be guessed)
-    "retry", "max_concurrency", "rate_limit", "transport", "proxy", "verify", "ca_bundle", "pricing"})
+    "retry", "max_concurrency", "rate_limit", "transport", "proxy", "verify", "ca_bundle", "pricing",
+    "adaptive", "rate_limit_timeout_s"})
 
 
 def endpoint_of(service: ServiceConfig) -> str:

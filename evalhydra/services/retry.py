@@ -51,7 +51,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 import trio
@@ -59,9 +59,12 @@ import trio
 from evalhydra.config.schema import RetryConfig
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.values import AttemptRecord, ErrorKind
+from evalhydra.services.adaptive import Feedback
 
 __all__ = [
     "DEADLINE_REASON",
+    "RATE_LIMIT_BACKOFF_S",
+    "AttemptGate",
     "TIMEOUT_REASON",
     "AttemptResult",
     "RetryOutcome",
@@ -69,6 +72,7 @@ __all__ = [
     "classify_exception",
     "classify_status",
     "error_name",
+    "feedback_of",
     "parse_retry_after",
     "run_with_retries",
 ]
@@ -268,6 +272,7 @@ class AttemptResult(Generic[T]):
     transport: bool = False
     retry_after_s: float | None = None
     detail: str | None = None
+    limit_headers: dict[str, str] | None = None  # the reply's x-ratelimit-* headers, if any
 
     def record(self, attempt: int, latency_ms: float) -> AttemptRecord:
         """The audit row for this attempt."""
@@ -285,11 +290,13 @@ class RetryOutcome(Generic[T]):
         last: The final attempt's result (the call's result).
         attempts: One record per attempt made.
         latency_ms: From the first attempt's start to the end, sleeps included.
+        started: When the first attempt started (the run's clock), after any wait for a slot.
     """
 
     last: AttemptResult[T]
     attempts: list[AttemptRecord] = field(default_factory=list)
     latency_ms: float = 0.0
+    started: float = 0.0
 
 
 async def _attempt_once(
@@ -313,6 +320,36 @@ async def _attempt_once(
     )
 
 
+class AttemptGate(Protocol):
+    """Lets attempts through to an endpoint and learns from their outcomes (adaptive concurrency)."""
+
+    async def acquire(self) -> float:
+        """Wait for a slot; return a token for :meth:`release`."""
+
+    def release(self, sent_at: float, feedback: Feedback) -> None:
+        """Give the slot back with what the attempt showed."""
+
+    def cancel(self) -> None:
+        """Give the slot back after an attempt that was cancelled."""
+
+
+def feedback_of(result: AttemptResult[Any], retry_after_cap_s: float = math.inf) -> Feedback:
+    """What an attempt tells an :class:`AttemptGate`: a 429, a 503 or a refused connection
+    is the endpoint saying it is over its limit (its ``Retry-After`` capped as a retry's is)."""
+    refused = (result.status_code in (429, 503)
+               or (result.error_kind is ErrorKind.CONNECT_ERROR and result.error_message == "ConnectError"))
+    wait = result.retry_after_s
+    return Feedback(ok=result.status_code is not None, refused=refused,
+                    rate_limited=result.status_code == 429,
+                    retry_after_s=None if wait is None else min(wait, retry_after_cap_s),
+                    headers=result.limit_headers)
+
+
+#: A rate-limited attempt's own wait when the endpoint names none: this times 2^n, capped.
+RATE_LIMIT_BACKOFF_S = 0.1
+_RATE_LIMIT_BACKOFF_CAP_S = 5.0
+
+
 async def run_with_retries(
     fn: Callable[[int], Awaitable[AttemptResult[T]]],
     policy: RetryPolicy,
@@ -323,6 +360,8 @@ async def run_with_retries(
     rng: random.Random | None = None,
     timeout_in_fn: bool = False,
     now: Callable[[], float] = trio.current_time,
+    gate: AttemptGate | None = None,
+    rate_limit_timeout_s: float | None = None,
 ) -> RetryOutcome[T]:
     """Run ``fn(attempt)`` until it succeeds, fails for good, or time runs out.
 
@@ -346,6 +385,11 @@ async def run_with_retries(
         rng: Jitter source (default: a fresh ``random.Random()``).
         timeout_in_fn: ``fn`` keeps ``timeout_s`` itself (no scope per attempt).
         now: Reads the run's time (a :class:`~evalhydra.core.trio_util.RunClock`'s, which is cheaper).
+        gate: Taken before each attempt and told its outcome (adaptive concurrency); it holds
+            the attempt back while the endpoint is paused or at its limit.
+        rate_limit_timeout_s: With it (> 0), a 429 is the endpoint asking to wait, not the cell
+            failing: it uses up no attempt, and is sent again (after the endpoint's pause, or
+            a short backoff of its own) until the endpoint has refused this cell for that long.
 
     Returns:
         The outcome with every attempt recorded.
@@ -356,22 +400,47 @@ async def run_with_retries(
     start = t0 = 0.0
     in_attempt = False
     deadline = math.inf
+    refused_since: float | None = None  # the first 429 of the current run of them
     # No deadline, no scope: a cancel scope per call costs more than the rest of the loop.
     deadline_scope = trio.CancelScope() if deadline_s is not None else None
     with deadline_scope or contextlib.nullcontext():
-        for attempt in range(1, policy.max_attempts + 1):
+        attempt = 0  # attempts that count against max_attempts
+        while attempt < policy.max_attempts:
+            attempt += 1
             if before_attempt is not None:
                 await before_attempt()
+            sent_at = await gate.acquire() if gate is not None else 0.0
             start = now()
-            if attempt == 1:
+            if not records:
                 t0 = start
                 if deadline_scope is not None and deadline_s is not None:
                     deadline = deadline_scope.deadline = t0 + deadline_s
             in_attempt = True
-            last = await _attempt_once(fn, attempt, timeout_s, timeout_in_fn)
+            try:
+                last = await _attempt_once(fn, len(records) + 1, timeout_s, timeout_in_fn)
+            except BaseException:
+                if gate is not None:
+                    gate.cancel()
+                raise
             in_attempt = False
             end = now()
-            records.append(last.record(attempt, (end - start) * 1000.0))
+            if gate is not None:
+                gate.release(sent_at, feedback_of(last, policy.retry_after_cap_ms / 1000.0))
+            records.append(last.record(len(records) + 1, (end - start) * 1000.0))
+            if rate_limit_timeout_s and last.status_code == 429:
+                refused_since = end if refused_since is None else refused_since
+                if end - refused_since < rate_limit_timeout_s:
+                    attempt -= 1  # waiting for the limit is not the cell's failure
+                    delay = 0.0 if last.retry_after_s else min(
+                        _RATE_LIMIT_BACKOFF_CAP_S, RATE_LIMIT_BACKOFF_S * 2 ** min(len(records), 16))
+                    delay = rng.uniform(0.5 * delay, delay)
+                    if end + delay >= deadline:
+                        break
+                    if delay > 0:
+                        await trio.sleep(delay)
+                    continue
+            else:
+                refused_since = None
             if attempt >= policy.max_attempts or not policy.retries(last):
                 break
             delay = policy.delay_s(attempt, last.retry_after_s, rng)
@@ -383,4 +452,4 @@ async def run_with_retries(
     if in_attempt or last is None:  # the deadline ended an attempt
         last = AttemptResult(error_kind=ErrorKind.TIMEOUT, error_message=DEADLINE_REASON)
         records.append(last.record(len(records) + 1, (end - start) * 1000.0))
-    return RetryOutcome(last, records, (end - t0) * 1000.0)
+    return RetryOutcome(last, records, (end - t0) * 1000.0, t0 if records else end)

@@ -112,7 +112,9 @@ def test_a_mutated_reply_is_an_answer_or_a_recorded_error(status: int, data: st.
     def reply(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, content=wire, headers={"content-type": content_type, **headers})
 
-    config = ServiceConfig(name="svc", base_url="http://upstream.test", retry=RetryConfig(max_attempts=1))
+    # rate_limit_timeout_s=0: a 429 is one failed attempt (the endpoint's waits are tested apart)
+    config = ServiceConfig(name="svc", base_url="http://upstream.test", retry=RetryConfig(max_attempts=1),
+                           rate_limit_timeout_s=0)
 
     async def call() -> Completion:
         service = OpenAICompatService(config, registry_root=Path("."), transport=httpx.MockTransport(reply))

@@ -140,7 +140,8 @@ def test_rate_limit_storm_is_reported_as_errors_not_failures(tmp_path: Path) -> 
     registry = numbered_registry(tmp_path / "reg", 5)
     db = tmp_path / "store.db"
     with mock_process("--fail-rate", "1", "--fail-status", "429") as url:
-        res = run_cli(*_args(registry, url, db, "service.retry.max_attempts=2"), cwd=tmp_path)
+        limits = ("service.retry.max_attempts=2", "service.rate_limit_timeout_s=0")  # a 429 is a failure
+        res = run_cli(*_args(registry, url, db, *limits), cwd=tmp_path)
     assert res.returncode == 3, res.stderr  # every cell errored: the run measured nothing
     assert "error: could not measure: g.e on mock/mock-model: no scored cell (5 of 5 errored)" in res.stderr
     assert "5 cells were rate limited (429)" in res.stdout

@@ -89,6 +89,9 @@ async def mock(**settings: Any) -> AsyncIterator[tuple[MockServer, list[Seen]]]:
 async def service(base_url: str, root: Path, rng: random.Random | None = None,
                   **cfg: Any) -> AsyncIterator[OpenAICompatService]:
     cfg.setdefault("timeout_ms", 2000)
+    # a 429 uses up an attempt here, as any failure: these tests are about the retry policy
+    # (tests/services/test_adaptive.py has the endpoint waits)
+    cfg.setdefault("rate_limit_timeout_s", 0)
     svc = OpenAICompatService(ServiceConfig(name="svc", base_url=base_url, **cfg), registry_root=root,
                               rng=rng or random.Random(0))
     try:
@@ -468,7 +471,8 @@ def plan_for(compose: Callable[..., DictConfig], *overrides: str) -> Any:
 
 
 def service_args(url: str, *extra: str) -> list[str]:
-    return ["service=mock", "service.mock.enabled=false", f"service.base_url={url}", *extra]
+    return ["service=mock", "service.mock.enabled=false", f"service.base_url={url}",
+            "service.rate_limit_timeout_s=0", *extra]  # a 429 storm ends in the cells' attempts
 
 
 RUN_FAULTS = {

@@ -448,7 +448,8 @@ async def test_retries_exhausted_reports_last_status(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     upstream = Upstream(status(429, {"error": {"message": "slow down"}}))
-    done = await call(make_cfg(retry=RetryConfig(max_attempts=2, backoff_ms=50)), upstream, tmp_path)
+    cfg = make_cfg(retry=RetryConfig(max_attempts=2, backoff_ms=50), rate_limit_timeout_s=0)
+    done = await call(cfg, upstream, tmp_path)
     assert done.error_kind is ErrorKind.RATE_LIMITED
     assert done.error_message == "slow down"
     assert (done.status_code, done.attempt_count, done.retried) == (429, 2, True)

@@ -66,6 +66,7 @@ async def in_thread(fn: Callable[[], T]) -> T:
 
 
 async def evalhydra_call(server: MockServer, root: Path, request: ChatRequest, **cfg: Any) -> Any:
+    cfg.setdefault("rate_limit_timeout_s", 0)  # a 429 fails the call, as the openai client's does
     svc = OpenAICompatService(ServiceConfig(name="svc", base_url=server.url, **cfg), registry_root=root)
     try:
         return await svc.complete(request)

@@ -37,6 +37,12 @@ _SWITCHES: list[tuple[str, str, Any, str]] = [
     ("--reasoning", "reasoning", str, "think first, in this shape: reasoning_content, reasoning or inline"),
     ("--stream-delta-chars", "stream_delta_chars", int, "most characters per streamed delta (default 4)"),
     ("--stream-delay-ms", "stream_delay_ms", float, "pause between streamed events, in ms (default 0)"),
+    ("--rate-limit-rps", "rate_limit_rps", float, "refuse (429) past a budget refilling at X requests/s"),
+    ("--rate-limit-burst", "rate_limit_burst", int, "the budget's size (default 20)"),
+    ("--rate-limit-retry-after-s", "rate_limit_retry_after_s", float, "Retry-After of a refusal (default 1)"),
+    ("--rate-limit-later-rps", "rate_limit_later_rps", float,
+     "the budget's rate after --rate-limit-later-after-s"),
+    ("--rate-limit-later-after-s", "rate_limit_later_after_s", float, "when the later rate starts (s)"),
     ("--stream-split-bytes", "stream_split_bytes", int,
      "send streams in pieces of N bytes (default: one per event)"),
 ]

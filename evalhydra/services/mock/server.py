@@ -26,6 +26,7 @@ import trio
 
 from evalhydra.services.mock import responses, wire
 from evalhydra.services.mock.delays import DelayLine
+from evalhydra.services.mock.limits import RequestBudget
 from evalhydra.services.mock.replies import CHANCE_MARK, reply_for, usage_for
 from evalhydra.services.mock.settings import MockSettings
 from evalhydra.services.mock.streaming import STREAM_FAULTS, stream_events, with_reasoning
@@ -47,6 +48,7 @@ def _origin_form(target: bytes) -> bytes:
 _MODELS_PATHS = frozenset({b"/v1/models", b"/models"})
 _FAIL = responses.error_body("mock failure", "server_error")
 _HTML = b"<html><body>502 Bad Gateway</body></html>"
+_RATE_LIMITED = responses.error_body("Rate limit reached for requests", "requests")
 _CACHE_MAX_BODY = 4 * 1024  # larger bodies are rendered afresh, never kept (the cache stays small)
 
 
@@ -63,6 +65,7 @@ class MockStats:
         connections: Connections accepted.
         in_flight: Chat requests being handled now.
         max_in_flight: The most chat requests handled at once.
+        rate_limited: Chat requests refused with 429 by the rate limit (``rate_limit_rps``).
     """
 
     requests: int = 0
@@ -73,6 +76,7 @@ class MockStats:
     connections: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
+    rate_limited: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Return the counters as a JSON-ready dict."""
@@ -85,12 +89,13 @@ class MockStats:
             "connections": self.connections,
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
+            "rate_limited": self.rate_limited,
         }
 
     def reset(self) -> None:
         """Zero every counter except ``in_flight``."""
         self.requests = self.chat_requests = self.ok = self.bad_requests = 0
-        self.connections = self.max_in_flight = 0
+        self.connections = self.max_in_flight = self.rate_limited = 0
         self.faults = {}
 
 
@@ -114,6 +119,8 @@ class MockServer:
         self._rng = random.Random(self.settings.seed)
         self._seed = self.settings.seed
         self._delays = DelayLine()
+        #: The request budget of ``rate_limit_rps`` (a new bucket after ``reset``).
+        self.budget = RequestBudget()
 
     @property
     def url(self) -> str:
@@ -142,6 +149,7 @@ class MockServer:
     def reset(self) -> None:
         """Zero the counters, forget the last request and reseed the generator."""
         self.stats.reset()
+        self.budget.reset()
         self._last_body = None
         self._last_head = None
         self._reseed()
@@ -249,6 +257,17 @@ class MockServer:
     # -- chat -----------------------------------------------------------------
 
     async def _chat(self, body: bytes) -> Reply:
+        if not self.settings.rate_limit_rps:
+            return await self._admitted(body)
+        admitted, budget = self.budget.take(self.settings)
+        if not admitted:
+            self.stats.rate_limited += 1
+            return Reply(429, _RATE_LIMITED, (*wire.JSON, *budget))
+        reply = await self._admitted(body)
+        reply.headers = (*reply.headers, *budget)
+        return reply
+
+    async def _admitted(self, body: bytes) -> Reply:
         stats = self.stats
         stats.chat_requests += 1
         number = stats.chat_requests

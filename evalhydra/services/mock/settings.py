@@ -83,6 +83,13 @@ class MockSettings(MockBehaviour):
             before the first).
         stream_split_bytes: When > 0, a streamed reply is sent in pieces of this many bytes,
             cutting events and UTF-8 sequences across reads; else one piece per event.
+        rate_limit_rps: When > 0, chat requests spend a budget refilling at this rate; past
+            it they are refused with 429 (:mod:`evalhydra.services.mock.limits`).
+        rate_limit_burst: The budget's size (the most requests at once from full).
+        rate_limit_retry_after_s: The ``Retry-After`` of a refusal (None: none sent).
+        rate_limit_later_rps: When > 0, the rate once ``rate_limit_later_after_s`` have passed
+            since the first chat request.
+        rate_limit_later_after_s: See ``rate_limit_later_rps``.
     """
 
     def __post_init__(self) -> None:
@@ -103,6 +110,10 @@ class MockSettings(MockBehaviour):
                              f" got {self.reasoning!r}")
         if self.stream_delta_chars < 1 or self.stream_delay_ms < 0 or self.stream_split_bytes < 0:
             raise ValueError("stream_delta_chars must be >= 1, stream_delay_ms and stream_split_bytes >= 0")
+        rates = (self.rate_limit_rps, self.rate_limit_later_rps, self.rate_limit_later_after_s)
+        if min(rates) < 0 or self.rate_limit_burst < 1:
+            raise ValueError("rate_limit_rps, rate_limit_later_rps and rate_limit_later_after_s must be >= 0,"
+                             " rate_limit_burst >= 1")
         if self.fault is not None and self.fault not in FAULTS:
             raise ValueError(f"fault must be one of {', '.join(FAULTS)} or null, got {self.fault!r}")
 

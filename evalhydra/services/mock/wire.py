@@ -24,6 +24,7 @@ __all__ = [
     "HTML",
     "JSON",
     "Handler",
+    "Header",
     "Reply",
     "encode",
     "parse_head",

@@ -40,6 +40,7 @@ from evalhydra.core.version import __version__
 from evalhydra.http.body import aclose_response, read_capped
 from evalhydra.http.deadlines import DEADLINE
 from evalhydra.http.pool import TransportPool, tls_context
+from evalhydra.services.adaptive import EndpointController, controller_for
 from evalhydra.services.openai.payload import (
     build_payload,
     count_image_chars,
@@ -138,6 +139,8 @@ class OpenAICompatService:
         context = tls_context(config.verify, config.ca_bundle)
         self._pool = TransportPool(self._url, config.max_concurrency, transport, kind=config.transport,
                                    proxy=config.proxy, ssl_context=context)
+        #: The endpoint's shared adaptive concurrency (made in the run's trio loop, on first use).
+        self._gate: EndpointController | None = None
         #: The lean transport ends an attempt at its deadline itself (no cancel scope per attempt).
         self._deadline_in_transport = bool(self._timeout_s) and self._pool.ends_at_deadline
         self._rng = rng or random.Random()
@@ -231,6 +234,8 @@ class OpenAICompatService:
         estimate = self._estimate(body, request) if self._rate.counts_tokens else 0
         attempt = partial(self._attempt, body, self._request_headers(len(body)), model, estimate)
         before = partial(self._rate.acquire, estimate) if self._rate.enabled else None
+        gate = self._endpoint_gate()
+        entered = self._clock.now()
         async with trio_util.Holding(self._limiter):
             outcome = await run_with_retries(
                 attempt,
@@ -241,8 +246,19 @@ class OpenAICompatService:
                 rng=self._rng,
                 timeout_in_fn=self._deadline_in_transport,
                 now=self._clock.now,
+                gate=gate,
+                rate_limit_timeout_s=self.config.rate_limit_timeout_s if gate is not None else None,
             )
-        return mask_secrets(self._completion(outcome, model), self._secrets())
+        waited_ms = max(0.0, (outcome.started - entered) * 1000.0)
+        return mask_secrets(self._completion(outcome, model, waited_ms), self._secrets())
+
+    def _endpoint_gate(self) -> EndpointController | None:
+        """The run's controller of this endpoint (None with ``service.adaptive=false``)."""
+        if not self.config.adaptive:
+            return None
+        if self._gate is None:
+            self._gate = controller_for(self._url, self.config.max_concurrency)
+        return self._gate
 
     def _secrets(self) -> list[str]:
         """The secret values this service sends now: its key and every header value."""
@@ -280,6 +296,7 @@ class OpenAICompatService:
                 else:
                     raw = await read_capped(response, MAX_RESPONSE_BYTES)
                 retry_after = None if status == 200 else response.headers.get("retry-after")
+                limits = _limit_headers(response.headers.raw) if self.config.adaptive else None
             finally:
                 await aclose_response(response)
         finally:
@@ -292,6 +309,7 @@ class OpenAICompatService:
                 error_kind=classify_status(status),
                 error_message=upstream_error_message(raw or b""),
                 retry_after_s=parse_retry_after(retry_after),
+                limit_headers=limits,
             )
         if raw is None:
             return _invalid(status, "ResponseTooLarge")
@@ -301,7 +319,7 @@ class OpenAICompatService:
             return _invalid(status, str(exc.args[0]))
         if self._rate.counts_tokens:
             self._rate.adjust(answer.usage.prompt_tokens + answer.usage.completion_tokens - estimate)
-        return AttemptResult(value=answer, status_code=status)
+        return AttemptResult(value=answer, status_code=status, limit_headers=limits)
 
     async def _read_stream(self, response: httpx.Response, model: str,
                            started: float) -> ChatAnswer | InvalidResponseError:
@@ -312,7 +330,7 @@ class OpenAICompatService:
         except InvalidResponseError as exc:
             return exc
 
-    def _completion(self, outcome: RetryOutcome[ChatAnswer], model: str) -> Completion:
+    def _completion(self, outcome: RetryOutcome[ChatAnswer], model: str, waited_ms: float) -> Completion:
         last, n = outcome.last, len(outcome.attempts)
         answer = last.value
         if answer is None or last.error_kind is not None:
@@ -323,6 +341,7 @@ class OpenAICompatService:
                 attempt_count=n,
                 retried=n > 1,
                 latency_ms=outcome.latency_ms,
+                waited_ms=waited_ms,
                 error_kind=last.error_kind,
                 error_message=last.error_message,
                 attempts=tuple(outcome.attempts),
@@ -337,6 +356,7 @@ class OpenAICompatService:
             attempt_count=n,
             retried=n > 1,
             latency_ms=outcome.latency_ms,
+            waited_ms=waited_ms,
             attempts=tuple(outcome.attempts),
             cost_usd=cost_usd(answer.usage, self.config.pricing),
             reasoning=answer.reasoning,
@@ -349,6 +369,16 @@ class OpenAICompatService:
     async def aclose(self) -> None:
         """Close every connection shard (idempotent)."""
         await self._pool.aclose()
+
+
+def _limit_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str] | None:
+    """A reply's ``x-ratelimit-*`` headers (names lower-cased), or None without any."""
+    found = None
+    for name, value in raw:
+        if name[:12].lower() == b"x-ratelimit-":
+            found = found or {}
+            found[name.decode("latin-1").lower()] = value.decode("latin-1")
+    return found
 
 
 def _rounded_timing(timing: StreamTiming | None) -> StreamTiming:

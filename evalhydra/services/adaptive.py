@@ -1,0 +1,262 @@
+"""Adaptive concurrency per endpoint: live within a provider's limits without being told them.
+
+One :class:`EndpointController` per endpoint and trio run (:func:`controller_for`), shared by
+every service, eval and judge of the run that sends there. Before each attempt a cell takes a
+slot (:meth:`EndpointController.acquire`); after it, it reports what the endpoint said
+(:meth:`EndpointController.release`). The controller keeps:
+
+* a **concurrency limit**, between 1 and ``max_concurrency``: it starts at
+  :data:`INITIAL_LIMIT` and grows by one per success until the first refusal (slow start), then
+  by ``1 / limit`` per success (one per round trip); a 429, a 503 or a refused connection
+  halves it, once per round trip (a refusal of a request sent before the last cut does not
+  cut again);
+* a **pause**: a 429's ``Retry-After`` (else its ``x-ratelimit-reset-requests``) stops every
+  request to the endpoint until then, not just the refused one;
+* a **pace** from OpenAI's ``x-ratelimit-*`` headers, when the endpoint sends them: a copy of
+  the provider's request budget, set from each reply to ``remaining`` less the requests sent
+  since, refilling at the rate the headers imply (``(limit − remaining) / reset``) less
+  :data:`PACE_MARGIN`; a send that finds it empty waits for it to refill, so the provider is
+  not asked for what it would refuse. A token budget nearly spent pauses until its reset.
+
+Everything reads the run's clock, so tests run on trio's ``MockClock``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import trio
+
+__all__ = ["INITIAL_LIMIT", "EndpointController", "EndpointReport", "Feedback", "controller_for",
+           "controllers", "limits_status", "parse_duration", "refused_endpoints"]
+
+#: The concurrency limit a controller starts from (or ``max_concurrency`` when smaller).
+INITIAL_LIMIT = 8
+#: A token budget with less than this share left pauses the endpoint until it resets.
+TOKEN_RESERVE = 0.05
+#: The pace assumes the budget refills this much slower than the headers say: a refusal costs
+#: a whole ``Retry-After`` of the endpoint's time, a slower pace only this share of it.
+PACE_MARGIN = 0.05
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Seconds of an ``x-ratelimit-reset-*`` value: ``1s``, ``6m0s``, ``20ms``, ``0.5`` (seconds).
+
+    Returns:
+        The seconds, or None when absent or unreadable.
+    """
+    if not text:
+        return None
+    text = text.strip().lower()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """What one attempt told about the endpoint's limits.
+
+    Attributes:
+        ok: The endpoint answered (any reply that is not a refusal).
+        refused: A 429, a 503 or a refused connection: the endpoint is over its limit.
+        rate_limited: The refusal was a 429.
+        retry_after_s: The reply's ``Retry-After``.
+        headers: The reply's ``x-ratelimit-*`` headers (names lower-cased).
+    """
+
+    ok: bool = True
+    refused: bool = False
+    rate_limited: bool = False
+    retry_after_s: float | None = None
+    headers: Mapping[str, str] | None = None
+
+
+class EndpointController:
+    """The shared concurrency limit, pause and pace of one endpoint (see the module docstring).
+
+    Args:
+        max_concurrency: The most requests in flight the limit may grow to.
+    """
+
+    def __init__(self, max_concurrency: int) -> None:
+        self.max_limit = max(1, int(max_concurrency))
+        self.limit = float(min(self.max_limit, INITIAL_LIMIT))
+        self.in_flight = 0
+        self.refusals = 0  # 429s seen
+        self.lowest = self.limit
+        self._slow_start = True
+        self._paused_until = -math.inf
+        self._last_cut = -math.inf
+        self._refill = 0.0  # requests per second the provider's budget regains (0: unknown)
+        self._budget = 0.0  # our copy of the requests left in it (negative: owed by queued sends)
+        self._budget_cap = 0.0
+        self._budget_at = 0.0
+        self._budget_from = -math.inf  # when the request whose reply set the copy was sent
+        self._lot = trio.lowlevel.ParkingLot()
+
+    @property
+    def current(self) -> int:
+        """The whole number of requests that may be in flight now."""
+        return max(1, int(self.limit))
+
+    async def acquire(self) -> float:
+        """Wait for a slot (and the end of any pause, and the pace); return the send time, which
+        :meth:`release` takes back."""
+        while True:
+            await self._wait_pause()
+            if self.in_flight < self.current:
+                break
+            await self._lot.park()
+        self.in_flight += 1
+        try:
+            if self._refill:
+                wait = self._spend(trio.current_time())
+                if wait > 0:
+                    await trio.sleep(wait)
+            await self._wait_pause()
+        except BaseException:
+            self._free()
+            raise
+        return trio.current_time()
+
+    def _spend(self, now: float) -> float:
+        """Take one request from our copy of the budget; seconds until it is really there."""
+        self._budget = min(self._budget_cap, self._budget + (now - self._budget_at) * self._refill)
+        self._budget_at = now
+        self._budget -= 1.0
+        return -self._budget / self._refill if self._budget < 0 else 0.0
+
+    async def _wait_pause(self) -> None:
+        while trio.current_time() < self._paused_until:
+            await trio.sleep_until(self._paused_until)
+
+    def release(self, sent_at: float, feedback: Feedback) -> None:
+        """Give the slot back and learn from the attempt's outcome.
+
+        Args:
+            sent_at: What :meth:`acquire` returned.
+            feedback: What the endpoint said.
+        """
+        now = trio.current_time()
+        if feedback.refused:
+            self._refused(sent_at, now, feedback)
+        elif feedback.ok:
+            step = 1.0 if self._slow_start else 1.0 / self.limit
+            self.limit = min(float(self.max_limit), self.limit + step)
+        if feedback.headers and sent_at >= self._budget_from:  # a later reply may come first
+            self._budget_from = sent_at
+            self._read_budget(feedback.headers, now)
+        self._free()
+
+    def cancel(self) -> None:
+        """Give the slot back after an attempt that ended without an answer to learn from."""
+        self._free()
+
+    def _free(self) -> None:
+        self.in_flight -= 1
+        self._lot.unpark(count=max(0, self.current - self.in_flight))
+
+    def _refused(self, sent_at: float, now: float, feedback: Feedback) -> None:
+        self.refusals += feedback.rate_limited
+        if sent_at >= self._last_cut:  # once per round trip: replies to earlier sends are old news
+            self.limit = max(1.0, self.limit / 2.0)
+            self.lowest = min(self.lowest, self.limit)
+            self._last_cut = now
+            self._slow_start = False
+        wait = feedback.retry_after_s
+        if wait is None and feedback.rate_limited and feedback.headers:
+            wait = parse_duration(feedback.headers.get("x-ratelimit-reset-requests"))
+        if wait:
+            self._paused_until = max(self._paused_until, now + wait)
+
+    def _read_budget(self, headers: Mapping[str, str], now: float) -> None:
+        """Set our copy of the provider's budgets from the ``x-ratelimit-*`` headers."""
+        limit = _number(headers.get("x-ratelimit-limit-requests"))
+        remaining = _number(headers.get("x-ratelimit-remaining-requests"))
+        reset = parse_duration(headers.get("x-ratelimit-reset-requests"))
+        if limit is not None and remaining is not None:
+            if reset and limit > remaining:
+                self._refill = (limit - remaining) / reset * (1.0 - PACE_MARGIN)
+            if self._refill:
+                # the requests still in flight were sent after this one was counted
+                self._budget = remaining - (self.in_flight - 1)
+                self._budget_cap, self._budget_at = limit, now
+        tokens = _number(headers.get("x-ratelimit-remaining-tokens"))
+        token_limit = _number(headers.get("x-ratelimit-limit-tokens"))
+        token_reset = parse_duration(headers.get("x-ratelimit-reset-tokens"))
+        if tokens is not None and token_limit and token_reset and tokens < TOKEN_RESERVE * token_limit:
+            self._paused_until = max(self._paused_until, now + token_reset)
+
+
+_CONTROLLERS: trio.lowlevel.RunVar[dict[str, EndpointController]] = trio.lowlevel.RunVar("controllers")
+
+
+def controllers() -> dict[str, EndpointController]:
+    """This trio run's controllers by endpoint (empty outside a run that made one)."""
+    try:
+        return _CONTROLLERS.get()
+    except LookupError:
+        return {}
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointReport:
+    """How an endpoint's limits went in a run (for the summary)."""
+
+    endpoint: str
+    limit: int
+    lowest: int
+    ceiling: int
+    refusals: int
+
+
+def refused_endpoints() -> list[EndpointReport]:
+    """The run's endpoints that refused requests (429), as the summary reports them."""
+    return [EndpointReport(url, c.current, max(1, int(c.lowest)), c.max_limit, c.refusals)
+            for url, c in sorted(controllers().items()) if c.refusals]
+
+
+def limits_status() -> str:
+    """The progress bar's note on endpoints that refused requests: their limit now and 429s."""
+    return " ".join(f"limit {e.limit}/{e.ceiling} 429s {e.refusals}" for e in refused_endpoints())
+
+
+def controller_for(endpoint: str, max_concurrency: int) -> EndpointController:
+    """The run's controller of ``endpoint``, made on first use (must run inside trio).
+
+    Args:
+        endpoint: The URL requests go to.
+        max_concurrency: Its ceiling when this call makes it (a later service's larger one
+            raises it).
+    """
+    try:
+        table = _CONTROLLERS.get()
+    except LookupError:
+        table = {}
+        _CONTROLLERS.set(table)
+    controller = table.get(endpoint)
+    if controller is None:
+        controller = table[endpoint] = EndpointController(max_concurrency)
+    else:
+        controller.max_limit = max(controller.max_limit, int(max_concurrency))
+    return controller
