@@ -198,7 +198,8 @@ def test_the_summary_and_the_progress_line_name_the_refusals(tmp_path: Path,
     registry = numbered_registry(tmp_path / "reg", 20)
     result = evalhydra.evaluate([f"registry={registry}", "eval=g.e", "service=mock",
                                  f"store.path={tmp_path / 's.db'}", "service.mock.rate_limit_rps=100",
-                                 "service.mock.rate_limit_burst=1", "service.mock.rate_limit_retry_after_s=0.05"])
+                                 "service.mock.rate_limit_burst=1",
+                                 "service.mock.rate_limit_retry_after_s=0.05"])
     assert result.ok and all(r["passed"] == 1 for r in result.rows())
     out = capsys.readouterr().out
     line = next(text for text in out.splitlines() if text.startswith("rate limited: "))
