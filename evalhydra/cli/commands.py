@@ -25,6 +25,7 @@ STORE_COMMANDS: dict[str, str] = {
     "list": "list a registry's services and evals",
     "view": "write report.html and open it in the browser",
     "power": "cases × trials needed to detect a drop",
+    "cache": "the response cache: stats, prune, clear",
 }
 #: Every subcommand: the store commands and ``rejudge`` (:mod:`evalhydra.cli.rejudge`).
 SUBCOMMANDS: dict[str, str] = {**STORE_COMMANDS, "rejudge": "score a run's stored outputs again"}

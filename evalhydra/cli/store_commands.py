@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from evalhydra.cli.cache import cmd_cache, configure_cache
 from evalhydra.cli.callbacks import sweep_run_ids
 from evalhydra.cli.catalog import eval_rows, service_rows
 from evalhydra.cli.commands import STORE_COMMANDS, CommandParser
@@ -366,6 +367,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": cmd_list,
     "view": cmd_view,
     "power": cmd_power,
+    "cache": cmd_cache,
 }
 CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "runs": _cfg_runs,
@@ -377,4 +379,5 @@ CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "list": _cfg_list,
     "view": _cfg_view,
     "power": configure_power,
+    "cache": configure_cache,
 }

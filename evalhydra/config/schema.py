@@ -241,6 +241,16 @@ class RunConfig:
 
 
 @dataclass
+class CacheConfig:
+    """The response cache (off by default): the same request to the same model is paid once."""
+
+    enabled: bool = False
+    path: str | None = None  # default: $XDG_CACHE_HOME/evalhydra/responses.db, shared by every store
+    expiry: str = "7d"  # older entries are misses: seconds, or 30m, 12h, 7d, 2w
+    judge: bool = True  # cache judge calls too
+
+
+@dataclass
 class StoreConfig:
     """Where results go."""
 
@@ -261,4 +271,5 @@ class Config:
     baseline: str | None = None  # a sweep report's baseline, SERVICE[:MODEL]; default: the first value swept
     run: RunConfig = field(default_factory=RunConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
     report: list[str] = field(default_factory=lambda: list(DEFAULT_REPORT_FORMATS))

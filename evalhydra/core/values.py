@@ -222,6 +222,9 @@ class Completion:
     reasoning: str | None = None  # the thinking taken out of ``output`` (a reasoning model's)
     reasoning_finished: bool = True  # False: the thinking was cut before any answer
     waited_ms: float = 0.0  # before the first attempt: for a slot of the service and its endpoint
+    cached: bool = False  # the answer came from the response cache (nothing was sent or paid)
+    cached_latency_ms: float | None = None  # a cached answer's latency when it was first fetched
+    saved_usd: float = 0.0  # a cached answer: what sending it again would have cost
     ttft_ms: float | None = None  # streamed: the first content or reasoning delta
     first_answer_ms: float | None = None  # streamed: the first answer delta, after any thinking
     output_tps: float | None = None  # streamed: completion tokens per second after the first delta

@@ -24,6 +24,7 @@ from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import Service
+from evalhydra.services.cache import TRIAL
 from evalhydra.services.openai.reasoning import NOT_FINISHED
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow
@@ -63,6 +64,7 @@ class ChatCellRunner:
 
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Execute one cell; return its result row and its attempt rows."""
+        TRIAL.set(job.trial)  # the response cache keeps trial k of a case as trial k
         if job.eval.refinement_attempts == 1:
             return await self._run_once(job)
         started = self._clock.now()

@@ -13,6 +13,7 @@ from evalhydra.matchers.base import Matcher
 from evalhydra.matchers.factory import build_matcher
 from evalhydra.plan.model import RunPlan
 from evalhydra.services.base import Service
+from evalhydra.services.cache import USE_CACHE, ResponseCache
 from evalhydra.services.mock.server import serve
 from evalhydra.services.mock.settings import MockSettings
 from evalhydra.services.openai import OpenAICompatService
@@ -23,8 +24,9 @@ __all__ = ["JudgeServices", "build_matchers", "open_service", "open_services"]
 class JudgeServices:
     """The JudgeClient handed to judge matchers: services by name."""
 
-    def __init__(self, services: dict[str, Service]) -> None:
+    def __init__(self, services: dict[str, Service], *, cached: bool = True) -> None:
         self.services = services
+        self.cached = cached  # cache.judge: False keeps judge calls out of the response cache
 
     def service_names(self) -> list[str]:
         """Names of the judge services that can be called."""
@@ -32,7 +34,13 @@ class JudgeServices:
 
     async def judge(self, service_name: str, request: ChatRequest) -> Completion:
         """Send a judge request to the named service."""
-        return await self.services[service_name].complete(request)
+        if self.cached:
+            return await self.services[service_name].complete(request)
+        token = USE_CACHE.set(False)
+        try:
+            return await self.services[service_name].complete(request)
+        finally:
+            USE_CACHE.reset(token)
 
 
 def build_matchers(plan: RunPlan, judges: JudgeServices) -> dict[str, Matcher]:
@@ -59,7 +67,7 @@ async def open_services(
         for name, cfg in plan.judges.items():
             if name not in opened:
                 opened[name] = await open_service(plan, cfg, nursery)
-        yield main, JudgeServices(opened)
+        yield main, JudgeServices(opened, cached=plan.cache is None or plan.cache.judge)
     finally:
         with trio.CancelScope(shield=True):
             for service in opened.values():
@@ -72,4 +80,8 @@ async def open_service(plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery)
     if cfg.mock.enabled:
         handle = await nursery.start(serve, MockSettings.from_config(cfg.mock))
         base_url = str(handle.url)
-    return OpenAICompatService(cfg, registry_root=plan.registry_root, base_url=base_url)
+    cache = plan.cache
+    judge_only = cfg is not plan.service
+    use_cache = cache is not None and (cache.judge or not judge_only)
+    responses = ResponseCache(cache.path, cache.expiry_s) if use_cache and cache is not None else None
+    return OpenAICompatService(cfg, registry_root=plan.registry_root, base_url=base_url, cache=responses)

@@ -41,6 +41,7 @@ from evalhydra.reports.summary import (
     run_gate,
 )
 from evalhydra.reports.writer import normalize_formats, write_run_reports
+from evalhydra.services.cache import ResponseCache
 from evalhydra.store.db import Store, open_store
 
 __all__ = ["JobResult", "finish_job", "plan_gates", "preflight", "publish_run", "report_formats",
@@ -83,13 +84,16 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
 
 def preflight(plan: RunPlan) -> None:
     """Every check of a job before its first call: the report formats (an unknown one fails
-    now, not after every cell has run) and the services (:func:`~evalhydra.plan.preflight.check_services`).
+    now, not after every cell has run), the services (:func:`~evalhydra.plan.preflight.check_services`)
+    and the response cache's file.
 
     Raises:
         EvalHydraError: What the user must fix; nothing was sent or stored.
     """
     report_formats(plan)
     check_services(plan)
+    if plan.cache is not None:  # an unusable cache.path fails now, before a run is recorded
+        ResponseCache(plan.cache.path, plan.cache.expiry_s).close()
 
 
 def finish_job(plan: RunPlan, store: Store, outcome: RunOutcome, out: Path, *, header: str | None = None,

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalhydra.agents.command import check_executable, validate_command_service
 from evalhydra.compose.compose import config_dirs, to_config
 from evalhydra.config.redact import redact
-from evalhydra.config.schema import Config, RunConfig, ServiceConfig
+from evalhydra.config.schema import CacheConfig, Config, RunConfig, ServiceConfig
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.messages import MessageError, check_messages
@@ -31,9 +31,10 @@ from evalhydra.matchers.factory import (
     with_judge_service,
 )
 from evalhydra.plan.cells import digest
-from evalhydra.plan.model import EvalPlan, RunPlan
+from evalhydra.plan.model import CachePlan, EvalPlan, RunPlan
 from evalhydra.registry.datasets import CaseTemplate
 from evalhydra.registry.definitions import Registry, load_registry, resolve_registry_root, validate_retry
+from evalhydra.services.cache import default_cache_path, parse_expiry
 from evalhydra.services.mock.settings import MockSettings
 
 __all__ = ["build_plan"]
@@ -74,7 +75,16 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
         overrides=tuple(overrides),
         skipped=tuple(skipped),
         models=models if len(models) > 1 else (),
+        cache=_cache_plan(conf.cache),
     )
+
+
+def _cache_plan(cache: CacheConfig) -> CachePlan | None:
+    """The response cache's settings, checked (None when it is off)."""
+    if not cache.enabled:
+        return None
+    path = Path(cache.path).expanduser() if cache.path else default_cache_path()
+    return CachePlan(path.resolve(), parse_expiry(cache.expiry), bool(cache.judge))
 
 
 def _models(service: ServiceConfig) -> tuple[str, ...]:

@@ -33,6 +33,15 @@ class EvalPlan:
 
 
 @dataclass(frozen=True)
+class CachePlan:
+    """The response cache of a run: its file, how long entries count, whether judges use it."""
+
+    path: Path
+    expiry_s: float
+    judge: bool = True
+
+
+@dataclass(frozen=True)
 class RunPlan:
     """Everything a run needs, validated and frozen."""
 
@@ -50,6 +59,7 @@ class RunPlan:
     sweep_dir: str | None = None  # the multirun sweep directory this job belongs to
     job_num: int | None = None  # its job number in that sweep
     models: tuple[str, ...] = ()  # agent CLIs: every model of the run (``service.models``); else (model,)
+    cache: CachePlan | None = None  # the response cache (``cache.enabled``)
 
     @property
     def run_models(self) -> tuple[str, ...]:

@@ -76,6 +76,7 @@ class TargetAgg:
     output_tokens: int = 0
     reasoning_tokens: int = 0  # of output_tokens, those a reasoning model spent thinking
     streamed: int = 0  # results with a time to first token (streamed answers)
+    cached: int = 0  # results answered from the response cache
     generation_usd: float = 0.0
     evaluation_usd: float = 0.0
     score: float = 0.0
@@ -94,7 +95,7 @@ class TargetAgg:
     def merge(self, other: TargetAgg) -> None:
         """Add another group's totals (not its per-case data)."""
         for name in ("n", "passed", "errors", "duration", "input_tokens", "output_tokens", "reasoning_tokens",
-                     "streamed", "generation_usd", "evaluation_usd", "score", "attempts", "cases"):
+                     "streamed", "cached", "generation_usd", "evaluation_usd", "score", "attempts", "cases"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.statuses.update(other.statuses)
         self.categories.update(other.categories)

@@ -232,6 +232,7 @@ def summary_json(conn: sqlite3.Connection, run_id: str, sel: Selection,
         # after aiwg's keys: where the tokens went (thinking is part of the output)
         "tokens": {"input": total.input_tokens, "output": total.output_tokens,
                    "reasoning": total.reasoning_tokens},
+        "cache_hits": total.cached,
     }
 
 

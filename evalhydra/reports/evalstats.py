@@ -28,7 +28,7 @@ __all__ = ["evals_and_targets"]
 
 _LAT = "max(0, cast(coalesce(latency_ms, 0) + 0.5 as integer))"
 _SUMS = ("c", "passed", "latency_sum", "retried_runs", "total_attempts", "errors", "duration",
-         "tin", "tout", "gen", "evl", "score", "attempts", "think", "streamed", "last")
+         "tin", "tout", "gen", "evl", "score", "attempts", "think", "streamed", "hits", "last")
 
 # The GROUP BY leads with its most varied key, the whole-millisecond latency: SQLite's sorter
 # settles a comparison on an integer first key without decoding the rest of the record
@@ -44,7 +44,7 @@ _HIST = f"""select "group" as g, eval_id as e, service_name as s, model as m, {_
   sum(coalesce(cost_usd, 0.0)) as gen, sum(coalesce(judge_cost_usd, 0.0)) as evl,
   sum(min(1.0, max(0.0, coalesce(score, 0.0)))) as score,
   sum(max(1, coalesce(attempts, 1))) as attempts, sum(coalesce(reasoning_tokens, 0)) as think,
-  count(ttft_ms) as streamed, max(evaluated_at) as last
+  count(ttft_ms) as streamed, sum(coalesce(cached, 0)) as hits, max(evaluated_at) as last
 from {{table}} where {{where}} group by lat, st, cat, g, e, s, m"""
 
 
@@ -82,6 +82,7 @@ def _add_target(targets: dict[Target, TargetAgg], key: Target, st: str, cat: str
     t.attempts += sums["attempts"]
     t.reasoning_tokens += sums["think"]
     t.streamed += sums["streamed"]
+    t.cached += sums["hits"]
     t.last_evaluated = max(t.last_evaluated, sums["last"] or "")
 
 

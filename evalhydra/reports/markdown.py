@@ -90,8 +90,9 @@ def _header(data: ReportData) -> str:
     t = data.cases.overall()
     scored = t.n - t.errors
     rate = _pct(t.passed / scored) if scored else DASH
+    hits = f"; {t.cached:,} from the response cache" if t.cached else ""
     lines.append(f"- **Results**: {t.n:,}, passed {t.passed:,}, failed {scored - t.passed:,},"
-                 f" errors {t.errors:,}; pass rate {rate}; cost ${t.cost_usd:.4f}")
+                 f" errors {t.errors:,}; pass rate {rate}; cost ${t.cost_usd:.4f}{hits}")
     return "\n".join(lines)
 
 

@@ -238,6 +238,7 @@ def _print_totals(store: Store, outcome: Any, stats: Sequence[Mapping[str, Any]]
     spent = f" ({thinking} of them thinking)" if thinking else ""
     print(f"duration {duration:.1f} s, {tokens} tokens{spent}, ${cost:.4f}")
     _print_held(outcome)
+    _print_cache_hits(store, outcome.run_id)
     reused = _reused_errors(store, outcome.run_id)
     if reused:
         print(f"{reused} stored error{'s' if reused != 1 else ''} reused from earlier runs; "
@@ -264,6 +265,16 @@ def _duration_s(store: Store, run_id: str) -> float:
         "select (julianday(coalesce(finished_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))"
         " - julianday(started_at)) * 86400 from runs where run_id = ?", [run_id]).fetchone()
     return float(row[0] or 0.0) if row else 0.0
+
+
+def _print_cache_hits(store: Store, run_id: str) -> None:
+    """How many of the run's answers the response cache gave, and what they would have cost."""
+    sql = """select count(*), coalesce(sum(r.saved_usd), 0) from run_cells rc
+        join results r on r.cell_key = rc.cell_key where rc.run_id = ? and r.run_id = ? and r.cached = 1"""
+    hits, saved = store.conn.execute(sql, [run_id, run_id]).fetchone()
+    if hits:
+        print(f"cache: {plural(hits, 'answer')} from the response cache (nothing sent), ${saved:.4f} not paid"
+              " again; cache.enabled=false measures the model afresh")
 
 
 def _reused_errors(store: Store, run_id: str) -> int:

@@ -116,6 +116,9 @@ class ResultRow:
     ttft_ms: float | None = None  # streamed: time to the first content or reasoning delta
     first_answer_ms: float | None = None  # streamed: time to the first answer delta, after the thinking
     output_tps: float | None = None  # streamed: completion tokens per second after the first delta
+    cached: int | None = None  # 1: the answer came from the response cache (nothing sent or paid)
+    cached_latency_ms: float | None = None  # a cached answer's latency when it was first fetched
+    saved_usd: float | None = None  # a cached answer: what sending it again would have cost
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> ResultRow:

@@ -84,6 +84,9 @@ RESULT_COLUMNS: dict[str, type] = {
     "ttft_ms": float,
     "first_answer_ms": float,
     "output_tps": float,
+    "cached": int,
+    "cached_latency_ms": float,
+    "saved_usd": float,
 }
 
 
@@ -337,8 +340,17 @@ def _migration_11(db: sqlite_utils.Database) -> None:
             db.conn.execute(f"alter table results add column {name} real")
 
 
+def _migration_12(db: sqlite_utils.Database) -> None:
+    """``results.cached``, ``cached_latency_ms`` and ``saved_usd``: an answer taken from the response
+    cache (1), the latency it had when it was fetched, and what sending it again would have cost."""
+    columns = {row[1] for row in db.conn.execute("pragma table_info(results)")}
+    for name, kind in (("cached", "integer"), ("cached_latency_ms", "real"), ("saved_usd", "real")):
+        if name not in columns:
+            db.conn.execute(f"alter table results add column {name} {kind}")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
-    _migration_8, _migration_9, _migration_10, _migration_11,
+    _migration_8, _migration_9, _migration_10, _migration_11, _migration_12,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

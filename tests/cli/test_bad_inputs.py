@@ -443,6 +443,10 @@ CATALOGUE: dict[str, Bad] = {
                              "service.model", "Name one"),
     "unusable hydra.run.dir": Bad(_args("hydra.run.dir=/proc/evalhydra-nope"), "/proc/evalhydra-nope",
                                   "hydra.run.dir"),
+    "cache expiry not a duration": Bad(_args("cache.enabled=true", "cache.expiry=soon"), "cache.expiry",
+                                       "cache.expiry=7d"),
+    "unusable cache path": Bad(_args("cache.enabled=true", "cache.path=/proc/evalhydra-nope/c.db"),
+                               "cache.path", "cache.enabled=false"),
     "rejudge unknown run": Bad(
         lambda root: ["rejudge", "eval-nope"], "eval-nope", "evalhydra runs", subcommand=True
     ),

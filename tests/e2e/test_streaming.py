@@ -36,8 +36,9 @@ def both_evals(tmp_path: Path, name: str, *overrides: str) -> list[dict[str, Any
 
 
 @pytest.mark.parametrize(("shape", "transport"), [
-    (None, "lean"), (None, "httpx"), ("reasoning_content", "lean"), ("reasoning", "lean"),
-    ("inline", "httpx")])
+    (None, "lean"), pytest.param(None, "httpx", marks=pytest.mark.slow),
+    pytest.param("reasoning_content", "lean", marks=pytest.mark.slow),
+    pytest.param("reasoning", "lean", marks=pytest.mark.slow), ("inline", "httpx")])
 def test_a_streamed_answer_equals_the_whole_one(shape: str | None, transport: str, tmp_path: Path) -> None:
     thinking = [] if shape is None else [f"service.mock.reasoning={shape}"]
     common = ["trials=2", f"service.transport={transport}", *thinking]
@@ -105,6 +106,7 @@ def test_the_timeout_bounds_the_whole_stream(tmp_path: Path, wire: str) -> None:
     assert [r["error_kind"] for r in rows] == ["timeout", "timeout"]  # 5 events or more, 100 ms apart
 
 
+@pytest.mark.slow
 def test_reports_and_compare_show_time_to_first_token_and_thinking(tmp_path: Path) -> None:
     common = ["eval=smoke", "trials=3", "service.stream=true", "service.mock.reasoning=reasoning_content",
               f"store.path={tmp_path / 's.db'}"]

@@ -149,8 +149,9 @@ def test_summary_json_has_the_full_summary_schema(tmp_path: Path) -> None:
     write_run_reports(store, ["eval-sum-dddddddd"], tmp_path / "out", formats=["jsonl"], cumulative=False)
     store.close()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    # aiwg's keys in order, then evalhydra's
     assert list(summary) == [*summary_keys(), "scored_pass_rate", "pass_rate_ci_low", "pass_rate_ci_high",
-                             "ci_method", "n_cases", "tokens"]  # aiwg's keys in order, then evalhydra's
+                             "ci_method", "n_cases", "tokens", "cache_hits"]
     assert (summary["total_cases"], summary["passed"], summary["failed"]) == (9, 3, 6)
     assert summary["pass_rate"] == pytest.approx(1 / 3)
     low, high = wilson_interval(3, 9)  # one trial per case: Wilson over the results

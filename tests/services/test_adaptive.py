@@ -177,6 +177,7 @@ async def test_a_cell_refused_longer_than_the_bound_ends_rate_limited(
     assert (off.error_kind, off.attempt_count) == (ErrorKind.RATE_LIMITED, 2)  # the retry policy alone
 
 
+@pytest.mark.slow
 def test_a_run_against_a_rate_limited_endpoint_scores_every_cell(tmp_path: Path) -> None:
     """300 cells at a budget of 150 requests a second (a burst of 20): the run lives within it."""
     registry = numbered_registry(tmp_path / "reg", 300)

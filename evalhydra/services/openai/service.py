@@ -24,6 +24,7 @@ failed one keeps the estimate charged.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from functools import partial
@@ -35,12 +36,13 @@ import trio
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core import trio_util
-from evalhydra.core.values import ChatRequest, Completion, ErrorKind
+from evalhydra.core.values import ChatRequest, Completion, ErrorKind, ToolCall, Usage
 from evalhydra.core.version import __version__
 from evalhydra.http.body import aclose_response, read_capped
 from evalhydra.http.deadlines import DEADLINE
 from evalhydra.http.pool import TransportPool, tls_context
 from evalhydra.services.adaptive import EndpointController, controller_for
+from evalhydra.services.cache import TRIAL, USE_CACHE, CacheEntry, ResponseCache, cache_key
 from evalhydra.services.openai.payload import (
     build_payload,
     count_image_chars,
@@ -97,6 +99,7 @@ class OpenAICompatService:
         transport: An httpx transport for tests (``httpx.MockTransport``), used
             instead of the connection shards.
         rng: Randomness for backoff jitter (seed it for reproducible tests).
+        cache: The response cache (:mod:`evalhydra.services.cache`), closed with the service.
 
     Raises:
         EvalHydraError: For an unknown ``retry.strategy``.
@@ -110,6 +113,7 @@ class OpenAICompatService:
         base_url: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
+        cache: ResponseCache | None = None,
     ) -> None:
         self.config = config
         self.registry_root = registry_root
@@ -141,6 +145,7 @@ class OpenAICompatService:
                                    proxy=config.proxy, ssl_context=context)
         #: The endpoint's shared adaptive concurrency (made in the run's trio loop, on first use).
         self._gate: EndpointController | None = None
+        self._cache = cache
         #: The lean transport ends an attempt at its deadline itself (no cancel scope per attempt).
         self._deadline_in_transport = bool(self._timeout_s) and self._pool.ends_at_deadline
         self._rng = rng or random.Random()
@@ -231,6 +236,12 @@ class OpenAICompatService:
             except (TypeError, ValueError) as exc:
                 return _failed(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
             self._encoded = (request, body)
+        key = None
+        if self._cache is not None and USE_CACHE.get():
+            key = cache_key(self._cache_endpoint(), model, body, TRIAL.get(), self.config.system_prompt)
+            hit = self._cache.get(key)
+            if hit is not None:
+                return self._cached(hit)
         estimate = self._estimate(body, request) if self._rate.counts_tokens else 0
         attempt = partial(self._attempt, body, self._request_headers(len(body)), model, estimate)
         before = partial(self._rate.acquire, estimate) if self._rate.enabled else None
@@ -250,7 +261,25 @@ class OpenAICompatService:
                 rate_limit_timeout_s=self.config.rate_limit_timeout_s if gate is not None else None,
             )
         waited_ms = max(0.0, (outcome.started - entered) * 1000.0)
-        return mask_secrets(self._completion(outcome, model, waited_ms), self._secrets())
+        completion = mask_secrets(self._completion(outcome, model, waited_ms), self._secrets())
+        if key is not None and self._cache is not None and completion.ok:
+            self._cache.put(key, self._cache_endpoint(), model, answer_record(completion),
+                            completion.latency_ms)
+        return completion
+
+    def _cache_endpoint(self) -> str:
+        """The endpoint as the cache names it: the built-in mock's port changes with each run, so
+        it is named as the mock; a URL loses its credentials and query string."""
+        if self.config.mock.enabled:
+            return "evalhydra-mock"
+        return str(self._http_url.copy_with(userinfo=b"", query=None))
+
+    def _cached(self, hit: CacheEntry) -> Completion:
+        """A cached answer as a completion: nothing sent, nothing paid (what it saved is kept)."""
+        completion = completion_from_record(hit.answer)
+        return dataclasses.replace(completion, cached=True, cached_latency_ms=hit.latency_ms, latency_ms=0.0,
+                                   status_code=200, attempt_count=0,
+                                   saved_usd=cost_usd(completion.usage, self.config.pricing))
 
     def _endpoint_gate(self) -> EndpointController | None:
         """The run's controller of this endpoint (None with ``service.adaptive=false``)."""
@@ -367,8 +396,34 @@ class OpenAICompatService:
         )
 
     async def aclose(self) -> None:
-        """Close every connection shard (idempotent)."""
+        """Close every connection shard and the response cache (idempotent)."""
         await self._pool.aclose()
+        if self._cache is not None:
+            cache, self._cache = self._cache, None
+            cache.close()
+
+
+def answer_record(completion: Completion) -> dict[str, Any]:
+    """What the response cache keeps of an answer (JSON-ready)."""
+    usage = completion.usage
+    return {"output": completion.output, "model": completion.model,
+            "tool_calls": [[call.name, call.arguments] for call in completion.tool_calls],
+            "usage": [usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens,
+                      usage.reasoning_tokens, usage.reported],
+            "reasoning": completion.reasoning, "reasoning_finished": completion.reasoning_finished,
+            "timing": [completion.ttft_ms, completion.first_answer_ms, completion.output_tps]}
+
+
+def completion_from_record(record: dict[str, Any]) -> Completion:
+    """The completion :func:`answer_record` kept."""
+    prompt, output, cached, thinking, reported = record["usage"]
+    ttft, first_answer, tps = record["timing"]
+    return Completion(output=record["output"], model=record["model"],
+                      tool_calls=tuple(ToolCall(name, arguments) for name, arguments in record["tool_calls"]),
+                      usage=Usage(prompt, output, cached, thinking, bool(reported)),
+                      reasoning=record["reasoning"],
+                      reasoning_finished=bool(record["reasoning_finished"]), ttft_ms=ttft,
+                      first_answer_ms=first_answer, output_tps=tps)
 
 
 def _limit_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str] | None:

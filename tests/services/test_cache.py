@@ -1,0 +1,161 @@
+"""The response cache (issue 32, items 4–5): a second eval with the same prompts sends nothing and
+stores the same answers; whatever decides a reply misses; entries expire; concurrent runs and a
+killed one leave a usable file; no secret reaches it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import evalhydra
+from evalhydra.services.cache import cache_key, parse_expiry
+from tests.conftest import smoke_eval, write_registry
+from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli, start_cli, wait_for
+
+SECRET = "sk-cache-test-0123456789abcdef"
+
+
+def run(url: str, tmp_path: Path, store: str, *extra: str) -> list[dict[str, Any]]:
+    registry = numbered_registry(tmp_path / "reg", 4)
+    result = evalhydra.evaluate([f"registry={registry}", "eval=g.e", "service=mock",
+                                 "service.mock.enabled=false", f"service.base_url={url}",
+                                 f"store.path={tmp_path / store}", "cache.enabled=true",
+                                 f"cache.path={tmp_path / 'cache.db'}", *extra])
+    return sorted(result.rows(), key=lambda r: (r["case_id"], r["run_index"]))
+
+
+def entries(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("select count(*) from responses").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_second_eval_with_the_same_prompts_sends_nothing(url: str, tmp_path: Path) -> None:
+    first = run(url, tmp_path, "a.db", "trials=2", "service.pricing.output_per_mtok=10")
+    sent = chat_requests(url)
+    assert sent == 8 and entries(tmp_path / "cache.db") == 8
+    again = run(url, tmp_path, "b.db", "trials=2", "service.pricing.output_per_mtok=10")  # another store
+    assert chat_requests(url) == sent  # nothing sent
+    assert [r["output"] for r in again] == [r["output"] for r in first]
+    assert all(r["cached"] == 1 and r["cost_usd"] == 0 for r in again)
+    assert [r["saved_usd"] for r in again] == pytest.approx([r["cost_usd"] for r in first])
+    # the original call's latency, kept apart (the cell's latency_ms also counts its scoring)
+    pairs = zip(again, first, strict=True)
+    assert all(0 < hit["cached_latency_ms"] <= fresh["latency_ms"] + 1 for hit, fresh in pairs)
+    assert all(r["cached"] is None for r in first)
+    report = run_cli("report", str(again[0]["run_id"]), "--store", str(tmp_path / "b.db"), "--out",
+                     str(tmp_path / "rep"), "--format", "md,jsonl", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert "; 8 from the response cache" in (tmp_path / "rep" / "report.md").read_text()
+    assert json.loads((tmp_path / "rep" / "summary.json").read_text())["cache_hits"] == 8
+
+
+@pytest.mark.parametrize(("change", "sent"), [
+    ("service.model=other-model", 8), ("+service.params.temperature=0.7", 8),
+    ("service.system_prompt='Be terse.'", 8),
+    ("trials=3", 4),  # trials 1 and 2 hit; trial 3 of each case is a new sample
+])
+def test_whatever_decides_a_reply_misses(change: str, sent: int, url: str, tmp_path: Path) -> None:
+    run(url, tmp_path, "a.db", "trials=2")
+    before = chat_requests(url)
+    run(url, tmp_path, "b.db", "trials=2", change)
+    assert chat_requests(url) - before == sent
+
+
+def test_the_key_covers_endpoint_model_body_trial_and_system_prompt() -> None:
+    base = ("http://a/v1/chat/completions", "m", b'{"messages":[]}', 1, None)
+    variants = [("http://b/v1/chat/completions", *base[1:]), (base[0], "m2", *base[2:]),
+                (*base[:2], b'{"messages":[1]}', *base[3:]), (*base[:3], 2, None), (*base[:4], "sys")]
+    keys = {cache_key(*base), *(cache_key(*v) for v in variants)}
+    assert len(keys) == 6
+
+
+def test_trials_stay_independent_samples(url: str, tmp_path: Path) -> None:
+    """A case answered at random per trial: each cached trial gives back its own answer."""
+    lines = json.dumps({"id": "coin", "input": "Reply HEADS with probability 0.5.", "ideal": "HEADS"}) + "\n"
+    registry = write_registry(tmp_path / "coin", evals={"g/e.json": smoke_eval()},
+                              data={"data/g/e/test.jsonl": lines})
+    common = [f"registry={registry}", "eval=g.e", "service=mock", "service.mock.enabled=false",
+              f"service.base_url={url}", "cache.enabled=true", f"cache.path={tmp_path / 'cache.db'}",
+              "trials=12"]
+    first = evalhydra.evaluate([*common, f"store.path={tmp_path / 'a.db'}"])
+    again = evalhydra.evaluate([*common, f"store.path={tmp_path / 'b.db'}"])
+    outputs = [r["output"] for r in sorted(first.rows(), key=lambda r: r["run_index"])]
+    assert len(set(outputs)) == 2  # the trials differ...
+    kept = [r["output"] for r in sorted(again.rows(), key=lambda r: r["run_index"])]
+    assert kept == outputs  # ...and each trial is given back its own
+
+
+def test_an_expired_entry_is_a_miss(url: str, tmp_path: Path) -> None:
+    run(url, tmp_path, "a.db")
+    conn = sqlite3.connect(tmp_path / "cache.db")
+    conn.execute("update responses set created = created - 8 * 86400")
+    conn.commit()
+    conn.close()
+    before = chat_requests(url)
+    run(url, tmp_path, "b.db")  # cache.expiry defaults to 7 days
+    assert chat_requests(url) - before == 4
+    assert parse_expiry("12h") == 43200 and parse_expiry("90") == 90
+
+
+def test_judge_calls_are_cached_too(url: str, tmp_path: Path) -> None:
+    grade = smoke_eval(matcher={"kind": "model_grade", "judge_service": "mock", "rubric": "Right?"})
+    lines = "".join(json.dumps({"id": f"c{i}", "input": f"Reply with exactly V{i}."}) + "\n"
+                    for i in range(3))
+    registry = write_registry(tmp_path / "judged", evals={"g/e.json": grade},
+                              data={"data/g/e/test.jsonl": lines})
+    common = [f"registry={registry}", "eval=g.e", "service=mock", "service.mock.enabled=false",
+              f"service.base_url={url}", "cache.enabled=true", f"cache.path={tmp_path / 'cache.db'}"]
+    evalhydra.evaluate([*common, f"store.path={tmp_path / 'a.db'}"])
+    assert chat_requests(url) == 6  # three answers, three verdicts
+    again = evalhydra.evaluate([*common, f"store.path={tmp_path / 'b.db'}"])
+    assert chat_requests(url) == 6 and all(r["passed"] == 1 for r in again.rows())
+    evalhydra.evaluate([*common, f"store.path={tmp_path / 'c.db'}", "cache.judge=false"])
+    assert chat_requests(url) == 9  # the verdicts are asked for again
+
+
+def test_no_secret_reaches_the_cache_file(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CACHE_TEST_KEY", SECRET)
+    run(url, tmp_path, "a.db", "service.api_key_env=CACHE_TEST_KEY",
+        f"+service.headers.X-Team-Token={SECRET}x")
+    assert mock_call(url, "last_headers")["authorization"] == f"Bearer {SECRET}"  # it was sent
+    for path in tmp_path.glob("cache.db*"):
+        assert SECRET.encode() not in path.read_bytes()
+
+
+@pytest.mark.slow
+def test_concurrent_runs_share_one_file_and_a_killed_run_leaves_it_usable(url: str, tmp_path: Path) -> None:
+    registry = numbered_registry(tmp_path / "many", 400)
+    cache = tmp_path / "shared.db"
+
+    def args(store: str, *extra: str) -> list[str]:
+        return [f"registry={registry}", "eval=g.e", "service=mock", "service.mock.enabled=false",
+                f"service.base_url={url}", f"store.path={tmp_path / store}", "cache.enabled=true",
+                f"cache.path={cache}", "run.progress=false", *extra]
+
+    mock_call(url, "config", {"latency_ms": 5})
+    one, two = start_cli(*args("one.db"), cwd=tmp_path), start_cli(*args("two.db"), cwd=tmp_path)
+    for proc in (one, two):
+        proc.communicate(timeout=120)
+        assert proc.returncode == 0
+    assert entries(cache) == 400  # the same 400 requests, written by both, kept once
+    sent = chat_requests(url)
+    killed = start_cli(*args("three.db", "trials=2"), cwd=tmp_path)  # trial 2 is new: 400 writes
+    wait_for(lambda: chat_requests(url) >= sent + 200, timeout=60)
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate(timeout=30)
+    conn = sqlite3.connect(cache)
+    assert conn.execute("pragma integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    time.sleep(0.1)
+    assert run_cli(*args("four.db", "trials=2"), cwd=tmp_path).returncode == 0
+    assert entries(cache) == 800
