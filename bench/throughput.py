@@ -14,7 +14,9 @@ its own. The sides:
   :class:`~evalhydra.http.lean.LeanTransport` (evalhydra's wire, nothing else);
 * ``evalhydra lean`` / ``evalhydra httpx``: a registry eval with exact_match,
   run by evalhydra's runner into a real store, with ``service.transport`` set,
-  with start-up's objects frozen as the command line freezes them.
+  with start-up's objects frozen as the command line freezes them;
+* ``evalhydra fixed``: evalhydra lean with ``service.adaptive=false`` (a fixed concurrency), so
+  the run shows what adaptive concurrency costs against an endpoint that has no limit.
 
 Figures that matter are ratios within the run, so they survive a noisy machine:
 evalhydra (lean) wall ÷ raw trio wall (target ≤ 1.3), evalhydra (lean) wall ÷
@@ -50,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 CASES_MAX = 2000  # the dataset repeats over trials beyond this many cases
-SIDES = ("raw", "aiohttp", "bare-lean", "evalhydra-lean", "evalhydra-httpx")
+SIDES = ("raw", "aiohttp", "bare-lean", "evalhydra-lean", "evalhydra-httpx", "evalhydra-fixed")
 _LENGTH = re.compile(rb"content-length:[ \t]*(\d+)", re.I)
 
 
@@ -222,6 +224,11 @@ def _registry(root: Path, n: int) -> tuple[Path, int]:
 def _evalhydra(url: str, n: int, c: int, workdir: Path, transport: str) -> dict[str, Any]:
     import trio
 
+    # "fixed": the lean transport with a fixed concurrency (service.adaptive=false), what adaptive
+    # concurrency's slow start and per-attempt bookkeeping cost against an endpoint with no limit
+    adaptive = transport != "fixed"
+    transport = "lean" if transport == "fixed" else transport
+
     from evalhydra.compose.compose import compose_config
     from evalhydra.execute.runner import execute
     from evalhydra.plan.build import build_plan
@@ -234,6 +241,7 @@ def _evalhydra(url: str, n: int, c: int, workdir: Path, transport: str) -> dict[
         f"registry={registry}", "service=mock", "service.mock.enabled=false", f"service.base_url={url}",
         f"service.max_concurrency={c}", f"service.transport={transport}", f"run.concurrency={c}",
         f"store.path={workdir / 'bench.db'}", "run.progress=false", "eval=bench.e",
+        f"service.adaptive={str(adaptive).lower()}",
     ])
     # As `python -m evalhydra` does once Hydra has composed the config (evalhydra.cli.startup.resume_gc):
     # what start-up made stays out of the run's collections. Left in, the collection at the run's
