@@ -333,9 +333,14 @@ class AttemptGate(Protocol):
         """Give the slot back after an attempt that was cancelled."""
 
 
+_ANSWERED = Feedback()  # a success without budget headers: the common case, made once
+
+
 def feedback_of(result: AttemptResult[Any], retry_after_cap_s: float = math.inf) -> Feedback:
     """What an attempt tells an :class:`AttemptGate`: a 429, a 503 or a refused connection
     is the endpoint saying it is over its limit (its ``Retry-After`` capped as a retry's is)."""
+    if result.status_code == 200 and result.limit_headers is None:
+        return _ANSWERED
     refused = (result.status_code in (429, 503)
                or (result.error_kind is ErrorKind.CONNECT_ERROR and result.error_message == "ConnectError"))
     wait = result.retry_after_s
