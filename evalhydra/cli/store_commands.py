@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from evalhydra.cli.batches import cmd_batches, configure_batches
 from evalhydra.cli.cache import cmd_cache, configure_cache
 from evalhydra.cli.callbacks import sweep_run_ids
 from evalhydra.cli.catalog import eval_rows, service_rows
@@ -368,6 +369,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "view": cmd_view,
     "power": cmd_power,
     "cache": cmd_cache,
+    "batches": cmd_batches,
 }
 CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "runs": _cfg_runs,
@@ -380,4 +382,5 @@ CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "view": _cfg_view,
     "power": configure_power,
     "cache": configure_cache,
+    "batches": configure_batches,
 }

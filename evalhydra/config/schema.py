@@ -16,6 +16,7 @@ from omegaconf import MISSING
 from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS, DEFAULT_STORE_PATH
 
 __all__ = [
+    "BatchConfig",
     "Config",
     "EvalConfig",
     "MatcherConfig",
@@ -66,6 +67,7 @@ class PricingConfig:
     output_per_mtok: float = 0.0
     cached_input_per_mtok: float | None = None
     reasoning_per_mtok: float | None = None  # thinking tokens (part of the output); None: the output price
+    batch_discount: float = 0.5  # a batch cell's price as a share of the online price
 
 
 @dataclass
@@ -97,6 +99,9 @@ class MockBehaviour:
     rate_limit_retry_after_s: float | None = 1.0
     rate_limit_later_rps: float = 0.0  # > 0: the rate after rate_limit_later_after_s
     rate_limit_later_after_s: float = 0.0
+    batch_delay_s: float = 0.0  # a batch is processed this long after it is created
+    batch_fail_every: int = 0  # > 0: every n-th line of a batch goes to its error file
+    batch_outcome: str | None = None  # expired (half the lines done) | failed (validation) | stuck
 
 
 @dataclass
@@ -104,6 +109,21 @@ class MockConfig(MockBehaviour):
     """Start the built-in mock server for this service (base_url is then ignored)."""
 
     enabled: bool = False
+
+
+@dataclass
+class BatchConfig:
+    """Send a chat service's cells as batch jobs (``/v1/files`` + ``/v1/batches``)."""
+
+    enabled: bool = False
+    completion_window: str = "24h"
+    poll_interval_s: float = 30.0
+    poll_timeout_s: float = 600.0  # polls failing this long end the run, the batch left for a rerun
+    max_requests: int = 50000  # lines per batch file (the provider's limit); also the cells waiting at once
+    max_bytes: int = 200_000_000  # bytes per batch file (the provider's limit)
+    fallback: str = "batch"  # batch | online: how a rerun re-sends cells whose batch line failed
+    resubmit_failed: bool = False  # re-send failed and expired lines once within the run
+    keep_files: bool = False  # keep the input and output files at the provider after download
 
 
 @dataclass
@@ -134,6 +154,7 @@ class ServiceConfig:
     stream: bool = False  # send stream: true and read server-sent events (time to first token is stored)
     adaptive: bool = True  # adapt the requests in flight to the endpoint's limits (429s, x-ratelimit-*)
     rate_limit_timeout_s: float = 600.0  # adaptive: a cell refused (429) this long ends rate_limited
+    batch: BatchConfig = field(default_factory=BatchConfig)
     mock: MockConfig = field(default_factory=MockConfig)
     # kind: command (agent CLIs, issue 6)
     cli_name: str | None = None

@@ -74,6 +74,10 @@ class ErrorKind(StrEnum):
     RENDER_ERROR = "render_error"
     MATCHER_ERROR = "matcher_error"
     AGENT_ERROR = "agent_error"
+    BATCH_LINE_FAILED = "batch_line_failed"  # a batch's error file has the line, or no file has it
+    BATCH_EXPIRED = "batch_expired"  # the batch expired before the line was answered
+    BATCH_FAILED = "batch_failed"  # the provider refused the whole batch (validation)
+    BATCH_CANCELLED = "batch_cancelled"  # the batch was cancelled before the line was answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +228,8 @@ class Completion:
     waited_ms: float = 0.0  # before the first attempt: for a slot of the service and its endpoint
     cached: bool = False  # the answer came from the response cache (nothing was sent or paid)
     cached_latency_ms: float | None = None  # a cached answer's latency when it was first fetched
-    saved_usd: float = 0.0  # a cached answer: what sending it again would have cost
+    saved_usd: float = 0.0  # cached: what sending it again would have cost; batched: the discount
+    batched: bool = False  # answered through a batch job (its latency: from submission to the output)
     ttft_ms: float | None = None  # streamed: the first content or reasoning delta
     first_answer_ms: float | None = None  # streamed: the first answer delta, after any thinking
     output_tps: float | None = None  # streamed: completion tokens per second after the first delta

@@ -24,6 +24,7 @@ from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import Service
+from evalhydra.services.batch import start_cell
 from evalhydra.services.cache import TRIAL
 from evalhydra.services.openai.reasoning import NOT_FINISHED
 from evalhydra.services.render import render_error_completion, render_request
@@ -65,6 +66,7 @@ class ChatCellRunner:
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Execute one cell; return its result row and its attempt rows."""
         TRIAL.set(job.trial)  # the response cache keeps trial k of a case as trial k
+        start_cell(job.key)  # batch mode: the cell's lines are named after it
         if job.eval.refinement_attempts == 1:
             return await self._run_once(job)
         started = self._clock.now()
@@ -107,8 +109,10 @@ class ChatCellRunner:
         calls = [("candidate", completion)]
         if match.judge is not None:
             calls.append(("judge", match.judge))
-        # the wait for a slot of the endpoint is the run's queue, not the service's latency
-        latency = (self._clock.now() - started) * 1000 - completion.waited_ms
+        # the wait for a slot of the endpoint is the run's queue, not the service's latency; a batch
+        # line's is from its batch's submission to the output's download (perhaps in an earlier run)
+        latency = completion.latency_ms if completion.batched else (
+            (self._clock.now() - started) * 1000 - completion.waited_ms)
         row = chat_row(job, self.run_id, self.config.name, self.model, completion, match, calls,
                        self._judge_names(job.eval), attempts=1, history=None, latency_ms=latency)
         return row, self._attempt_rows(job, calls, None)

@@ -50,6 +50,7 @@ from evalhydra.execute.writer import RowSink, store_writer
 from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
 from evalhydra.services.adaptive import EndpointReport, limits_status, refused_endpoints
+from evalhydra.services.batch import BatchDeferred, batch_status
 from evalhydra.store.claims import Claims
 from evalhydra.store.db import Store
 from evalhydra.store.rows import ResultRow, now_iso
@@ -82,6 +83,8 @@ class RunOutcome:
     held_elsewhere: int = 0  # pending cells another live run had claimed, so this one left them
     holders: set[str] = field(default_factory=set)
     rate_limited: list[EndpointReport] = field(default_factory=list)  # endpoints that refused (429)
+    deferred: int = 0  # cells whose batch is still pending at the provider: not stored, a rerun collects them
+    deferred_reason: str = ""
 
 
 class CellRunner(Protocol):
@@ -167,7 +170,7 @@ async def execute(
 @asynccontextmanager
 async def open_plan_runner(plan: RunPlan, run_id: str, nursery: trio.Nursery) -> AsyncIterator[CellRunner]:
     """The runner of a plan's own cells: chat cells on its HTTP service, or agent trials."""
-    async with open_services(plan, nursery) as (service, judges):
+    async with open_services(plan, nursery, run_id=run_id) as (service, judges):
         if service is None:
             yield AgentCellRunner(plan, run_id)
         else:
@@ -195,7 +198,7 @@ async def execute_cells(
     outcome = RunOutcome(run_id=row["run_id"], total=row["cells_total"])
     store.start_run(row)
     progress = progress or Progress(outcome.total, enabled=False)
-    progress.extra = limits_status
+    progress.extra = _status_line
     status = "failed"
     work_scope = trio.CancelScope()  # SIGINT/SIGTERM cancel it; the watcher outlives the flush
     async with trio.open_nursery() as guard:
@@ -218,6 +221,11 @@ async def execute_cells(
             outcome.rate_limited = refused_endpoints()
         guard.cancel_scope.cancel()
     return outcome
+
+
+def _status_line() -> str:
+    """The progress line's extra: the endpoints' limits and the batches."""
+    return " · ".join(part for part in (limits_status(), batch_status()) if part)
 
 
 @dataclass
@@ -292,7 +300,7 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
 
 
 async def _work(work: _Work, source: _Source) -> None:
-    concurrency = work.plan.run.concurrency
+    concurrency = _workers(work)
     # Two chunks' worth, not one: a put of one chunk is taken at once by the workers waiting
     # for it, so with one the queue ran dry before each next claim and nearly every cell
     # waited for the producer.
@@ -302,6 +310,15 @@ async def _work(work: _Work, source: _Source) -> None:
             nursery.start_soon(_produce, work, source, jobs)
             for _ in range(concurrency):
                 nursery.start_soon(_worker, work, jobs)
+
+
+def _workers(work: _Work) -> int:
+    """Cells in flight: ``run.concurrency``; in batch mode, a batch file's worth (``batch.max_requests``),
+    since a cell waits on its batch for as long as the provider takes."""
+    batch = work.plan.service.batch
+    if work.plan.service.kind == "command" or not batch.enabled:
+        return work.plan.run.concurrency
+    return max(1, min(max(work.plan.run.concurrency, batch.max_requests), work.outcome.total))
 
 
 def _chunk(work: _Work) -> int:
@@ -399,7 +416,11 @@ async def _worker(work: _Work, jobs: JobQueue[CellJob]) -> None:
         if _over_budget(work):
             outcome.budget_exhausted = True
             continue  # the budget is spent: drain queued cells without starting them
-        row, attempts = await _run_cell(work, job)
+        ran = await _run_cell(work, job)
+        if ran is None:  # left in a batch still pending at the provider: nothing to store
+            work.progress.skip(1)
+            continue
+        row, attempts = ran
         outcome.executed += 1
         outcome.cost_usd += (row.cost_usd or 0.0) + (row.judge_cost_usd or 0.0)
         is_error = row.is_error
@@ -413,10 +434,16 @@ async def _worker(work: _Work, jobs: JobQueue[CellJob]) -> None:
     rows.hurry()  # no cell is left to start: write the last ones as they come
 
 
-async def _run_cell(work: _Work, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
-    """Run one cell; whatever it raises becomes its stored infrastructure error, not the run's."""
+async def _run_cell(work: _Work, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]] | None:
+    """Run one cell; whatever it raises becomes its stored infrastructure error, not the run's.
+    None: the cell waits in a batch a rerun will collect (or one ``run.max_cost_usd`` held back)."""
     try:
         return await work.runner.run(job)
+    except BatchDeferred as deferred:
+        work.outcome.deferred += 1
+        work.outcome.deferred_reason = str(deferred)
+        work.outcome.budget_exhausted |= deferred.budget
+        return None
     except Exception as exc:  # noqa: BLE001 (a cell's trouble stays in the cell)
         plan = work.plan
         return crashed_row(job, work.run_id, plan.service.name, plan.model, exc), []

@@ -13,6 +13,7 @@ from evalhydra.matchers.base import Matcher
 from evalhydra.matchers.factory import build_matcher
 from evalhydra.plan.model import RunPlan
 from evalhydra.services.base import Service
+from evalhydra.services.batch import open_batching
 from evalhydra.services.cache import USE_CACHE, ResponseCache
 from evalhydra.services.mock.server import serve
 from evalhydra.services.mock.settings import MockSettings
@@ -54,19 +55,21 @@ def build_matchers(plan: RunPlan, judges: JudgeServices) -> dict[str, Matcher]:
 
 @asynccontextmanager
 async def open_services(
-    plan: RunPlan, nursery: trio.Nursery, *, candidate: bool = True
+    plan: RunPlan, nursery: trio.Nursery, *, candidate: bool = True, run_id: str | None = None
 ) -> AsyncIterator[tuple[Service | None, JudgeServices]]:
     """Open the run's HTTP service (unless ``candidate`` is False or it is an agent CLI)
-    and its judges, starting mock servers in ``nursery`` as needed."""
+    and its judges, starting mock servers in ``nursery`` as needed. With ``run_id`` (a run
+    of the plan's own cells) services in batch mode, or with batches left open in the store,
+    answer through batch jobs."""
     opened: dict[str, Service] = {}
     try:
         main = None
         if candidate and plan.service.kind != "command":
-            main = await open_service(plan, plan.service, nursery)
+            main = await open_service(plan, plan.service, nursery, run_id)
             opened[plan.service.name] = main
         for name, cfg in plan.judges.items():
             if name not in opened:
-                opened[name] = await open_service(plan, cfg, nursery)
+                opened[name] = await open_service(plan, cfg, nursery, run_id)
         yield main, JudgeServices(opened, cached=plan.cache is None or plan.cache.judge)
     finally:
         with trio.CancelScope(shield=True):
@@ -74,8 +77,10 @@ async def open_services(
                 await service.aclose()
 
 
-async def open_service(plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery) -> Service:
-    """Open one HTTP service, starting its mock server in ``nursery`` when enabled."""
+async def open_service(plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery,
+                       run_id: str | None = None) -> Service:
+    """Open one HTTP service, starting its mock server in ``nursery`` when enabled (and its batch
+    queue, see :func:`open_services`)."""
     base_url = None
     if cfg.mock.enabled:
         handle = await nursery.start(serve, MockSettings.from_config(cfg.mock))
@@ -84,4 +89,13 @@ async def open_service(plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery)
     judge_only = cfg is not plan.service
     use_cache = cache is not None and (cache.judge or not judge_only)
     responses = ResponseCache(cache.path, cache.expiry_s) if use_cache and cache is not None else None
-    return OpenAICompatService(cfg, registry_root=plan.registry_root, base_url=base_url, cache=responses)
+    service = OpenAICompatService(cfg, registry_root=plan.registry_root, base_url=base_url, cache=responses)
+    if run_id is None:
+        return service
+    try:
+        return await open_batching(service, store_path=plan.store_path, run_id=run_id, nursery=nursery,
+                                   max_cost_usd=plan.run.max_cost_usd)
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await service.aclose()
+        raise

@@ -28,17 +28,20 @@ def print_dry_run(plan: RunPlan) -> None:
             counts[1] += 1
             counts[2] += len(str(getattr(job.case, "input", "") or ""))
     pricing = plan.service.pricing
+    batched = plan.service.batch.enabled
+    share = pricing.batch_discount if batched else 1.0  # batch jobs are priced at a share of online
     rows, total, cost = [], 0, 0.0
     for ev in plan.evals:
         planned, cells, chars = pending[ev.id]
         tokens = chars // 4 + 16 * cells
-        est = (tokens * pricing.input_per_mtok + 64 * cells * pricing.output_per_mtok) / 1e6
+        est = share * (tokens * pricing.input_per_mtok + 64 * cells * pricing.output_per_mtok) / 1e6
         total, cost = total + cells, cost + est
         rows.append([ev.id, plan.service.name, plan.model, planned // ev.trials, ev.trials, cells, tokens,
                      f"${est:.4f}"])
     print(tabulate(rows, headers=["eval", "service", "model", "cases", "trials", "cells to send",
                                   "est. input tokens", "est. cost"]))
-    print(f"\ndry run: {total} cells would be sent ({stored} already stored), estimated cost "
+    how = f" in batch jobs at {share:.0%} of the online price" if batched else ""
+    print(f"\ndry run: {total} cells would be sent{how} ({stored} already stored), estimated cost "
           f"${cost:.4f}; no call was made.")
 
 

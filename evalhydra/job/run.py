@@ -137,6 +137,9 @@ def _exit_code(plan: RunPlan, outcome: RunOutcome, stats: list[dict[str, Any]], 
               f"cell{'s' if unsent != 1 else ''} not sent (rerun once it answers; run.fail_fast=false "
               "sends every cell anyway).", file=sys.stderr)
     reasons = unmeasured(stats, plan.run.max_error_rate)
+    if outcome.deferred:
+        reasons.append(f"{plural(outcome.deferred, 'cell')} not stored: {outcome.deferred_reason}; rerun the"
+                       " same command to collect them (evalhydra batches lists the store's batches)")
     sys.stdout.flush()
     for reason in reasons:
         print(f"error: could not measure: {reason}", file=sys.stderr)

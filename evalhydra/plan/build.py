@@ -181,7 +181,30 @@ def _check_service(svc: ServiceConfig, registry: Registry) -> ServiceConfig:
                                  "with a host.", "For example: service.base_url=http://127.0.0.1:8000/v1")
     if svc.mock.enabled:
         _check_mock(svc, where)
+    if svc.batch.enabled:
+        _check_batch(svc, where)
     return svc
+
+
+def _check_batch(svc: ServiceConfig, where: str) -> None:
+    """Batch mode is for chat services, with limits a provider can take."""
+    batch = svc.batch
+    if svc.kind == "command":
+        raise EvalHydraError(f"{where}: service.batch.enabled=true on an agent CLI: agent trials run here,"
+                             " there is no batch API to send them to.", "Set service.batch.enabled=false.")
+    if svc.stream:
+        raise EvalHydraError(f"{where}: service.batch.enabled=true with service.stream=true: a batch line"
+                             " is answered whole.", "Set service.stream=false for batch mode.")
+    if batch.fallback not in ("batch", "online"):
+        raise EvalHydraError(f"{where}: service.batch.fallback={batch.fallback} is unknown.",
+                             "Use service.batch.fallback=batch or online.")
+    _check_ranges(where, {
+        "service.batch.poll_interval_s": (batch.poll_interval_s, 0.001, None),
+        "service.batch.poll_timeout_s": (batch.poll_timeout_s, 0, None),
+        "service.batch.max_requests": (batch.max_requests, 1, 50000),
+        "service.batch.max_bytes": (batch.max_bytes, 1024, None),
+        "service.pricing.batch_discount": (svc.pricing.batch_discount, 0, 1),
+    })
 
 
 def _check_ranges(where: str, values: dict[str, tuple[float | None, float, float | None]]) -> None:

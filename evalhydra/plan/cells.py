@@ -92,7 +92,8 @@ NOT_RESULT_FIELDS = frozenset({
     "timeout_ms", "deadline_ms", "timeout_s",  # only whether an error happens (errors are re-sent)
     "api_key_env", "headers",  # credentials, never hashed (a hash of a secret could be guessed)
     "retry", "max_concurrency", "rate_limit", "transport", "proxy", "verify", "ca_bundle", "pricing",
-    "adaptive", "rate_limit_timeout_s"})
+    "adaptive", "rate_limit_timeout_s",
+    "batch"})  # a cell answered in a batch is the same cell as one answered online
 
 
 def endpoint_of(service: ServiceConfig) -> str:

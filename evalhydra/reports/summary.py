@@ -239,6 +239,7 @@ def _print_totals(store: Store, outcome: Any, stats: Sequence[Mapping[str, Any]]
     print(f"duration {duration:.1f} s, {tokens} tokens{spent}, ${cost:.4f}")
     _print_held(outcome)
     _print_cache_hits(store, outcome.run_id)
+    _print_batched(store, outcome.run_id)
     reused = _reused_errors(store, outcome.run_id)
     if reused:
         print(f"{reused} stored error{'s' if reused != 1 else ''} reused from earlier runs; "
@@ -275,6 +276,16 @@ def _print_cache_hits(store: Store, run_id: str) -> None:
     if hits:
         print(f"cache: {plural(hits, 'answer')} from the response cache (nothing sent), ${saved:.4f} not paid"
               " again; cache.enabled=false measures the model afresh")
+
+
+def _print_batched(store: Store, run_id: str) -> None:
+    """How many of the run's cells batch jobs answered, and what the batch price saved."""
+    sql = """select count(*), coalesce(sum(r.saved_usd), 0), coalesce(sum(r.cost_usd), 0) from run_cells rc
+        join results r on r.cell_key = rc.cell_key where rc.run_id = ? and r.run_id = ? and r.batched = 1"""
+    cells, saved, paid = store.conn.execute(sql, [run_id, run_id]).fetchone()
+    if cells:
+        print(f"batch: {plural(cells, 'cell')} answered through batch jobs, ${paid:.4f} paid,"
+              f" ${saved:.4f} saved against the online price")
 
 
 def _reused_errors(store: Store, run_id: str) -> int:

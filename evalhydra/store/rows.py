@@ -118,7 +118,8 @@ class ResultRow:
     output_tps: float | None = None  # streamed: completion tokens per second after the first delta
     cached: int | None = None  # 1: the answer came from the response cache (nothing sent or paid)
     cached_latency_ms: float | None = None  # a cached answer's latency when it was first fetched
-    saved_usd: float | None = None  # a cached answer: what sending it again would have cost
+    saved_usd: float | None = None  # cached: what sending it again would have cost; batched: the discount
+    batched: int | None = None  # 1: answered through a batch job (service.batch), at its discount
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> ResultRow:

@@ -87,6 +87,7 @@ RESULT_COLUMNS: dict[str, type] = {
     "cached": int,
     "cached_latency_ms": float,
     "saved_usd": float,
+    "batched": int,
 }
 
 
@@ -349,8 +350,43 @@ def _migration_12(db: sqlite_utils.Database) -> None:
             db.conn.execute(f"alter table results add column {name} {kind}")
 
 
+def _migration_13(db: sqlite_utils.Database) -> None:
+    """``batches``: every batch job sent to a provider (``service.batch.enabled``), recorded before
+    it is created, so a rerun adopts it instead of paying again; ``results.batched``: 1 for a cell
+    answered through one."""
+    columns = {row[1] for row in db.conn.execute("pragma table_info(results)")}
+    if "batched" not in columns:
+        db.conn.execute("alter table results add column batched integer")
+    db.table("batches").create(
+        {
+            "batch_key": str,  # ours; also in the provider batch's metadata (evalhydra_batch)
+            "run_id": str,
+            "service": str,
+            "endpoint": str,  # the API base, without credentials
+            "api_key_env": str,  # the variable holding the key (never the key)
+            "status": str,  # submitting, the provider's; done: every cell stored; lost: unknown to it
+            "batch_id": str,
+            "input_file_id": str,
+            "output_file_id": str,
+            "error_file_id": str,
+            "custom_ids": str,  # JSON list: cell keys (a judge call: key#n)
+            "lines": int,
+            "request_counts": str,
+            "message": str,
+            "output": str,  # the output file, kept until every cell of the batch is stored
+            "errors": str,  # the error file, likewise
+            "submitted_at": float,  # epoch seconds
+            "collected_at": float,  # epoch seconds: when output and errors were downloaded into the row
+            "created_at": str,
+            "updated_at": str,
+        },
+        pk="batch_key",
+        if_not_exists=True,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
-    _migration_8, _migration_9, _migration_10, _migration_11, _migration_12,
+    _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

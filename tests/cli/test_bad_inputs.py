@@ -447,6 +447,16 @@ CATALOGUE: dict[str, Bad] = {
                                        "cache.expiry=7d"),
     "unusable cache path": Bad(_args("cache.enabled=true", "cache.path=/proc/evalhydra-nope/c.db"),
                                "cache.path", "cache.enabled=false"),
+    "batch mode on an agent CLI": Bad(
+        _args("service=fake_agent", "eval=agent_cases", "service.batch.enabled=true"),
+        "service.batch.enabled", "service.batch.enabled=false"),
+    "unknown batch fallback": Bad(_args("service.batch.enabled=true", "service.batch.fallback=later"),
+                                  "service.batch.fallback", "batch or online"),
+    "batch too large for a provider": Bad(
+        _args("service.batch.enabled=true", "service.batch.max_requests=90000"), "service.batch.max_requests",
+        "1..50000"),
+    "cancel an unknown batch": Bad(lambda root: ["batches", "cancel", "batch_nope"], "batch_nope",
+                                   "evalhydra batches", subcommand=True),
     "rejudge unknown run": Bad(
         lambda root: ["rejudge", "eval-nope"], "eval-nope", "evalhydra runs", subcommand=True
     ),

@@ -31,7 +31,8 @@ class MockStore:
 
 MOCK_RUNS = {
     "base": ["eval=smoke", "trials=3"],
-    "flaky": ["eval=smoke", "trials=3", "service.model=mock-flaky", "service.mock.fail_rate=0.5"],
+    "flaky": ["eval=smoke", "trials=3", "service.model=mock-flaky", "service.mock.fail_rate=0.5",
+              "run.concurrency=1"],  # one at a time: the seeded draws fall on the same cells each run
     "judge": ["eval=smoke", "trials=3", "service=mock_judge"],
     "aiwg": ["eval=aiwg", "trials=2"],
 }

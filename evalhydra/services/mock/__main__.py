@@ -45,6 +45,9 @@ _SWITCHES: list[tuple[str, str, Any, str]] = [
     ("--rate-limit-later-after-s", "rate_limit_later_after_s", float, "when the later rate starts (s)"),
     ("--stream-split-bytes", "stream_split_bytes", int,
      "send streams in pieces of N bytes (default: one per event)"),
+    ("--batch-delay-s", "batch_delay_s", float, "process a batch (/v1/batches) X s after its creation"),
+    ("--batch-fail-every", "batch_fail_every", int, "every N-th line of a batch goes to its error file"),
+    ("--batch-outcome", "batch_outcome", str, "end every batch this way: expired, failed or stuck"),
 ]
 
 

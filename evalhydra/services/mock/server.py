@@ -25,6 +25,7 @@ from typing import Any
 import trio
 
 from evalhydra.services.mock import responses, wire
+from evalhydra.services.mock.batches import MockBatches
 from evalhydra.services.mock.delays import DelayLine
 from evalhydra.services.mock.limits import RequestBudget
 from evalhydra.services.mock.replies import CHANCE_MARK, reply_for, usage_for
@@ -66,6 +67,7 @@ class MockStats:
         in_flight: Chat requests being handled now.
         max_in_flight: The most chat requests handled at once.
         rate_limited: Chat requests refused with 429 by the rate limit (``rate_limit_rps``).
+        batch_lines: Lines of batch jobs answered (not counted in ``chat_requests``).
     """
 
     requests: int = 0
@@ -77,6 +79,7 @@ class MockStats:
     in_flight: int = 0
     max_in_flight: int = 0
     rate_limited: int = 0
+    batch_lines: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Return the counters as a JSON-ready dict."""
@@ -90,12 +93,13 @@ class MockStats:
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
             "rate_limited": self.rate_limited,
+            "batch_lines": self.batch_lines,
         }
 
     def reset(self) -> None:
         """Zero every counter except ``in_flight``."""
         self.requests = self.chat_requests = self.ok = self.bad_requests = 0
-        self.connections = self.max_in_flight = self.rate_limited = 0
+        self.connections = self.max_in_flight = self.rate_limited = self.batch_lines = 0
         self.faults = {}
 
 
@@ -121,6 +125,8 @@ class MockServer:
         self._delays = DelayLine()
         #: The request budget of ``rate_limit_rps`` (a new bucket after ``reset``).
         self.budget = RequestBudget()
+        #: The Files and Batches API (``/v1/files``, ``/v1/batches``).
+        self.batches = MockBatches(self._batch_line, lambda: self.settings)
 
     @property
     def url(self) -> str:
@@ -150,6 +156,7 @@ class MockServer:
         """Zero the counters, forget the last request and reseed the generator."""
         self.stats.reset()
         self.budget.reset()
+        self.batches = MockBatches(self._batch_line, lambda: self.settings)  # files and batches forgotten
         self._last_body = None
         self._last_head = None
         self._reseed()
@@ -222,6 +229,15 @@ class MockServer:
         if path.startswith((b"/_mock/", b"/v1/_mock/")):
             status, answer = self._control(method, path.removeprefix(b"/v1"), body)
             return Reply(status, json.dumps(answer).encode())
+        if path.startswith((b"/v1/files", b"/v1/batches")):
+            query = _origin_form(target).partition(b"?")[2]
+            content_type = _parse_headers(head).get("content-type", "")
+            routed = self.batches.route(method, path, query, body, content_type)
+            if routed is not None:
+                status, answer = routed
+                if isinstance(answer, bytes):
+                    return Reply(status, answer, wire.OCTETS)
+                return Reply(status, json.dumps(answer).encode())
         return Reply(404, responses.error_body("not found", "not_found"))
 
     def _control(self, method: bytes, path: bytes, body: bytes) -> tuple[int, Any]:
@@ -255,6 +271,12 @@ class MockServer:
         return 200, self.settings.to_dict()
 
     # -- chat -----------------------------------------------------------------
+
+    def _batch_line(self, body: bytes) -> tuple[int, bytes]:
+        """A batch line's answer: the chat logic without delay, faults or rate limit."""
+        self.stats.batch_lines += 1
+        reply = self._answer(body, None, self.stats.batch_lines)
+        return reply.status, reply.body
 
     async def _chat(self, body: bytes) -> Reply:
         if not self.settings.rate_limit_rps:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalhydra.config.schema import MockBehaviour
+from evalhydra.services.mock.batches import BATCH_OUTCOMES
 from evalhydra.services.mock.streaming import REASONING_SHAPES, STREAM_FAULTS
 
 __all__ = ["FAULTS", "MockSettings"]
@@ -90,6 +91,10 @@ class MockSettings(MockBehaviour):
         rate_limit_later_rps: When > 0, the rate once ``rate_limit_later_after_s`` have passed
             since the first chat request.
         rate_limit_later_after_s: See ``rate_limit_later_rps``.
+        batch_delay_s: A batch (``/v1/batches``) is processed this long after it is created.
+        batch_fail_every: When > 0, every n-th line of a batch goes to its error file.
+        batch_outcome: When set, how every batch ends instead of ``completed``: one of
+            :data:`~evalhydra.services.mock.batches.BATCH_OUTCOMES`.
     """
 
     def __post_init__(self) -> None:
@@ -114,6 +119,11 @@ class MockSettings(MockBehaviour):
         if min(rates) < 0 or self.rate_limit_burst < 1:
             raise ValueError("rate_limit_rps, rate_limit_later_rps and rate_limit_later_after_s must be >= 0,"
                              " rate_limit_burst >= 1")
+        if self.batch_delay_s < 0 or self.batch_fail_every < 0:
+            raise ValueError("batch_delay_s and batch_fail_every must be >= 0")
+        if self.batch_outcome is not None and self.batch_outcome not in BATCH_OUTCOMES:
+            raise ValueError(f"batch_outcome must be one of {', '.join(BATCH_OUTCOMES)} or null,"
+                             f" got {self.batch_outcome!r}")
         if self.fault is not None and self.fault not in FAULTS:
             raise ValueError(f"fault must be one of {', '.join(FAULTS)} or null, got {self.fault!r}")
 

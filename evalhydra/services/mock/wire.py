@@ -23,6 +23,7 @@ __all__ = [
     "EVENT_STREAM",
     "HTML",
     "JSON",
+    "OCTETS",
     "Handler",
     "Header",
     "Reply",
@@ -33,6 +34,7 @@ __all__ = [
 
 Header = tuple[bytes, bytes]
 JSON: tuple[Header, ...] = ((b"content-type", b"application/json"),)
+OCTETS: tuple[Header, ...] = ((b"content-type", b"application/octet-stream"),)
 HTML: tuple[Header, ...] = ((b"content-type", b"text/html"),)
 EVENT_STREAM: tuple[Header, ...] = ((b"content-type", b"text/event-stream"),)
 

@@ -57,6 +57,7 @@ from evalhydra.services.openai.response import (
 )
 from evalhydra.services.openai.secrets import (
     ENV_REF,
+    MASK,
     MIN_SECRET_LENGTH,
     mask_secrets,
     read_env,
@@ -227,15 +228,10 @@ class OpenAICompatService:
         Returns:
             The Completion (``error_kind`` set on failure).
         """
-        model = resolve_model(self.config, request)
-        if request is self._encoded[0]:  # a case's next trial: the same body
-            body = self._encoded[1]
-        else:
-            try:
-                body = _BODY_ENCODER.encode(build_payload(self.config, request)).encode("utf-8")
-            except (TypeError, ValueError) as exc:
-                return _failed(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
-            self._encoded = (request, body)
+        encoded = self.encode(request)
+        if isinstance(encoded, Completion):
+            return encoded
+        model, body = encoded
         key = None
         if self._cache is not None and USE_CACHE.get():
             key = cache_key(self._cache_endpoint(), model, body, TRIAL.get(), self.config.system_prompt)
@@ -266,6 +262,47 @@ class OpenAICompatService:
             self._cache.put(key, self._cache_endpoint(), model, answer_record(completion),
                             completion.latency_ms)
         return completion
+
+    def encode(self, request: ChatRequest) -> tuple[str, bytes] | Completion:
+        """The model and the JSON body sent for ``request`` (online, or as a batch line's ``body``),
+        or a ``render_error`` completion when it cannot be encoded."""
+        model = resolve_model(self.config, request)
+        if request is self._encoded[0]:  # a case's next trial: the same body
+            return model, self._encoded[1]
+        try:
+            body = _BODY_ENCODER.encode(build_payload(self.config, request)).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            return _failed(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
+        self._encoded = (request, body)
+        return model, body
+
+    def parse_answer(self, body: bytes, model: str) -> ChatAnswer:
+        """A whole reply's body as this service reads it (its reasoning tags applied).
+
+        Raises:
+            InvalidResponseError: The body is no usable completion.
+        """
+        return parse_chat_response(body, model, self._reasoning_tags)
+
+    def api_headers(self) -> dict[str, str]:
+        """The headers every call to the endpoint's API carries: the configured ones and the key,
+        read now (for the files and batches calls of batch mode)."""
+        headers = {name.lower(): value for name, value in split_headers(self.config.headers)[0].items()}
+        key = read_env(self._auth_env)
+        if key is not None:
+            headers["authorization"] = f"Bearer {key}"
+        for name, template in self._dynamic_headers:
+            value = resolve_header(template)
+            if value is not None:
+                headers[name.lower()] = value
+        headers.setdefault("user-agent", f"evalhydra/{__version__}")
+        return headers
+
+    def mask(self, text: str) -> str:
+        """``text`` with every secret this service sends replaced by ``***``."""
+        for secret in self._secrets():
+            text = text.replace(secret, MASK)
+        return text
 
     def _cache_endpoint(self) -> str:
         """The endpoint as the cache names it: the built-in mock's port changes with each run, so

@@ -1,0 +1,472 @@
+"""Cells waiting on batch jobs: gathered into files, submitted, polled, matched back.
+
+One :class:`BatchQueue` per batch-mode service of a run. Each cell's request
+waits in :meth:`BatchQueue.answer` while the queue's task gathers the waiting
+requests (until none arrived for a moment, or a file is full), writes them as
+JSONL lines (``custom_id`` = the cell key), records the batch in the store's
+ledger, creates it at the provider, polls it every ``poll_interval_s`` and hands
+each cell its output line. Batches recorded by an earlier run that did not live
+to collect them are adopted: their cells wait on them instead of being sent
+again.
+
+What a cell gets back is a :class:`LineOutcome`: the line's status and body, an
+infrastructure error (``batch_line_failed``, ``batch_expired``, ``batch_failed``,
+``batch_cancelled``), or ``deferred`` (the batch is still pending at the
+provider and a rerun will collect it: the cell is not stored).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import trio
+
+from evalhydra.config.schema import BatchConfig
+from evalhydra.core.values import ErrorKind
+from evalhydra.services.batch.api import BatchApi, BatchApiError
+from evalhydra.store.batches import BatchLedger, BatchRecord
+
+__all__ = ["BatchDeferred", "BatchQueue", "LineOutcome", "estimate_line_usd"]
+
+#: A quiet moment with no new request: the requests gathered so far go out as a batch.
+GATHER_S = 0.25
+#: The provider statuses after which a batch changes no more.
+TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+#: What a line missing from a batch's files becomes, by the batch's final status.
+_MISSING = {
+    "expired": (ErrorKind.BATCH_EXPIRED, "the batch expired before this line was answered"),
+    "failed": (ErrorKind.BATCH_FAILED, "the provider refused the batch"),
+    "cancelled": (ErrorKind.BATCH_CANCELLED, "the batch was cancelled before this line was answered"),
+    "completed": (ErrorKind.BATCH_LINE_FAILED, "the batch completed without a line for this request"),
+}
+_METADATA_KEY = "evalhydra_batch"
+
+
+class BatchDeferred(Exception):  # noqa: N818 (not an error: the cell is left for a rerun)
+    """The cell's batch is still pending at the provider (or was never submitted): nothing is
+    stored, a rerun collects it. ``budget`` is True when ``run.max_cost_usd`` held it back."""
+
+    def __init__(self, message: str, *, budget: bool = False) -> None:
+        super().__init__(message)
+        self.budget = budget
+
+
+@dataclass(frozen=True)
+class LineOutcome:
+    """What a batch gave one request."""
+
+    status_code: int | None = None
+    body: bytes | None = None  # the response body (JSON)
+    error_kind: ErrorKind | None = None
+    message: str | None = None
+    latency_ms: float = 0.0  # from the batch's submission to its output's download
+    deferred: bool = False
+    budget: bool = False  # deferred by run.max_cost_usd
+
+
+@dataclass
+class _Waiter:
+    custom_id: str
+    body: bytes
+    done: trio.Event = field(default_factory=trio.Event)
+    outcome: LineOutcome | None = None
+
+
+@dataclass
+class _Tracked:
+    """A batch this queue follows: its record and what the provider said last."""
+
+    record: BatchRecord
+    status: str = "submitting"
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def estimate_line_usd(body: bytes, input_per_mtok: float, output_per_mtok: float) -> float:
+    """A rough online price of one request: a token per four bytes in, its ``max_tokens`` (or 64) out."""
+    try:
+        wanted = json.loads(body).get("max_tokens") or json.loads(body).get("max_completion_tokens")
+    except (ValueError, AttributeError):
+        wanted = None
+    out = wanted if isinstance(wanted, int) and wanted > 0 else 64
+    return (len(body) / 4 * input_per_mtok + out * output_per_mtok) / 1e6
+
+
+class BatchQueue:
+    """The batch jobs of one service in one run.
+
+    Args:
+        api: The provider's files and batches API.
+        ledger: The store's ``batches`` table.
+        config: ``service.batch``.
+        service: The service's name (the ledger's ``service``).
+        endpoint: The API root as recorded (no credentials).
+        run_id: The run that submits.
+        api_key_env: The variable holding the key, recorded for ``evalhydra batches cancel``.
+        adopted: Batches an earlier run recorded and did not finish.
+        price_line: A request's estimated online price, for ``run.max_cost_usd``.
+        budget_usd: ``run.max_cost_usd`` times the batch discount (None: no cap).
+        mask: Takes secrets out of a provider's message.
+    """
+
+    def __init__(self, api: BatchApi, ledger: BatchLedger, config: BatchConfig, *, service: str,
+                 endpoint: str, run_id: str, api_key_env: str | None, adopted: list[BatchRecord],
+                 price_line: Callable[[bytes], float] = lambda body: 0.0, budget_usd: float | None = None,
+                 mask: Callable[[str], str] = lambda text: text) -> None:
+        self.api, self.ledger, self.config = api, ledger, config
+        self.service, self.endpoint, self.run_id, self.api_key_env = service, endpoint, run_id, api_key_env
+        self._adopted = adopted
+        self._price_line, self._budget_usd, self._mask = price_line, budget_usd, mask
+        self.enabled = config.enabled
+        self.estimated_usd = 0.0
+        self.tracked: dict[str, _Tracked] = {}
+        self._pending: list[_Waiter] = []
+        self._waiting: dict[str, _Waiter] = {}
+        self._ready: dict[str, LineOutcome] = {}  # answered before their cell asked (adopted batches)
+        self._in_batches: set[str] = set()  # ids of open batches: their cells wait, never sent again
+        self._resubmitted: set[str] = set()
+        self._nursery: trio.Nursery | None = None
+        self._started = trio.Event()
+        self._stopped = trio.Event()
+
+    # -- what a cell calls ------------------------------------------------------
+
+    def adopts(self, custom_id: str) -> bool:
+        """Whether an earlier run's batch holds (or answered) this request."""
+        return custom_id in self._in_batches or custom_id in self._ready
+
+    async def answer(self, custom_id: str, body: bytes) -> LineOutcome:
+        """Wait for the batch line of ``custom_id`` (sending ``body`` in the next batch unless an
+        adopted batch holds it)."""
+        await self._started.wait()
+        ready = self._ready.pop(custom_id, None)
+        if ready is not None:
+            return ready
+        waiter = _Waiter(custom_id, body)
+        self._waiting[custom_id] = waiter
+        if custom_id not in self._in_batches:
+            self._pending.append(waiter)
+        await waiter.done.wait()
+        assert waiter.outcome is not None
+        return waiter.outcome
+
+    # -- the queue's task -------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Adopt the earlier batches, then gather and submit until :meth:`stop`."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for record in self._adopted:
+                    self._in_batches.update(record.custom_ids)
+                    nursery.start_soon(self._adopt, record)
+                self._started.set()
+                task_status.started()
+                await self._gather()
+        finally:
+            self._stopped.set()
+
+    async def stop(self) -> None:
+        """Stop gathering and polling (a batch left pending stays in the ledger for a rerun)."""
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+            await self._stopped.wait()
+
+    async def _gather(self) -> None:
+        last = -1
+        while True:
+            await trio.sleep(GATHER_S)
+            count = len(self._pending)
+            if count and (count == last or count >= self.config.max_requests):
+                taken, self._pending = self._pending, []
+                for part in self._files(taken):
+                    assert self._nursery is not None
+                    self._nursery.start_soon(self._submit, part)
+                last = -1
+            else:
+                last = count
+
+    def _files(self, waiters: list[_Waiter]) -> Iterator[list[_Waiter]]:
+        """Split waiters into files within ``max_requests`` lines and ``max_bytes`` bytes."""
+        part: list[_Waiter] = []
+        size = 0
+        for waiter in waiters:
+            length = len(_line(waiter)) + 1
+            if part and (len(part) >= self.config.max_requests or size + length > self.config.max_bytes):
+                yield part
+                part, size = [], 0
+            part.append(waiter)
+            size += length
+        if part:
+            yield part
+
+    # -- one batch ----------------------------------------------------------------
+
+    async def _submit(self, waiters: list[_Waiter]) -> None:
+        ids = [w.custom_id for w in waiters]
+        cost = sum(self._price_line(w.body) for w in waiters)
+        if self._budget_usd is not None and self.estimated_usd + cost > self._budget_usd:
+            self._resolve_all(ids, LineOutcome(deferred=True, budget=True, message=(
+                f"not submitted: the batch's estimated ${cost:.4f} would pass run.max_cost_usd")))
+            return
+        self.estimated_usd += cost
+        key = uuid.uuid4().hex
+        record = BatchRecord(key, self.run_id, self.service, self.endpoint, ids, api_key_env=self.api_key_env)
+        self.tracked[key] = _Tracked(record)
+        self._in_batches.update(ids)
+        try:
+            content = b"\n".join(_line(w) for w in waiters) + b"\n"
+            record.input_file_id = await self.api.upload(content, f"evalhydra-{key}.jsonl")
+            record.submitted_at = time.time()
+            await trio.to_thread.run_sync(self.ledger.record, record)  # before create: a crash adopts it
+            batch = await self.api.create(record.input_file_id, self.config.completion_window,
+                                          {_METADATA_KEY: key, "evalhydra_run": self.run_id})
+        except BatchApiError as exc:
+            await self._not_created(record, exc)
+            return
+        await self._follow(record, batch)
+
+    async def _not_created(self, record: BatchRecord, exc: BatchApiError) -> None:
+        """The batch was refused before it existed: its cells end as infrastructure errors."""
+        if record.submitted_at is not None:
+            await trio.to_thread.run_sync(self.ledger.forget, record.batch_key)
+        self.tracked.pop(record.batch_key, None)
+        self._in_batches.difference_update(record.custom_ids)
+        message = self._mask(f"the batch could not be created: {exc.message}")
+        failed = LineOutcome(status_code=exc.status, error_kind=ErrorKind.BATCH_FAILED, message=message)
+        self._resolve_all(record.custom_ids, failed)
+
+    async def _adopt(self, record: BatchRecord) -> None:
+        """Follow a batch an earlier run recorded."""
+        self.tracked[record.batch_key] = _Tracked(record, record.status, dict(record.request_counts))
+        if record.collected_at is not None:
+            self._deliver(record, record.status, record.output or "", record.errors or "")
+            return
+        try:
+            if record.batch_id is None:  # recorded, then the run died around create
+                found = await self._with_retries(partial(self.api.find, _METADATA_KEY, record.batch_key))
+                if found is None:
+                    await self._lost(record, forget=True)
+                    return
+                await trio.to_thread.run_sync(partial(self.ledger.update, record.batch_key,
+                                                             batch_id=found["id"], status=found["status"]))
+                record.batch_id = str(found["id"])
+                batch = found
+            else:
+                batch = await self._with_retries(partial(self.api.retrieve, record.batch_id))
+        except _PollGaveUp as exc:
+            self._defer(record, str(exc))
+            return
+        except BatchApiError as exc:
+            if exc.gone:
+                await self._lost(record)
+                return
+            raise
+        await self._follow(record, batch)
+
+    async def _follow(self, record: BatchRecord, batch: dict[str, Any]) -> None:
+        """Poll a created batch to its end, collect its files, and answer its cells."""
+        assert record.batch_id is not None or batch.get("id")
+        record.batch_id = str(batch["id"])
+        tracked = self.tracked[record.batch_key]
+        try:
+            while True:
+                await self._saw(record, tracked, batch)
+                if batch["status"] in TERMINAL:
+                    break
+                await trio.sleep(self.config.poll_interval_s)
+                batch = await self._with_retries(partial(self.api.retrieve, record.batch_id))
+            output, errors = await self._download(batch)
+        except _PollGaveUp as exc:
+            self._defer(record, str(exc))
+            return
+        except BatchApiError as exc:
+            if exc.gone:
+                await self._lost(record)
+                return
+            raise
+        message = _batch_errors(batch)
+        collected = time.time()
+        await trio.to_thread.run_sync(partial(
+            self.ledger.update, record.batch_key, status=batch["status"], output=output, errors=errors,
+            output_file_id=batch.get("output_file_id"), error_file_id=batch.get("error_file_id"),
+            collected_at=collected, message=message))
+        record.collected_at, record.message = collected, message
+        if not self.config.keep_files:  # the lines are in the store now; before the run can end
+            await self._delete_files(record, batch)
+        self._deliver(record, str(batch["status"]), output, errors)
+
+    async def _saw(self, record: BatchRecord, tracked: _Tracked, batch: dict[str, Any]) -> None:
+        """Note a batch's status and counts (in the ledger when they changed)."""
+        counts = {k: int(v) for k, v in (batch.get("request_counts") or {}).items() if isinstance(v, int)}
+        if batch["status"] != tracked.status or counts != tracked.counts:
+            tracked.status, tracked.counts = str(batch["status"]), counts
+            await trio.to_thread.run_sync(partial(
+                self.ledger.update, record.batch_key, batch_id=record.batch_id, status=tracked.status,
+                request_counts=counts))
+
+    async def _download(self, batch: dict[str, Any]) -> tuple[str, str]:
+        texts = []
+        for name in ("output_file_id", "error_file_id"):
+            file_id = batch.get(name)
+            raw = await self._with_retries(partial(self.api.content, file_id)) if file_id else b""
+            texts.append(raw.decode("utf-8", "replace"))
+        return texts[0], texts[1]
+
+    async def _delete_files(self, record: BatchRecord, batch: dict[str, Any]) -> None:
+        """Delete the batch's files at the provider (a failure leaves them: they expire there)."""
+        for file_id in (record.input_file_id, batch.get("output_file_id"), batch.get("error_file_id")):
+            if file_id:
+                with contextlib.suppress(BatchApiError):
+                    await self.api.delete(str(file_id))
+
+    async def _with_retries(self, call: Callable[[], Any]) -> Any:
+        """A poll or download, tried again with backoff for ``poll_timeout_s`` while it fails transiently."""
+        deadline = trio.current_time() + self.config.poll_timeout_s
+        wait = min(1.0, self.config.poll_interval_s)
+        while True:
+            try:
+                return await call()
+            except BatchApiError as exc:
+                if not exc.transient:
+                    raise
+                if trio.current_time() + wait > deadline:
+                    raise _PollGaveUp(self._mask(exc.message)) from None
+            await trio.sleep(wait)
+            wait = min(wait * 2, max(self.config.poll_interval_s, 1.0), 60.0)
+
+    # -- answering cells ------------------------------------------------------------
+
+    def _deliver(self, record: BatchRecord, status: str, output: str, errors: str) -> None:
+        """Answer every request of a finished batch from its output and error files."""
+        done = _lines_by_id(output)
+        failed = _lines_by_id(errors)
+        latency = ((record.collected_at or time.time()) - (record.submitted_at or time.time())) * 1000.0
+        missing_kind, missing_message = _MISSING.get(status, _MISSING["completed"])
+        again: list[_Waiter] = []
+        for custom_id in record.custom_ids:
+            line = done.get(custom_id) or failed.get(custom_id)
+            outcome = self._line_outcome(line, latency) if line is not None else LineOutcome(
+                error_kind=missing_kind, message=self._mask(record.message or missing_message)
+                if status == "failed" else missing_message, latency_ms=latency)
+            if outcome.error_kind is not None and self._resend(custom_id, outcome):
+                again.append(self._waiting[custom_id])
+                continue
+            self._resolve(custom_id, outcome)
+        self._pending.extend(again)
+
+    def _resend(self, custom_id: str, outcome: LineOutcome) -> bool:
+        """``resubmit_failed``: a failed or expired line whose cell waits goes out once more."""
+        if not self.config.resubmit_failed or custom_id in self._resubmitted:
+            return False
+        if custom_id not in self._waiting:
+            return False
+        if outcome.error_kind not in (ErrorKind.BATCH_LINE_FAILED, ErrorKind.BATCH_EXPIRED):
+            return False
+        self._resubmitted.add(custom_id)
+        return True
+
+    def _line_outcome(self, line: dict[str, Any], latency: float) -> LineOutcome:
+        response = line.get("response") if isinstance(line.get("response"), dict) else None
+        status = response.get("status_code") if response else None
+        if status == 200 and isinstance(response, dict) and isinstance(response.get("body"), dict):
+            return LineOutcome(200, json.dumps(response["body"]).encode(), latency_ms=latency)
+        return LineOutcome(status if isinstance(status, int) else None,
+                           error_kind=ErrorKind.BATCH_LINE_FAILED, message=self._mask(_line_error(line)),
+                           latency_ms=latency)
+
+    async def _lost(self, record: BatchRecord, *, forget: bool = False) -> None:
+        """The provider does not know the batch (it was never created, or it is gone): its cells
+        go out again."""
+        if forget:
+            await trio.to_thread.run_sync(self.ledger.forget, record.batch_key)
+        else:
+            await trio.to_thread.run_sync(partial(self.ledger.update, record.batch_key, status="lost"))
+        self.tracked.pop(record.batch_key, None)
+        self._in_batches.difference_update(record.custom_ids)
+        self._pending.extend(self._waiting[i] for i in record.custom_ids if i in self._waiting)
+
+    def _defer(self, record: BatchRecord, reason: str) -> None:
+        """Polling failed for ``poll_timeout_s``: the batch stays pending for a rerun."""
+        batch = record.batch_id or record.batch_key
+        message = f"batch {batch} is still pending at the provider ({reason}); a rerun collects it"
+        self._resolve_all(record.custom_ids, LineOutcome(deferred=True, message=message))
+
+    def _resolve_all(self, ids: list[str], outcome: LineOutcome) -> None:
+        for custom_id in ids:
+            self._resolve(custom_id, outcome)
+
+    def _resolve(self, custom_id: str, outcome: LineOutcome) -> None:
+        self._in_batches.discard(custom_id)
+        waiter = self._waiting.pop(custom_id, None)
+        if waiter is None:  # an adopted batch's cell that has not asked yet
+            self._ready[custom_id] = outcome
+            return
+        waiter.outcome = outcome
+        waiter.done.set()
+
+    # -- status -----------------------------------------------------------------------
+
+    def status(self) -> str:
+        """The batches of this queue for the progress line: how many lines wait where."""
+        if not self.tracked and not self._pending:
+            return ""
+        by: dict[str, int] = {}
+        done = total = 0
+        for tracked in self.tracked.values():
+            by[tracked.status] = by.get(tracked.status, 0) + 1
+            done += tracked.counts.get("completed", 0) + tracked.counts.get("failed", 0)
+            total += tracked.counts.get("total", 0) or len(tracked.record.custom_ids)
+        states = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(by.items()))
+        gathering = f"{len(self._pending)} lines gathering; " if self._pending else ""
+        return f"batches {self.service}: {gathering}{states or 'none yet'} · {done}/{total} lines answered"
+
+
+class _PollGaveUp(Exception):
+    """Polls or downloads failed for longer than ``poll_timeout_s``."""
+
+
+def _line(waiter: _Waiter) -> bytes:
+    """One request line of a batch input file (the body exactly as online mode sends it)."""
+    return b'{"custom_id":%s,"method":"POST","url":"/v1/chat/completions","body":%s}' % (
+        json.dumps(waiter.custom_id).encode(), waiter.body)
+
+
+def _lines_by_id(text: str) -> dict[str, dict[str, Any]]:
+    """A batch output or error file's lines by ``custom_id`` (unreadable lines are skipped)."""
+    found: dict[str, dict[str, Any]] = {}
+    for raw in text.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
+            found[line["custom_id"]] = line
+    return found
+
+
+def _line_error(line: dict[str, Any]) -> str:
+    """The provider's reason for a failed line."""
+    error = line.get("error")
+    if isinstance(error, dict) and error.get("message"):
+        return f"batch line failed: {error.get('code') or 'error'}: {error['message']}"
+    response = line.get("response")
+    body = response.get("body") if isinstance(response, dict) else None
+    inner = body.get("error") if isinstance(body, dict) else None
+    if isinstance(inner, dict) and inner.get("message"):
+        return f"batch line failed: {response.get('status_code')}: {inner['message']}"  # type: ignore[union-attr]
+    return "batch line failed"
+
+
+def _batch_errors(batch: dict[str, Any]) -> str | None:
+    """A failed batch's validation errors in one line."""
+    errors = (batch.get("errors") or {}).get("data") if isinstance(batch.get("errors"), dict) else None
+    if not errors:
+        return None
+    return "; ".join(f"line {e.get('line')}: {e.get('message')}" for e in errors[:3] if isinstance(e, dict))
