@@ -82,6 +82,10 @@ class Progress:
             f"errors={self.errors} resumed={self.skipped}{'  ' + extra if extra else ''}"
         )
 
+    def tick(self) -> None:
+        """Show the status again if it is due, though no cell finished (a long wait on a batch)."""
+        self._maybe_print()
+
     def _maybe_print(self) -> None:
         if not self.enabled:
             return

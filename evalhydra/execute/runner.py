@@ -287,6 +287,8 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
         outer.start_soon(partial(store_writer, rows, store, claims_of=claims_of))
         try:
             async with trio.open_nursery() as helpers:
+                if progress.enabled and plan.service.batch.enabled:  # cells wait on batches for hours
+                    helpers.start_soon(_tick, progress)
                 async with open_runner(helpers) as runner:
                     chat = plan.service.kind != "command"  # an agent's TIMEOUT is no dead endpoint
                     watch = DeadEndpointWatch(FAIL_FAST_CELLS if plan.run.fail_fast and chat else 0)
@@ -297,6 +299,13 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
                 helpers.cancel_scope.cancel()
         finally:
             rows.close()  # the writer writes what is pending, then ends
+
+
+async def _tick(progress: Progress) -> None:
+    """Refresh the progress line while no cell finishes (cells waiting on a batch for hours)."""
+    while True:
+        await trio.sleep(1.0)
+        progress.tick()
 
 
 async def _work(work: _Work, source: _Source) -> None:

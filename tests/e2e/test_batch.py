@@ -6,10 +6,14 @@ and collection that never makes a cell paid for twice or stored twice.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import sqlite3
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +129,7 @@ def test_a_batch_line_is_exactly_the_online_request(url: str, tmp_path: Path) ->
     assert sent_online["temperature"] == 0 and sent_online["max_tokens"] == 7
 
 
+@pytest.mark.slow
 def test_files_are_split_by_lines_and_by_bytes(url: str, tmp_path: Path) -> None:
     assert evaluate(url, tmp_path, 7, "lines.db", "service.batch.max_requests=3").exit_code == 0
     assert sorted(b["request_counts"]["total"] for b in batches_at(url)) == [1, 3, 3]  # submitted at once
@@ -161,6 +166,7 @@ def test_failed_lines_are_infrastructure_errors_and_a_rerun_sends_only_those(
     assert len(again) == 6 and all(r["passed"] == 1 for r in again)
 
 
+@pytest.mark.slow
 def test_fallback_online_sends_the_failed_lines_online(url: str, tmp_path: Path) -> None:
     mock_call(url, "config", {"batch_fail_every": 2})
     evaluate(url, tmp_path, 4)
@@ -172,6 +178,7 @@ def test_fallback_online_sends_the_failed_lines_online(url: str, tmp_path: Path)
     assert sorted(r["batched"] or 0 for r in stored) == [0, 0, 1, 1]
 
 
+@pytest.mark.slow
 def test_resubmit_failed_sends_a_failed_line_again_within_the_run(url: str, tmp_path: Path) -> None:
     mock_call(url, "config", {"batch_fail_every": 4})
     assert evaluate(url, tmp_path, 4, "s.db", "service.batch.resubmit_failed=true").exit_code == 0
@@ -179,6 +186,7 @@ def test_resubmit_failed_sends_a_failed_line_again_within_the_run(url: str, tmp_
     assert all(r["passed"] == 1 for r in rows(tmp_path / "s.db"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("outcome", "kinds", "code"),
     [
@@ -198,6 +206,7 @@ def test_an_expired_or_failed_batch_keeps_what_was_done(
         assert all("failed validation" in r["failure_reason"] for r in stored)
 
 
+@pytest.mark.slow
 def test_the_summary_says_what_batch_mode_saved(url: str, tmp_path: Path) -> None:
     proc = run_cli(*overrides(url, tmp_path, 3, "s.db", "service.pricing.output_per_mtok=20"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -213,6 +222,7 @@ def test_the_summary_says_what_batch_mode_saved(url: str, tmp_path: Path) -> Non
     assert (listed["batch"], listed["status"], listed["lines"]) == (batches_at(url)[0]["id"], "completed", 3)
 
 
+@pytest.mark.slow
 def test_run_max_cost_holds_a_batch_back_before_it_is_submitted(url: str, tmp_path: Path) -> None:
     proc = run_cli(
         *overrides(
@@ -303,15 +313,19 @@ def wait_for_batch(db: Path, status: str = "in_progress") -> dict[str, Any]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rerun_batch", ["true", "false"])
+@pytest.mark.parametrize(("stop", "code", "rerun_batch"), [
+    (signal.SIGKILL, -signal.SIGKILL, "true"),
+    (signal.SIGINT, 130, "false"),  # Ctrl-C: interrupted, the batch left pending
+])
 def test_a_rerun_after_kill_collects_the_pending_batch_instead_of_paying_again(
-    url: str, tmp_path: Path, rerun_batch: str
+    url: str, tmp_path: Path, stop: int, code: int, rerun_batch: str
 ) -> None:
     mock_call(url, "config", {"batch_delay_s": 2.0})
     proc = start_cli(*overrides(url, tmp_path, 5), cwd=tmp_path)
     recorded = wait_for_batch(tmp_path / "s.db")
-    proc.send_signal(signal.SIGKILL)
+    proc.send_signal(stop)
     proc.communicate(timeout=30)
+    assert proc.returncode == code
     assert rows(tmp_path / "s.db") == []
     # the rerun (batch mode on, or off: pending batches are adopted either way) waits on the same batch
     result = evaluate(url, tmp_path, 5, "s.db", f"service.batch.enabled={rerun_batch}")
@@ -326,6 +340,7 @@ def test_a_rerun_after_kill_collects_the_pending_batch_instead_of_paying_again(
     assert [b["status"] for b in ledger(tmp_path / "s.db")] == ["done"]
 
 
+@pytest.mark.slow
 def test_a_batch_created_just_before_a_crash_is_found_by_its_tag(url: str, tmp_path: Path) -> None:
     """The run recorded the batch, created it, and died before writing its id: the rerun finds
     it among the provider's batches by the metadata tag and adopts it."""
@@ -412,3 +427,60 @@ def test_two_processes_on_one_store_send_each_cell_once(url: str, tmp_path: Path
         assert proc.returncode == 0
     assert sum(b["request_counts"]["total"] for b in batches_at(url)) == 60
     assert len(rows(tmp_path / "s.db")) == 60
+
+
+# -- through LiteLLM's proxy ------------------------------------------------------------------------
+
+PROXY_KEY = "sk-proxy-master-0123456789abcdef"
+
+
+@pytest.fixture
+def litellm_proxy(url: str, tmp_path: Path) -> Iterator[str]:
+    """LiteLLM's proxy (a server no one here wrote) in front of the mock, for chat, files and batches."""
+    key = "sk-mock-upstream-0123456789"
+    config = tmp_path / "proxy.yaml"
+    config.write_text(
+        "model_list:\n  - model_name: mock-model\n    litellm_params:\n      model: openai/mock-model\n"
+        f"      api_base: {url}\n      api_key: {key}\n"
+        f"files_settings:\n  - custom_llm_provider: openai\n    api_base: {url}\n    api_key: {key}\n")
+    port = free_port()
+    env = {**os.environ, "LITELLM_MASTER_KEY": PROXY_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "OPENAI_API_BASE": url, "OPENAI_API_KEY": key}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "litellm"), "--config", str(config), "--port",
+                             str(port), "--host", "127.0.0.1"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/health/liveliness"), timeout=120, interval=0.5)
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _answers(address: str) -> bool:
+    try:
+        return httpx.get(address, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.mark.slow
+def test_batches_through_litellms_proxy(url: str, tmp_path: Path, litellm_proxy: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROXY_KEY", PROXY_KEY)
+    args = overrides(litellm_proxy, tmp_path, 4, "s.db", "service.api_key_env=PROXY_KEY", "trials=2")
+    result = evalhydra.evaluate(args)
+    assert result.exit_code == 0
+    stored = rows(tmp_path / "s.db")
+    assert len(stored) == 8 and all(r["passed"] == 1 and r["batched"] == 1 for r in stored)
+    (batch,) = batches_at(url)  # the proxy handed the batch on to the mock
+    assert batch["status"] == "completed" and batch["request_counts"]["total"] == 8
+    assert chat_requests(url) == 0
+    (recorded,) = ledger(tmp_path / "s.db")
+    assert recorded["status"] == "completed" and recorded["api_key_env"] == "PROXY_KEY"
+    assert PROXY_KEY.encode() not in (tmp_path / "s.db").read_bytes()

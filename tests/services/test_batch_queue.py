@@ -19,6 +19,7 @@ from evalhydra.config.schema import BatchConfig
 from evalhydra.core.values import ErrorKind
 from evalhydra.services.batch.api import BatchApi, api_base
 from evalhydra.services.batch.queue import BatchQueue, LineOutcome
+from evalhydra.services.batch.service import batch_status, register
 from evalhydra.services.mock import MockServer, MockSettings
 from evalhydra.store.batches import BatchLedger
 from evalhydra.store.db import open_store
@@ -69,17 +70,27 @@ def make_queue(tmp_path: Path, transport: InProcess, **config: object) -> BatchQ
     )
 
 
-async def ask_all(queue: BatchQueue, ids: list[str]) -> dict[str, LineOutcome]:
+async def ask_all(queue: BatchQueue, ids: list[str], look_at: float | None = None,
+                  seen: list[str] | None = None) -> dict[str, LineOutcome]:
+    """Ask for every id at once; at ``look_at`` seconds, note the run's batch status in ``seen``."""
     got: dict[str, LineOutcome] = {}
 
     async def one(i: int, custom_id: str) -> None:
         got[custom_id] = await queue.answer(custom_id, body(i))
 
+    async def look() -> None:
+        assert look_at is not None and seen is not None
+        await trio.sleep(look_at)
+        seen.append(batch_status())
+
     async with trio.open_nursery() as nursery:
         await nursery.start(queue.run)
+        register(queue)
         async with trio.open_nursery() as asking:
             for i, custom_id in enumerate(ids):
                 asking.start_soon(one, i, custom_id)
+            if look_at is not None:
+                asking.start_soon(look)
         await queue.stop()
     return got
 
@@ -90,7 +101,9 @@ async def test_an_hour_long_batch_is_polled_every_interval(
     server = MockServer(MockSettings(batch_delay_s=3600))
     transport = InProcess(server)
     queue = make_queue(tmp_path, transport, poll_interval_s=30)
-    got = await ask_all(queue, ["a", "b", "c"])
+    seen: list[str] = []
+    got = await ask_all(queue, ["a", "b", "c"], look_at=1000, seen=seen)
+    assert seen == ["batch svc: in progress 0/3"]  # the progress line while it waits
     assert trio.current_time() >= 3600
     assert {k: (v.status_code, v.error_kind) for k, v in got.items()} == {k: (200, None) for k in "abc"}
     assert json.loads(got["b"].body or b"{}")["choices"][0]["message"]["content"] == "V1"
@@ -125,7 +138,7 @@ async def test_failed_lines_are_named_and_the_progress_line_counts(
     got = await ask_all(queue, ["a", "b", "c", "d"])
     failed = {k for k, v in got.items() if v.error_kind is ErrorKind.BATCH_LINE_FAILED}
     assert len(failed) == 2 and all("500: mock: this line failed" in (got[k].message or "") for k in failed)
-    assert queue.status() == "batches svc: 1 completed · 4/4 lines answered"
+    assert queue.status() == "batch svc: completed 4/4"
 
 
 def test_the_api_root_of_a_base_url() -> None:

@@ -21,7 +21,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -248,49 +248,49 @@ class BatchQueue:
         if record.collected_at is not None:
             self._deliver(record, record.status, record.output or "", record.errors or "")
             return
-        try:
-            if record.batch_id is None:  # recorded, then the run died around create
-                found = await self._with_retries(partial(self.api.find, _METADATA_KEY, record.batch_key))
-                if found is None:
-                    await self._lost(record, forget=True)
-                    return
-                await trio.to_thread.run_sync(partial(self.ledger.update, record.batch_key,
-                                                             batch_id=found["id"], status=found["status"]))
-                record.batch_id = str(found["id"])
-                batch = found
-            else:
-                batch = await self._with_retries(partial(self.api.retrieve, record.batch_id))
-        except _PollGaveUp as exc:
-            self._defer(record, str(exc))
-            return
-        except BatchApiError as exc:
-            if exc.gone:
-                await self._lost(record)
+        await self._guarded(record, partial(self._resume, record))
+
+    async def _resume(self, record: BatchRecord) -> None:
+        """Find an adopted batch at the provider (by its tag when its id was never recorded)."""
+        if record.batch_id is not None:
+            batch = await self._with_retries(partial(self.api.retrieve, record.batch_id))
+        else:  # recorded, then the run died around create
+            batch = await self._with_retries(partial(self.api.find, _METADATA_KEY, record.batch_key))
+            if batch is None:
+                await self._lost(record, forget=True)
                 return
-            raise
-        await self._follow(record, batch)
+            await trio.to_thread.run_sync(partial(self.ledger.update, record.batch_key,
+                                                  batch_id=batch["id"], status=batch["status"]))
+        await self._poll_to_end(record, batch)
 
     async def _follow(self, record: BatchRecord, batch: dict[str, Any]) -> None:
-        """Poll a created batch to its end, collect its files, and answer its cells."""
-        assert record.batch_id is not None or batch.get("id")
-        record.batch_id = str(batch["id"])
-        tracked = self.tracked[record.batch_key]
+        """Poll a batch this run created to its end."""
+        await self._guarded(record, partial(self._poll_to_end, record, batch))
+
+    async def _guarded(self, record: BatchRecord, step: Callable[[], Awaitable[None]]) -> None:
+        """Run ``step``: a batch the provider forgot goes out again; one it cannot be asked about
+        now (polls failing past the timeout, a refused key) is left pending for a rerun."""
         try:
-            while True:
-                await self._saw(record, tracked, batch)
-                if batch["status"] in TERMINAL:
-                    break
-                await trio.sleep(self.config.poll_interval_s)
-                batch = await self._with_retries(partial(self.api.retrieve, record.batch_id))
-            output, errors = await self._download(batch)
+            await step()
         except _PollGaveUp as exc:
             self._defer(record, str(exc))
-            return
         except BatchApiError as exc:
             if exc.gone:
                 await self._lost(record)
-                return
-            raise
+            else:
+                self._defer(record, self._mask(exc.message))
+
+    async def _poll_to_end(self, record: BatchRecord, batch: dict[str, Any]) -> None:
+        """Poll a created batch to its end, collect its files into the store, and answer its cells."""
+        record.batch_id = str(batch["id"])
+        tracked = self.tracked[record.batch_key]
+        while True:
+            await self._saw(record, tracked, batch)
+            if batch["status"] in TERMINAL:
+                break
+            await trio.sleep(self.config.poll_interval_s)
+            batch = await self._with_retries(partial(self.api.retrieve, record.batch_id))
+        output, errors = await self._download(batch)
         message = _batch_errors(batch)
         collected = time.time()
         await trio.to_thread.run_sync(partial(
@@ -414,18 +414,36 @@ class BatchQueue:
     # -- status -----------------------------------------------------------------------
 
     def status(self) -> str:
-        """The batches of this queue for the progress line: how many lines wait where."""
-        if not self.tracked and not self._pending:
-            return ""
-        by: dict[str, int] = {}
-        done = total = 0
-        for tracked in self.tracked.values():
-            by[tracked.status] = by.get(tracked.status, 0) + 1
-            done += tracked.counts.get("completed", 0) + tracked.counts.get("failed", 0)
-            total += tracked.counts.get("total", 0) or len(tracked.record.custom_ids)
-        states = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(by.items()))
-        gathering = f"{len(self._pending)} lines gathering; " if self._pending else ""
-        return f"batches {self.service}: {gathering}{states or 'none yet'} · {done}/{total} lines answered"
+        """This queue's batches for the progress line: each batch's status and its lines answered
+        (the provider's ``request_counts``), or the totals when there are many."""
+        gathering = f"{len(self._pending)} lines gathering" if self._pending else ""
+        parts = [_batch_status(t) for t in self.tracked.values()]
+        if len(parts) > _LISTED:
+            by: dict[str, int] = {}
+            for tracked in self.tracked.values():
+                by[tracked.status] = by.get(tracked.status, 0) + 1
+            done = sum(_answered(t) for t in self.tracked.values())
+            total = sum(_lines(t) for t in self.tracked.values())
+            states = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(by.items()))
+            parts = [f"{len(self.tracked)} batches ({states}) {done}/{total} lines answered"]
+        shown = "; ".join(part for part in (gathering, *parts) if part)
+        return f"batch {self.service}: {shown}" if shown else ""
+
+
+#: Most batches the progress line names one by one.
+_LISTED = 3
+
+
+def _answered(tracked: _Tracked) -> int:
+    return tracked.counts.get("completed", 0) + tracked.counts.get("failed", 0)
+
+
+def _lines(tracked: _Tracked) -> int:
+    return tracked.counts.get("total", 0) or len(tracked.record.custom_ids)
+
+
+def _batch_status(tracked: _Tracked) -> str:
+    return f"{tracked.status.replace('_', ' ')} {_answered(tracked)}/{_lines(tracked)}"
 
 
 class _PollGaveUp(Exception):

@@ -195,7 +195,13 @@ class OpenAICompatService:
         now and never stored."""
         if self._auth_env is None and not self._dynamic_headers:
             return self._fixed_request_headers(length)
-        headers = {"host": self._host, **self._static_headers, "content-length": str(length)}
+        headers = {"host": self._host, **self._static_headers, "content-length": str(length),
+                   **self._secret_headers()}
+        return [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
+
+    def _secret_headers(self) -> dict[str, str]:
+        """The key and the ``${oc.env:…}`` headers, read now (names lower-cased)."""
+        headers = {}
         key = read_env(self._auth_env)
         if key is not None:
             headers["authorization"] = f"Bearer {key}"
@@ -203,7 +209,7 @@ class OpenAICompatService:
             value = resolve_header(template)
             if value is not None:
                 headers[name.lower()] = value
-        return [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
+        return headers
 
     def _fixed_request_headers(self, length: int) -> httpx.Headers:
         """The headers of a call that sends no secret, made once per body length."""
@@ -287,16 +293,8 @@ class OpenAICompatService:
     def api_headers(self) -> dict[str, str]:
         """The headers every call to the endpoint's API carries: the configured ones and the key,
         read now (for the files and batches calls of batch mode)."""
-        headers = {name.lower(): value for name, value in split_headers(self.config.headers)[0].items()}
-        key = read_env(self._auth_env)
-        if key is not None:
-            headers["authorization"] = f"Bearer {key}"
-        for name, template in self._dynamic_headers:
-            value = resolve_header(template)
-            if value is not None:
-                headers[name.lower()] = value
-        headers.setdefault("user-agent", f"evalhydra/{__version__}")
-        return headers
+        static = {name.lower(): value for name, value in split_headers(self.config.headers)[0].items()}
+        return {"user-agent": f"evalhydra/{__version__}", **static, **self._secret_headers()}
 
     def mask(self, text: str) -> str:
         """``text`` with every secret this service sends replaced by ``***``."""
