@@ -5,6 +5,7 @@ contract in ``pyproject.toml`` enforces it)::
 
     testing                          test helpers; nothing in the package imports them
     cli | api                        argv and printing | the Python API (evaluate, rejudge)
+    viewer                           evalhydra view: a read-only web app over the store, live
     job                              one job end to end: run or rejudge, reports, gates, exit codes
     reports                          SQL selections over the store, and the formats written from them
     execute                          the trio runner: cells in a nursery, one store writer

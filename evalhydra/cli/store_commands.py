@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import os
 import sys
 import textwrap
-import webbrowser
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,8 @@ from evalhydra.cli.catalog import eval_rows, service_rows
 from evalhydra.cli.commands import STORE_COMMANDS, CommandParser
 from evalhydra.cli.power import cmd_power, configure_power
 from evalhydra.cli.query import cmd_query, configure_query
-from evalhydra.cli.store_access import add_format, add_store, format_rows, fraction, open_read_only, target_of
+from evalhydra.cli.store_access import add_format, add_store, format_rows, fraction, open_read_only
+from evalhydra.cli.view import cmd_view, configure_view
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.text import visible
 from evalhydra.job.exit_codes import ExitCode
@@ -127,54 +126,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in written:
         print(path)
     return ExitCode.OK
-
-
-def cmd_view(args: argparse.Namespace) -> int:
-    """Write report.html for runs, a sweep or a comparison, and open it in the browser.
-
-    Without a display (CI, SSH) it only prints the file's path.
-
-    Examples:
-      evalhydra view                     (the latest run)
-      evalhydra view eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b
-      evalhydra view --sweep outputs/multirun/2026-11-29/22-40-52
-      evalhydra view --compare eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b
-    """
-    store = open_read_only(args)
-    comparison = None
-    if args.compare:
-        base, cand = (target_of(store, text) for text in args.compare)
-        comparison = compare(store.conn, base, cand).to_json()
-        ids = [*base.runs, *(r for r in cand.runs if r not in base.runs)]
-    else:
-        ids = store.resolve_run_ids(args.run_ids or ["latest"])
-    if args.sweep:
-        ids += sweep_run_ids(store, Path(args.sweep).resolve())
-    if not ids:
-        raise EvalHydraError("No runs selected.", "Name RUN_IDs, --sweep DIR or --compare A B.")
-    out = Path(args.out) if args.out else Path(args.store).expanduser().resolve().parent / "view" / ids[0]
-    (page,) = write_run_reports(store, ids, out, formats=["html"], cumulative=False, comparison=comparison)
-    print(page)
-    if _can_open_a_browser():
-        webbrowser.open(page.resolve().as_uri())
-    return ExitCode.OK
-
-
-def _can_open_a_browser() -> bool:
-    """A desktop session that is not CI: macOS and Windows always, Linux with a display."""
-    if os.environ.get("CI"):
-        return False
-    display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    return sys.platform in ("darwin", "win32") or bool(display)
-
-
-def _cfg_view(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_ids", nargs="*", metavar="RUN_ID",
-                   help="run ids, unique prefixes or 'latest' (the default)")
-    p.add_argument("--sweep", metavar="DIR", help="every job of a Hydra sweep directory")
-    p.add_argument("--compare", nargs=2, metavar=("BASELINE", "CANDIDATE"),
-                   help="two targets [RUN][@SERVICE[:MODEL]], paired case by case")
-    p.add_argument("--out", metavar="DIR", help="where report.html goes (default: <store dir>/view/<run id>)")
 
 
 def _cfg_report(p: argparse.ArgumentParser) -> None:
@@ -379,7 +330,7 @@ CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "results": _cfg_results,
     "merge": _cfg_merge,
     "list": _cfg_list,
-    "view": _cfg_view,
+    "view": configure_view,
     "power": configure_power,
     "cache": configure_cache,
     "batches": configure_batches,

@@ -1,0 +1,238 @@
+"""``evalhydra view`` (issue 36): the server in its own process, its token gate, and its pages in
+headless Chromium (Debian's, driven by Playwright): the run list, a run's grid and a case, two runs
+compared, a live run's counts rising, hostile stored text staying text.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from evalhydra.store.db import open_store
+from evalhydra.viewer.app import COOKIE
+from tests.helpers import numbered_registry, run_cli, start_cli, wait_for
+from tests.reports.test_reports_support import result_row, write_run
+
+#: The live banner's data attributes, as the page's script sees them.
+LIVE = "document.getElementById('live').dataset"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: As the machine's notes have it: without the background-networking flags Chromium keeps calling out.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A store with two runs of 4 cases × 2 trials; the second answers case c1 wrongly."""
+    root = tmp_path_factory.mktemp("runs")
+    registry = numbered_registry(root / "reg", 4)
+    base = [f"registry={registry}", "eval=g.e", f"store.path={root / 's.db'}", "trials=2",
+            "run.progress=false"]
+    assert run_cli(*base, cwd=root).returncode == 0
+    lines = (registry / "data/g/e/test.jsonl").read_text().replace('"ideal": "V1"', '"ideal": "NOPE"')
+    (registry / "data/g/e/test.jsonl").write_text(lines)
+    assert run_cli(*base, cwd=root).returncode == 0
+    store = open_store(root / "s.db", read_only=True)
+    ids = [r["run_id"] for r in store.query("select run_id from runs order by started_at")]
+    store.close()
+    return root / "s.db", ids
+
+
+def start_viewer(store: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    argv = [sys.executable, "-m", "evalhydra", "view", "--store", str(store), "--no-browser", *extra]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CI": "true"})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("evalhydra view: http://127.0.0.1:"):
+        raise AssertionError(line + stop(proc)[1])
+    return proc, line.split(": ", 1)[1].strip()
+
+
+@pytest.fixture
+def viewer(two_runs: tuple[Path, list[str]]) -> Iterator[str]:
+    proc, url = start_viewer(two_runs[0])
+    yield url
+    stop(proc)
+
+
+def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    """Ctrl-C the server; its exit code and what it wrote to stderr (its pipes closed)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return proc.returncode, err
+
+
+def base_of(url: str) -> str:
+    return url.split("/?", 1)[0]
+
+
+def test_only_the_printed_url_gets_in_and_nothing_writes(viewer: str,
+                                                          two_runs: tuple[Path, list[str]]) -> None:
+    base = base_of(viewer)
+    assert httpx.get(base + "/").status_code == 403
+    assert httpx.get(base + "/?token=guess").status_code == 403
+    first = httpx.get(viewer)
+    assert first.status_code == 303 and first.headers["location"] == "/" and COOKIE in first.cookies
+    with httpx.Client(base_url=base, cookies=first.cookies) as client:
+        page = client.get("/")
+        assert page.status_code == 200 and all(run_id in page.text for run_id in two_runs[1])
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            assert client.request(method, "/").status_code == 405
+        status = client.get(f"/api/runs/{two_runs[1][0]}").json()
+        counts = (status["status"], status["cells"], status["passed"], status["errors"])
+        assert counts == ("completed", 8, 8, 0)
+        assert client.get("/runs/eval-nope").status_code == 404
+        assert client.get("/compare?base=eval-nope&candidate=x").status_code == 400
+        assert 'id="live"' in client.get(f"/runs/{two_runs[1][1]}").text
+
+
+def test_ctrl_c_stops_the_server_cleanly(two_runs: tuple[Path, list[str]]) -> None:
+    proc, url = start_viewer(two_runs[0], "--port", "0")
+    assert httpx.get(url).status_code == 303
+    code, err = stop(proc)
+    assert code == 0 and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_a_wider_host_is_warned_about(two_runs: tuple[Path, list[str]]) -> None:
+    argv = [sys.executable, "-m", "evalhydra", "view", "--store", str(two_runs[0]), "--no-browser",
+            "--host", "0.0.0.0"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().startswith("evalhydra view: http://0.0.0.0:")
+    assert "warning: --host 0.0.0.0" in stop(proc)[1]
+
+
+# -- in a real browser ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    assert CHROMIUM, "chromium is needed (apt-get install chromium; .ci/run installs it)"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def shots() -> Path | None:
+    """Where the walkthrough saves screenshots (docs/images when asked), or None."""
+    folder = os.environ.get("EVALHYDRA_SCREENSHOTS")
+    return Path(folder) if folder else None
+
+
+@pytest.mark.slow
+def test_a_user_walks_from_the_run_list_to_a_case_and_compares_two_runs(
+        viewer: str, two_runs: tuple[Path, list[str]], browser: object) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    page.goto(viewer)
+    assert page.locator("#runs tbody tr").count() == 2
+    assert "gate" not in page.locator("#runs").inner_text()  # both runs passed their (no) gates
+    if shots():
+        page.screenshot(path=str(shots() / "viewer-runs.png"))  # type: ignore[operator]
+    first, second = two_runs[1]
+    page.click(f'a[href="/runs/{second}"]')
+    page.wait_for_selector("#grid tbody tr")
+    page.wait_for_function(f"{LIVE}.status === 'completed'")
+    assert "8 of 8 cells stored" in page.locator("#live-status").inner_text()
+    assert page.locator("#grid tbody tr").count() == 4
+    assert page.locator('#grid tr[data-key="g.e/c2"] .out').inner_text() == "V2"  # the output, in the grid
+    page.click('[data-filter="failures"]')
+    assert [page.locator("#grid tbody tr").nth(0).get_attribute("data-key")] == ["g.e/c1"]
+    page.click('#grid tr[data-key="g.e/c1"]')
+    detail = page.locator("#detail").inner_text()
+    assert "g.e / c1" in detail and "NOPE" in detail and "output did not exactly match ideal" in detail
+    if shots():
+        page.screenshot(path=str(shots() / "viewer-run.png"), full_page=False)  # type: ignore[operator]
+    page.click('a[href="/"]')
+    page.check(f'input.pick[value="{first}"]')
+    page.check(f'input.pick[value="{second}"]')
+    page.click("#compare")
+    page.wait_for_selector("#comparisons")
+    assert f"base={first}" in page.url and f"candidate={second}" in page.url
+    assert "c1" in page.locator("#comparisons").inner_text()  # the regressed case is named
+
+
+@pytest.mark.slow
+def test_a_live_run_page_counts_up_while_the_run_writes(tmp_path: Path, browser: object) -> None:
+    registry = numbered_registry(tmp_path / "reg", 12)
+    store = tmp_path / "s.db"
+    run = start_cli(f"registry={registry}", "eval=g.e", f"store.path={store}", "run.concurrency=1",
+                    "service.mock.latency_ms=400", "run.progress=false", cwd=tmp_path)
+    wait_for(lambda: store.exists() and _run_id(store) is not None, timeout=60)
+    proc, url = start_viewer(store)
+    try:
+        page = browser.new_page()  # type: ignore[attr-defined]
+        page.goto(url.replace("/?", f"/runs/{_run_id(store)}?"))
+        page.wait_for_function(f"{LIVE}.status === 'running'")
+        seen = int(page.locator("#live").get_attribute("data-cells") or 0)
+        page.wait_for_function(f"Number({LIVE}.cells) > {seen}", timeout=30000)
+        page.wait_for_function(f"{LIVE}.status === 'completed'", timeout=60000)
+        assert page.locator("#live").get_attribute("data-cells") == "12"
+        assert page.locator("#grid tbody tr").count() == 12
+    finally:
+        stop(proc)
+        run.communicate(timeout=60)
+    assert run.returncode == 0
+
+
+def _run_id(store: Path) -> str | None:
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        try:
+            found = conn.execute("select run_id from runs limit 1").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return found[0] if found else None
+
+
+HOSTILE = "eval-hostile-aaaaaaaa"
+
+
+
+@pytest.mark.slow
+def test_hostile_stored_text_stays_text_in_every_page(tmp_path: Path, browser: object) -> None:
+    store = open_store(tmp_path / "s.db")
+    evil = '<img src=x id="pwned1" onerror="window.pwned=1">'
+    write_run(store, HOSTILE, [
+        result_row(HOSTILE, "c1", passed=False, output=evil, failure_reason='<b id="pwned2">x</b>',
+                   eval_id=evil, service_name='<i id="pwned3">s</i>'),
+        result_row(HOSTILE, '<svg id="pwned4" onload="window.pwned=1">', cell_key="k2"),
+    ])
+    store.close()
+    proc, url = start_viewer(tmp_path / "s.db")
+    try:
+        page = browser.new_page()  # type: ignore[attr-defined]
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(url)  # the token, then the cookie
+        for path in ("/", f"/runs/{HOSTILE}", f"/compare?base={HOSTILE}&candidate={HOSTILE}",
+                     f"/runs/{HOSTILE}#filter=failures&case={evil}/c1"):
+            page.goto(base_of(url) + path)
+            page.wait_for_load_state("load")
+            time.sleep(0.3)  # the page's script has drawn the grid and the case
+            assert page.evaluate("document.querySelector('[id^=pwned]') === null && !window.pwned"), path
+            assert "evalhydra" in page.title()
+        assert evil in page.locator("#detail").inner_text()  # shown as the text it is
+        assert dialogs == []
+    finally:
+        stop(proc)
