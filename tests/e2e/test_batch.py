@@ -112,6 +112,7 @@ def test_batch_answers_equal_online_ones_at_the_discount(url: str, tmp_path: Pat
     assert httpx.get(f"{url}/files").json()["data"] == []
 
 
+@pytest.mark.slow
 def test_a_batch_line_is_exactly_the_online_request(url: str, tmp_path: Path) -> None:
     params = ["+service.params.temperature=0", "+service.params.max_tokens=7"]
     assert evaluate(url, tmp_path, 1, "online.db", "service.batch.enabled=false", *params).exit_code == 0
@@ -240,6 +241,7 @@ def test_run_max_cost_holds_a_batch_back_before_it_is_submitted(url: str, tmp_pa
     assert "in batch jobs at 50% of the online price" in dry.stdout
 
 
+@pytest.mark.slow
 def test_a_model_graded_eval_sends_its_judge_calls_in_batches_too(url: str, tmp_path: Path) -> None:
     judge = {
         "name": "batch_judge",

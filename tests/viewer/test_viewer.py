@@ -100,6 +100,7 @@ def test_only_the_printed_url_gets_in_and_nothing_writes(viewer: str,
         assert 'id="live"' in client.get(f"/runs/{two_runs[1][1]}").text
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_server_cleanly(two_runs: tuple[Path, list[str]]) -> None:
     proc, url = start_viewer(two_runs[0], "--port", "0")
     assert httpx.get(url).status_code == 303
