@@ -91,9 +91,12 @@ class _Tracked:
 def estimate_line_usd(body: bytes, input_per_mtok: float, output_per_mtok: float) -> float:
     """A rough online price of one request: a token per four bytes in, its ``max_tokens`` (or 64) out."""
     try:
-        wanted = json.loads(body).get("max_tokens") or json.loads(body).get("max_completion_tokens")
-    except (ValueError, AttributeError):
-        wanted = None
+        payload = json.loads(body)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        payload = {}
+    wanted = payload.get("max_tokens") or payload.get("max_completion_tokens")
     out = wanted if isinstance(wanted, int) and wanted > 0 else 64
     return (len(body) / 4 * input_per_mtok + out * output_per_mtok) / 1e6
 
