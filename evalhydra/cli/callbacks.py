@@ -33,7 +33,15 @@ from evalhydra.config.redact import redact, redact_overrides
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Store, open_store
 
-__all__ = ["RedactSavedConfig", "SweepReport", "sweep_baseline", "sweep_run_ids"]
+__all__ = ["RedactSavedConfig", "SweepReport", "sweep_baseline", "sweep_formats", "sweep_run_ids"]
+
+
+def sweep_formats(config: DictConfig) -> tuple[str, ...]:
+    """The sweep report's formats: json, md and text, and html too when the jobs' ``report`` has it."""
+    asked = config.get("report") or ()
+    wanted = asked.split(",") if isinstance(asked, str) else [str(f) for f in asked]
+    html = ("html",) if "html" in (f.strip().lower() for f in wanted) else ()
+    return (*SWEEP_REPORT_FORMATS, *html)
 
 
 class RedactSavedConfig(Callback):
@@ -103,7 +111,7 @@ class SweepReport(Callback):
             if ids:
                 out = sweep_dir / "report"
                 service, model = sweep_baseline(config)
-                write_run_reports(store, ids, out, formats=SWEEP_REPORT_FORMATS, baseline_service=service,
+                write_run_reports(store, ids, out, formats=sweep_formats(config), baseline_service=service,
                                   baseline_models={service: model} if service and model else None)
                 print(f"sweep report ({len(ids)} job{'s' if len(ids) != 1 else ''}): {out}")
         finally:

@@ -36,6 +36,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     Examples:
       evalhydra view                                  (serve; the run list)
       evalhydra view eval-smoke-1a2b3c4d              (serve; open that run)
+      evalhydra view --sweep outputs/multirun/2026-11-29/22-40-52   (serve; open the sweep)
       evalhydra view --compare eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b
       evalhydra view --static --sweep outputs/multirun/2026-11-29/22-40-52
     """
@@ -47,18 +48,18 @@ def cmd_view(args: argparse.Namespace) -> int:
                              "Run an eval first, or pass --store PATH.")
     store = open_read_only(args)  # an older store is migrated, a damaged one refused, before serving
     try:
-        if args.run_ids or args.compare or args.sweep:
-            _selection(store, args)  # an unknown run or target is refused now, not as a page
+        # an unknown run or target is refused now, not as a page
+        ids = _selection(store, args)[0] if args.run_ids or args.compare or args.sweep else []
     finally:
         store.close()
     if args.host not in _LOOPBACK:
         print(f"warning: --host {args.host}: anyone who can reach this address and has the URL can read"
               " the store", file=sys.stderr)
-    trio.run(_serve, store_path, args)
+    trio.run(_serve, store_path, args, _start_page(args, ids))
     return ExitCode.OK
 
 
-async def _serve(store_path: Path, args: argparse.Namespace) -> None:
+async def _serve(store_path: Path, args: argparse.Namespace, start: str) -> None:
     from evalhydra.viewer import serve_viewer  # Starlette and hypercorn: only for the server
 
     def ready(url: str) -> None:
@@ -66,17 +67,14 @@ async def _serve(store_path: Path, args: argparse.Namespace) -> None:
         if _can_open_a_browser() and not args.no_browser:
             webbrowser.open(url)
 
-    await serve_viewer(store_path, on_ready=ready, host=args.host, port=args.port, path=_start_page(args))
+    await serve_viewer(store_path, on_ready=ready, host=args.host, port=args.port, path=start)
 
 
-def _start_page(args: argparse.Namespace) -> str:
+def _start_page(args: argparse.Namespace, ids: list[str]) -> str:
+    """The page the printed URL opens: the comparison, the runs (a sweep's together), or the list."""
     if args.compare:
         return "/compare?" + urlencode({"base": args.compare[0], "candidate": args.compare[1]})
-    if args.sweep:
-        return "/"
-    if args.run_ids:
-        return f"/runs/{quote(args.run_ids[0], safe='')}"
-    return "/"
+    return f"/runs/{quote(','.join(ids), safe=',')}" if ids else "/"
 
 
 def _write_static(args: argparse.Namespace) -> int:
@@ -132,7 +130,7 @@ def configure_view(p: argparse.ArgumentParser) -> None:
     """The options of ``evalhydra view``."""
     p.add_argument("run_ids", nargs="*", metavar="RUN_ID",
                    help="run ids or unique prefixes: the page to open (--static: the runs of the page)")
-    p.add_argument("--sweep", metavar="DIR", help="--static: every job of a Hydra sweep directory")
+    p.add_argument("--sweep", metavar="DIR", help="every job of a Hydra sweep directory, on one page")
     p.add_argument("--compare", nargs=2, metavar=("BASELINE", "CANDIDATE"),
                    help="two targets [RUN][@SERVICE[:MODEL]], paired case by case")
     p.add_argument("--static", action="store_true", help="write report.html and print its path; no server")

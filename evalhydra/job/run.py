@@ -31,6 +31,7 @@ from evalhydra.plan.cells import count_cells
 from evalhydra.plan.model import RunPlan
 from evalhydra.plan.preflight import check_services
 from evalhydra.registry.definitions import registry_origin
+from evalhydra.reports.runsummary import run_summary
 from evalhydra.reports.summary import (
     Gates,
     append_step_summary,
@@ -116,6 +117,7 @@ def finish_job(plan: RunPlan, store: Store, outcome: RunOutcome, out: Path, *, h
             store, outcome, out, formats=report_formats(plan), gates=plan_gates(plan), header=header,
             hints=fix_hints(plan, store, outcome.run_id))
         code = _exit_code(plan, outcome, stats, gate_failed, resume_hint)
+        store.save_run_summary(outcome.run_id, run_summary(store.conn, [outcome.run_id]))  # the viewer's
         store.finish_run(outcome.run_id, exit_code=int(code))  # sqlite3 binds plain ints only
     return JobResult(code, outcome.run_id, stats)
 

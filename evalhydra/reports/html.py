@@ -26,7 +26,7 @@ from evalhydra.reports.data import ReportData
 from evalhydra.reports.selection import STATUS_SQL, Selection
 from evalhydra.reports.trials import trials_json
 
-__all__ = ["TEXT_CAP", "render_html", "write_html"]
+__all__ = ["STATUS_MARKS", "TEXT_CAP", "chart", "log_tail", "render_html", "store_folder", "write_html"]
 
 #: Characters of an input, output or reason embedded per trial.
 TEXT_CAP = 600
@@ -74,7 +74,7 @@ def render_html(conn: sqlite3.Connection, sel: Selection, data: ReportData, *,
     rows = [_target_row(t) for t in targets]
     return _environment().get_template("report.html.j2").render(
         header=_header(data), runs=_run_rows(conn, sel) if len(sel.run_ids) > 1 else [], rows=rows,
-        chart=_chart(rows), comparisons=data.comparisons, comparison=comparison,
+        chart=chart(rows), comparisons=data.comparisons, comparison=comparison,
         trials=trials_json(data)["targets"], marks=STATUS_MARKS, payload=payload)
 
 
@@ -119,7 +119,7 @@ def _target_row(t: agg.TargetAgg) -> dict[str, Any]:
             "cost": t.cost_usd}
 
 
-def _chart(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def chart(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Bars of pass rate with their interval per target (SVG coordinates in the template)."""
     bars = [{**r, "y": 24 + i * 26, "label": f"{r['eval']} · {r['service']}/{r['model']}"}
             for i, r in enumerate(rows)]
@@ -130,7 +130,7 @@ def _cases(conn: sqlite3.Connection, sel: Selection, labels: list[str]) -> Itera
     """One object per (eval, case): its input and ideal, and each target's trials."""
     index = {label: i for i, label in enumerate(labels)}
     attempts = _attempts(conn, sel)
-    root = _store_folder(conn)
+    root = store_folder(conn)
     cursor = conn.execute(_TRIALS_SQL.format(table=sel.table, where=sel.where), sel.params)
     names = [d[0] for d in cursor.description]
     current: dict[str, Any] | None = None
@@ -195,10 +195,10 @@ def _agent_extras(row: Mapping[str, Any], root: Path | None) -> dict[str, Any]:
     checks = ((details.get("verification_result") or {}).get("details")) or []
     return {"tc": [str(c.get("name")) for c in calls if isinstance(c, dict)],
             "ch": [[str(c.get("name")), bool(c.get("passed")), str(c.get("message") or "")] for c in checks],
-            "log": _log_tail(row["stdout_log_path"], root)}
+            "log": log_tail(row["stdout_log_path"], root)}
 
 
-def _store_folder(conn: sqlite3.Connection) -> Path | None:
+def store_folder(conn: sqlite3.Connection) -> Path | None:
     """The folder of the store file, the only tree whose agent logs a report reads."""
     for _, name, file in conn.execute("pragma database_list"):
         if name == "main" and file:
@@ -206,7 +206,7 @@ def _store_folder(conn: sqlite3.Connection) -> Path | None:
     return None
 
 
-def _log_tail(path: Any, root: Path | None) -> str:
+def log_tail(path: Any, root: Path | None) -> str:
     """The end of an agent trial's ``stdout.log``, read only from the store's own folder.
 
     A store names the file, and a merged shard could name any file (``/proc/self/environ``):

@@ -39,7 +39,7 @@ from evalhydra.reports.aiwg import append_run_lines, result_lines, summary_json
 from evalhydra.reports.atomic import stream_atomic, write_json_atomic, write_text_atomic
 from evalhydra.reports.compare import split_paired
 from evalhydra.reports.data import collect
-from evalhydra.reports.html import render_html, write_html
+from evalhydra.reports.html import write_html
 from evalhydra.reports.junit import write_junit
 from evalhydra.reports.markdown import render_markdown, render_summary_md
 from evalhydra.reports.selection import Selection, select_runs
@@ -53,7 +53,6 @@ from evalhydra.store.db import Store, read_only_uri
 __all__ = [
     "ALL_FORMATS",
     "REPORT_FILES",
-    "html_page",
     "normalize_formats",
     "write_run_reports",
 ]
@@ -256,10 +255,3 @@ def _submit_streams(pool: ThreadPoolExecutor, store: Store, sel: Selection, out_
         jobs.append(pool.submit(_jsonl_job, store.path, sel, paths))
     return jobs
 
-
-def html_page(store: Store, run_ids: Sequence[str], *, comparison: dict[str, Any] | None = None) -> str:
-    """``report.html`` of ``run_ids`` as text, read now (the viewer serves it; nothing is written)."""
-    runs = sorted(store.runs(run_ids), key=lambda r: (r["started_at"] or "", r["run_id"]))
-    with closing(_read_only(store.path)) as conn:
-        sel = select_runs(conn, run_ids)
-        return render_html(conn, sel, collect(conn, sel, runs), comparison=comparison)

@@ -8,6 +8,7 @@ of failing.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import socket
@@ -23,7 +24,14 @@ from typing import Any
 import sqlite_utils
 
 from evalhydra.core.errors import EvalHydraError, did_you_mean
-from evalhydra.store.rows import ATTEMPT_FIELDS, INFRA_ERROR_SQL, RESULT_FIELDS, ResultRow, row_values
+from evalhydra.store.rows import (
+    ATTEMPT_FIELDS,
+    INFRA_ERROR_SQL,
+    RESULT_FIELDS,
+    ResultRow,
+    now_iso,
+    row_values,
+)
 from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION
 from evalhydra.store.sqlite_lib import disable_memory_statistics
 
@@ -169,6 +177,13 @@ class Store:
         """Update a run's status, finish time and counts."""
         with immediate(self.conn):
             self.db.table("runs").update(run_id, fields)
+
+    def save_run_summary(self, run_id: str, summary: Mapping[str, Any]) -> None:
+        """Keep a run's summary (:func:`evalhydra.reports.runsummary.run_summary`), replacing any."""
+        row = {"run_id": run_id, "cells": summary["cells"], "summary": json.dumps(summary),
+               "saved_at": now_iso()}
+        with immediate(self.conn):
+            self.db.table("run_summaries").upsert(row, pk="run_id")
 
     # -- reads ------------------------------------------------------------
     def done_keys(self, eval_ids: Sequence[str], service: str, *, retry_errors: bool,

@@ -12,6 +12,9 @@ Tables:
 * ``claims``: cells a running invocation is about to send or is sending, with
   a lease that expires if its process dies (:mod:`~evalhydra.store.claims`),
   so two processes on one store never send a cell twice.
+* ``batches``: every batch job sent to a provider (:mod:`~evalhydra.store.batches`).
+* ``run_summaries``: each finished run's per-target totals and case histograms
+  (:mod:`evalhydra.reports.runsummary`), what ``evalhydra view`` lists and opens.
 
 A migration never changes once released; a new schema is a new migration.
 """
@@ -385,8 +388,26 @@ def _migration_13(db: sqlite_utils.Database) -> None:
     )
 
 
+def _migration_14(db: sqlite_utils.Database) -> None:
+    """``run_summaries``: a finished run's per-target totals and case histograms (JSON), saved when it
+    ends, so the viewer lists and opens a run of any size without a pass over its results; and an
+    index of results by (eval, case), the viewer's grid order."""
+    db.table("run_summaries").create(
+        {"run_id": str, "cells": int, "summary": str, "saved_at": str}, pk="run_id", if_not_exists=True)
+    # The viewer's grid pages a run's cases in order, and its case page reads one case's trials.
+    db.conn.execute("create index if not exists idx_results_eval_case on results (eval_id, case_id)")
+    # A result written over a stored one (a retried error, a rejudge, a merge) makes the summaries of
+    # the runs holding that cell stale: they are dropped, and the viewer computes them again.
+    db.conn.execute("""create trigger if not exists run_summaries_stale before insert on results
+      when exists (select 1 from run_summaries)
+        and exists (select 1 from results where cell_key = new.cell_key)
+      begin delete from run_summaries where run_id in
+        (select run_id from run_cells where cell_key = new.cell_key); end""")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
+    _migration_14,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

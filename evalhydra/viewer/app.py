@@ -1,10 +1,13 @@
 """The viewer's application: a token gate, the pages, and the JSON that live pages poll.
 
 Every page is read from the store when asked (read-only, one connection per
-request), so it shows what a run has written so far. A run's page is the same
-``report.html`` the reports write (its summary, chart, comparisons, grid and case
-details), with a banner that polls the run's status every two seconds and
-reloads the page when new cells are stored.
+request), so it shows what a run has written so far. The pages: the run list
+(``/``), a run or a sweep (``/runs/ID[,ID…]``: the summary and chart
+``report.html`` shows, from the same template parts, then a page of the grid,
+filtered, searched and sorted in SQL), a case (``/runs/ID/case?eval=E&case=C``)
+and two runs compared (``/compare?base=A&candidate=B``). A page of a running run
+polls its status every two seconds and swaps in the grid when new cells are
+stored; the query string holds everything a page shows, so its URL can be shared.
 
 The token works as Jupyter's: ``/?token=T`` sets a cookie and redirects to the same
 page without it; every later request carries the cookie. Anything but GET and
@@ -15,12 +18,14 @@ from __future__ import annotations
 
 import html
 import secrets
+from collections.abc import Callable
 from contextlib import closing
 from functools import cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -29,9 +34,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.comparecmd import Target, compare, parse_target
-from evalhydra.reports.writer import html_page
+from evalhydra.reports.html import STATUS_MARKS, chart
+from evalhydra.reports.runsummary import header_facts, target_rows
 from evalhydra.store.db import Store, open_store
-from evalhydra.viewer.queries import run_status, runs_page
+from evalhydra.viewer.grid import case_view, grid_page, previous_run
+from evalhydra.viewer.queries import run_status, runs_page, selection_summary
 
 __all__ = ["COOKIE", "create_app"]
 
@@ -46,9 +53,10 @@ def create_app(store_path: Path, token: str) -> ASGIApp:
     pages = _Pages(Path(store_path))
     app = Starlette(routes=[
         Route("/", pages.runs),
-        Route("/runs/{run_id}", pages.run),
+        Route("/runs/{ids}", pages.run),
+        Route("/runs/{ids}/case", pages.case),
         Route("/compare", pages.compare),
-        Route("/api/runs/{run_id}", pages.status),
+        Route("/api/runs/{ids}", pages.status),
     ])
     return TokenGate(app, token)
 
@@ -89,8 +97,14 @@ class TokenGate:
 
 @cache
 def _templates() -> Environment:
-    return Environment(loader=PackageLoader("evalhydra.viewer", "templates"),
-                       autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+    loader = ChoiceLoader([PackageLoader("evalhydra.viewer", "templates"),
+                           PackageLoader("evalhydra.reports", "templates")])
+    return Environment(loader=loader, autoescape=select_autoescape(["html", "j2"]), trim_blocks=True,
+                       lstrip_blocks=True)
+
+
+def _render(name: str, **values: Any) -> HTMLResponse:
+    return HTMLResponse(_templates().get_template(name).render(marks=STATUS_MARKS, poll_ms=POLL_MS, **values))
 
 
 class _Pages:
@@ -108,20 +122,38 @@ class _Pages:
         page = _page_number(request.query_params.get("page", "0"))
         with closing(self._store()) as store:
             rows, more = runs_page(store.conn, query, page)
-        text = _templates().get_template("runs.html.j2").render(
-            runs=rows, q=query, page=page, more=more, running=any(r["status"] == "running" for r in rows),
-            poll_ms=POLL_MS, store=str(self.store_path))
-        return HTMLResponse(text)
+        return _render("runs.html.j2", runs=rows, q=query, page=page, more=more,
+                       running=any(r["status"] == "running" for r in rows), store=str(self.store_path))
 
     def run(self, request: Request) -> Response:
-        """One run's report, live while it runs."""
-        run_id = request.path_params["run_id"]
+        """A run, or several (a sweep): the summary, the chart and a page of the grid, live while it runs."""
+        params = request.query_params
         with closing(self._store()) as store:
-            ids = _resolve(store, [run_id])
+            ids = _resolve(store, request.path_params["ids"].split(","))
             if not ids:
-                return _missing(f"no run {run_id} in this store")
-            page = html_page(store, ids)
-        return HTMLResponse(_with_banner(page, f"/api/runs/{ids[0]}"))
+                return _missing(f"no run {request.path_params['ids']} in this store")
+            base = params.get("base") or previous_run(store.conn, ids)
+            grid = grid_page(store.conn, ids, page=_page_number(params.get("page", "0")),
+                             filter=params.get("filter", "all"), query=params.get("q", ""),
+                             sort=params.get("sort", "case"), base=base)
+            kept = {k: v for k, v in params.items() if k in ("filter", "sort", "base")}  # a search keeps them
+            summary = selection_summary(store.conn, ids)
+            rows = target_rows(summary)
+            return _render("run.html.j2", header=header_facts(summary, store.runs(ids)), rows=rows,
+                           chart=chart(rows),
+                           previous=previous_run(store.conn, ids) if len(ids) == 1 else None,
+                           grid=grid, ids=",".join(ids), link=_linker(params), kept=kept)
+
+    def case(self, request: Request) -> Response:
+        """One case of a run (or of several), whole."""
+        params = request.query_params
+        with closing(self._store()) as store:
+            ids = _resolve(store, request.path_params["ids"].split(","))
+            found = None if not ids else case_view(store.conn, ids, params.get("eval", ""),
+                                                   params.get("case", ""))
+        if found is None:
+            return _missing("no such case in these runs")
+        return _render("case.html.j2", view=found, ids=",".join(ids))
 
     def compare(self, request: Request) -> Response:
         """Two runs or targets (``base``, ``candidate``: ``RUN[@SERVICE[:MODEL]]``), paired."""
@@ -134,15 +166,30 @@ class _Pages:
                 comparison = compare(store.conn, base, cand).to_json()
             except EvalHydraError as exc:
                 return _missing(exc.message, 400)
-            ids = [*base.runs, *(r for r in cand.runs if r not in base.runs)]
-            page = html_page(store, ids, comparison=comparison)
-        return HTMLResponse(page)
+        ids = [*base.runs, *(r for r in cand.runs if r not in base.runs)]
+        return _render("compare.html.j2", comparison=comparison, base=base, candidate=cand, ids=",".join(ids))
 
     def status(self, request: Request) -> Response:
-        """The run's status and counts, for a live page."""
+        """The runs' status and counts, for a live page."""
         with closing(self._store()) as store:
-            found = run_status(store.conn, request.path_params["run_id"])
+            ids = _resolve(store, request.path_params["ids"].split(","))
+            found = run_status(store.conn, ids) if ids else None
         return JSONResponse(found) if found is not None else JSONResponse({"error": "no such run"}, 404)
+
+
+#: Query parameters a link leaves out when they hold these values.
+_DEFAULTS = {"page": "0", "filter": "all", "sort": "case"}
+
+
+def _linker(params: Any) -> Callable[..., str]:
+    """``link(page=2)``: this page's query string with some parameters changed (empty ones dropped)."""
+    current = {k: v for k, v in params.items() if k != "token"}
+
+    def link(**changes: Any) -> str:
+        merged = {**current, **{k: str(v) for k, v in changes.items()}}
+        return urlencode({k: v for k, v in merged.items() if v and _DEFAULTS.get(k) != v})
+
+    return link
 
 
 def _resolve(store: Store, texts: list[str]) -> list[str]:
@@ -164,10 +211,3 @@ def _page_number(text: str) -> int:
 def _missing(message: str, status: int = 404) -> Response:
     return HTMLResponse(f"<!doctype html><title>evalhydra view</title><p>{html.escape(message)}</p>"
                         '<p><a href="/">all runs</a></p>', status_code=status)
-
-
-def _with_banner(page: str, status_url: str) -> str:
-    """``page`` with the live banner (``banner.html.j2``) first in its body."""
-    banner = _templates().get_template("banner.html.j2").render(status_url=status_url, poll_ms=POLL_MS)
-    head, sep, rest = page.partition("<body>")
-    return head + sep + banner + rest if sep else banner + page

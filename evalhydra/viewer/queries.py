@@ -1,15 +1,22 @@
-"""The SQL behind the viewer's run list and its live status, one page at a time."""
+"""The SQL behind the viewer's pages: the run list, a run's summary and live status, one page at a time.
+
+A finished run's summary is read from ``run_summaries`` (saved when it ended,
+dropped when one of its results is written over), so listing and opening a run
+never passes over its results; a running run, or one without a saved summary,
+is summarised from its results (:func:`evalhydra.reports.runsummary.run_summary`).
+"""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
-from evalhydra.reports.aggregate import run_histograms
-from evalhydra.reports.clustered import pass_rate_interval
+from evalhydra.reports.runsummary import merge_summaries, overall_interval, run_summary
 from evalhydra.store.rows import infra_error_sql
 
-__all__ = ["PAGE_SIZE", "run_status", "runs_page"]
+__all__ = ["PAGE_SIZE", "run_status", "runs_page", "selection_summary", "summaries"]
 
 #: Runs on one page of the list.
 PAGE_SIZE = 50
@@ -17,46 +24,85 @@ PAGE_SIZE = 50
 _VERDICTS = {0: "passed", 1: "gate failed", 2: "usage error", 3: "could not measure", 130: "interrupted"}
 
 
+def summaries(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each run's summary: the saved one while it still holds, else computed now."""
+    out: dict[str, dict[str, Any]] = {}
+    for run_id in run_ids:
+        saved = conn.execute(
+            "select s.summary from run_summaries s join runs r on r.run_id = s.run_id"
+            " where s.run_id = ? and r.status != 'running'"
+            " and s.cells = (select count(*) from run_cells where run_id = s.run_id)", [run_id]).fetchone()
+        out[run_id] = json.loads(saved[0]) if saved else run_summary(conn, [run_id])
+    return out
+
+
+def selection_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, Any]:
+    """The summary of several runs (a sweep, two runs compared): merged from theirs when their
+    targets are apart, else computed over their cells together."""
+    if len(run_ids) == 1:
+        return summaries(conn, run_ids)[run_ids[0]]
+    merged = merge_summaries(summaries(conn, run_ids).values())
+    return merged if merged is not None else run_summary(conn, run_ids)
+
+
 def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0) -> tuple[list[dict[str, Any]], bool]:
-    """One page of runs, newest first, whose id, evals or services contain ``query``: each with its
+    """One page of runs, newest first, whose id, sweep or config contains ``query``: each with its
     evals, targets, cells, pass rate and 95 % interval (clustered by case), errors, cost, verdict
     and status; and whether a next page exists."""
-    ids = [row[0] for row in conn.execute(
-        "select run_id from runs where run_id like ?1 or sweep_dir like ?1 or config like ?1"
+    conn.row_factory = sqlite3.Row
+    rows = [dict(row) for row in conn.execute(
+        "select run_id, started_at, finished_at, status, exit_code, sweep_dir from runs"
+        " where run_id like ?1 or sweep_dir like ?1 or config like ?1"
         " order by started_at desc, run_id limit ?2 offset ?3",
         [f"%{query}%", PAGE_SIZE + 1, page * PAGE_SIZE])]
-    more, ids = len(ids) > PAGE_SIZE, ids[:PAGE_SIZE]
-    if not ids:
-        return [], False
-    marks = ", ".join("?" * len(ids))
-    err = infra_error_sql("r.")
-    sql = f"""select ru.run_id, ru.started_at, ru.finished_at, ru.status, ru.exit_code, ru.sweep_dir,
-          group_concat(distinct r.eval_id) as evals,
-          group_concat(distinct r.service_name || '/' || coalesce(r.model, '')) as targets,
-          count(r.cell_key) as cells, coalesce(sum({err}), 0) as errors,
-          coalesce(sum(r.cost_usd), 0) + coalesce(sum(r.judge_cost_usd), 0) as cost
-        from runs ru left join run_cells rc on rc.run_id = ru.run_id
-        left join results r on r.cell_key = rc.cell_key
-        where ru.run_id in ({marks}) group by ru.run_id order by ru.started_at desc, ru.run_id"""
-    conn.row_factory = sqlite3.Row
-    rows = [dict(row) for row in conn.execute(sql, ids)]
-    histograms = run_histograms(conn, ids)
+    conn.row_factory = None
+    more, rows = len(rows) > PAGE_SIZE, rows[:PAGE_SIZE]
+    found = summaries(conn, [row["run_id"] for row in rows])
+    sweeps = _sweep_members(conn, {row["sweep_dir"] for row in rows if row["sweep_dir"]})
     for row in rows:
-        interval = pass_rate_interval(histograms.get(row["run_id"], {}))
-        row["rate"] = None if not interval.n_cases else interval
-        row["verdict"] = _VERDICTS.get(row["exit_code"], "")
+        summary = found[row["run_id"]]
+        targets = summary["targets"]
+        interval = overall_interval(summary)
+        row.update(
+            evals=sorted({t["eval"] for t in targets}),
+            targets=sorted({f"{t['service']}/{t['model']}" for t in targets}),
+            cells=summary["cells"], errors=sum(t["errors"] for t in targets),
+            cost=sum(t["cost"] for t in targets), rate=interval if interval.n_cases else None,
+            verdict=_VERDICTS.get(row["exit_code"], ""), sweep=sweeps.get(row["sweep_dir"] or "", []))
     return rows, more
 
 
-def run_status(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
-    """What a live page polls: the run's status and how many of its cells are stored, passed, errored."""
-    found = conn.execute("select status, finished_at, cells_total from runs where run_id = ?",
-                         [run_id]).fetchone()
-    if found is None:
+def _sweep_members(conn: sqlite3.Connection, sweep_dirs: set[str]) -> dict[str, list[str]]:
+    """Every run of each sweep, oldest first."""
+    out: dict[str, list[str]] = {}
+    for sweep_dir in sorted(sweep_dirs):
+        out[sweep_dir] = [row[0] for row in conn.execute(
+            "select run_id from runs where sweep_dir = ? order by started_at, run_id", [sweep_dir])]
+    return out
+
+
+def run_status(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, Any] | None:
+    """What a live page polls: the runs' status and how many of their cells are stored, passed, errored.
+
+    Several runs (a sweep) are ``running`` while one of them is.
+    """
+    marks = ", ".join("?" * len(run_ids))
+    found = conn.execute(f"select status, finished_at, cells_total from runs where run_id in ({marks})",
+                         list(run_ids)).fetchall()
+    if len(found) != len(set(run_ids)):
         return None
+    statuses = [row[0] for row in found]
+    status = "running" if "running" in statuses else statuses[0] if len(set(statuses)) == 1 else "mixed"
     err = infra_error_sql("r.")
     cells, passed, errors = conn.execute(
         f"select count(r.cell_key), coalesce(sum(r.passed), 0), coalesce(sum({err}), 0) from run_cells rc"
-        " join results r on r.cell_key = rc.cell_key where rc.run_id = ?", [run_id]).fetchone()
-    return {"run_id": run_id, "status": found[0], "finished_at": found[1], "cells_total": found[2],
-            "cells": cells, "passed": passed, "errors": errors}
+        f" join results r on r.cell_key = rc.cell_key where rc.run_id in ({marks})",
+        list(run_ids)).fetchone() if status == "running" else _finished_counts(conn, run_ids)
+    return {"run_id": ",".join(run_ids), "status": status, "finished_at": max(str(r[1] or "") for r in found),
+            "cells_total": sum(r[2] or 0 for r in found), "cells": cells, "passed": passed, "errors": errors}
+
+
+def _finished_counts(conn: sqlite3.Connection, run_ids: Sequence[str]) -> tuple[int, int, int]:
+    summary = selection_summary(conn, run_ids)
+    targets = summary["targets"]
+    return summary["cells"], sum(t["passed"] for t in targets), sum(t["errors"] for t in targets)

@@ -91,6 +91,7 @@ def test_multirun_sweep_writes_one_store_and_a_sweep_report(tmp_path: Path) -> N
             "run.progress=false",
             "service.mock.latency_ms=0",
             "hydra.sweep.dir=sweep",
+            "report=[json,md,html]",
         ],
         cwd=tmp_path,
         capture_output=True,
@@ -104,7 +105,10 @@ def test_multirun_sweep_writes_one_store_and_a_sweep_report(tmp_path: Path) -> N
     report = (tmp_path / "sweep" / "report" / "baseline_comparisons.json").read_text()
     assert '"baseline_name": "mock"' in report and '"candidate_name": "mock_slow"' in report
     assert (tmp_path / "sweep" / "report" / "report.md").exists()
-    assert (tmp_path / "sweep" / "0-eval=smoke,service.mock.latency_ms=0,service=mock,trials=2").is_dir()
+    page = (tmp_path / "sweep" / "report" / "report.html").read_text()  # the jobs asked for html
+    assert "mock_slow" in page and "mock/" in page
+    job = "0-eval=smoke,report=[json,md,html],service.mock.latency_ms=0,service=mock,trials=2"
+    assert (tmp_path / "sweep" / job).is_dir()
 
 
 def test_dataset_errors_stop_the_run_before_any_call(compose: Compose, tmp_path: Path) -> None:

@@ -10,9 +10,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -152,14 +152,29 @@ def test_a_user_walks_from_the_run_list_to_a_case_and_compares_two_runs(
     page.wait_for_function(f"{LIVE}.status === 'completed'")
     assert "8 of 8 cells stored" in page.locator("#live-status").inner_text()
     assert page.locator("#grid tbody tr").count() == 4
-    assert page.locator('#grid tr[data-key="g.e/c2"] .out').inner_text() == "V2"  # the output, in the grid
+    assert page.locator('#grid tr[data-key="g.e/c2"] .out').all_inner_texts() == ["V2", "V2"]  # both trials
     page.click('[data-filter="failures"]')
+    page.wait_for_url("**filter=failures**")
     assert [page.locator("#grid tbody tr").nth(0).get_attribute("data-key")] == ["g.e/c1"]
-    page.click('#grid tr[data-key="g.e/c1"]')
-    detail = page.locator("#detail").inner_text()
-    assert "g.e / c1" in detail and "NOPE" in detail and "output did not exactly match ideal" in detail
+    assert page.locator("#grid tbody tr").count() == 1
     if shots():
         page.screenshot(path=str(shots() / "viewer-run.png"), full_page=False)  # type: ignore[operator]
+    page.click('#grid tr[data-key="g.e/c1"] td.input')  # anywhere on the row opens the case
+    page.wait_for_selector("#case")
+    case = page.locator("#case").inner_text()
+    assert page.locator("#case-title").inner_text() == "g.e / c1"
+    assert "NOPE" in case and "output did not exactly match ideal" in case
+    assert page.locator(".trial").count() == 2
+    if shots():
+        page.screenshot(path=str(shots() / "viewer-case.png"), full_page=False)  # type: ignore[operator]
+    page.go_back()
+    page.fill("#search", "V3")
+    page.press("#search", "Enter")
+    page.wait_for_url("**q=V3**")
+    assert page.locator("#grid tbody tr[data-key]").count() == 0  # the failures filter holds: c3 passed
+    page.click('[data-filter="all"]')
+    page.wait_for_url(lambda url: "filter=" not in url and "q=V3" in url)
+    assert [page.locator("#grid tbody tr").nth(0).get_attribute("data-key")] == ["g.e/c3"]
     page.click('a[href="/"]')
     page.check(f'input.pick[value="{first}"]')
     page.check(f'input.pick[value="{second}"]')
@@ -167,6 +182,13 @@ def test_a_user_walks_from_the_run_list_to_a_case_and_compares_two_runs(
     page.wait_for_selector("#comparisons")
     assert f"base={first}" in page.url and f"candidate={second}" in page.url
     assert "c1" in page.locator("#comparisons").inner_text()  # the regressed case is named
+    page.click("#comparisons a:text('c1')")
+    page.wait_for_selector("#case")
+    assert page.locator(".target").count() == 1 and page.locator(".trial").count() == 4  # both runs' trials
+    page.go_back()
+    page.click("#regressions")
+    page.wait_for_url("**filter=regressions**")
+    assert [tr.get_attribute("data-key") for tr in page.locator("#grid tbody tr").all()] == ["g.e/c1"]
 
 
 @pytest.mark.slow
@@ -185,7 +207,8 @@ def test_a_live_run_page_counts_up_while_the_run_writes(tmp_path: Path, browser:
         page.wait_for_function(f"Number({LIVE}.cells) > {seen}", timeout=30000)
         page.wait_for_function(f"{LIVE}.status === 'completed'", timeout=60000)
         assert page.locator("#live").get_attribute("data-cells") == "12"
-        assert page.locator("#grid tbody tr").count() == 12
+        page.wait_for_function("document.querySelectorAll('#grid tbody tr').length === 12")
+        assert page.url.endswith(f"/runs/{_run_id(store)}")  # the rows came in without a reload
     finally:
         stop(proc)
         run.communicate(timeout=60)
@@ -226,14 +249,16 @@ def test_hostile_stored_text_stays_text_in_every_page(tmp_path: Path, browser: o
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(url)  # the token, then the cookie
-        for path in ("/", f"/runs/{HOSTILE}", f"/compare?base={HOSTILE}&candidate={HOSTILE}",
-                     f"/runs/{HOSTILE}#filter=failures&case={evil}/c1"):
+        case_page = f"/runs/{HOSTILE}/case?" + urlencode({"eval": evil, "case": "c1"})
+        for path in ("/", f"/runs/{HOSTILE}", f"/runs/{HOSTILE}?filter=failures&q=%3Cimg",
+                     f"/compare?base={HOSTILE}&candidate={HOSTILE}", case_page):
             page.goto(base_of(url) + path)
             page.wait_for_load_state("load")
-            time.sleep(0.3)  # the page's script has drawn the grid and the case
             assert page.evaluate("document.querySelector('[id^=pwned]') === null && !window.pwned"), path
             assert "evalhydra" in page.title()
-        assert evil in page.locator("#detail").inner_text()  # shown as the text it is
+        assert evil in page.locator("#case").inner_text()  # shown as the text it is
+        page.goto(base_of(url) + f"/runs/{HOSTILE}?filter=failures&q=%3Cimg")
+        assert evil in page.locator("#grid").inner_text()
         assert dialogs == []
     finally:
         stop(proc)

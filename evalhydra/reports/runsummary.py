@@ -1,0 +1,107 @@
+"""A run's summary: per eval × service × model totals and case histograms, small enough to keep.
+
+:func:`run_summary` reads them from the store in two grouping passes;
+:func:`target_rows` turns them into the rows the viewer and ``report.html``
+show (pass rate with its case-clustered 95 % interval, tokens, cost). A run's
+summary is saved in ``run_summaries`` when it ends, so the viewer lists and
+opens runs of any size without a pass over their results; summaries of
+several runs merge (:func:`merge_summaries`) when their targets do not overlap.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from evalhydra.reports.aggregate import case_histograms
+from evalhydra.reports.clustered import RateInterval, pass_rate_interval
+from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, select_runs
+from evalhydra.store.rows import INFRA_ERROR_SQL
+
+__all__ = ["header_facts", "merge_summaries", "overall_interval", "run_summary", "target_rows"]
+
+_TOTALS_SQL = f"""select "group", eval_id, service_name, coalesce(model, ''), count(*),
+  sum({PASSED_SQL}), sum({INFRA_ERROR_SQL}), coalesce(sum(prompt_tokens), 0)
+    + coalesce(sum(completion_tokens), 0) + coalesce(sum(judge_prompt_tokens), 0)
+    + coalesce(sum(judge_completion_tokens), 0),
+  coalesce(sum(reasoning_tokens), 0), coalesce(sum(cost_usd), 0) + coalesce(sum(judge_cost_usd), 0),
+  sum({DURATION_SQL})
+from {{table}} where {{where}} group by 1, 2, 3, 4 order by 2, 3, 4, 1"""
+
+
+def run_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, Any]:
+    """The totals and case histograms of every eval × service × model in ``run_ids``.
+
+    Returns:
+        ``{"cells": n, "targets": [{group, eval, service, model, n, passed, errors, tokens,
+        thinking, cost, seconds, hist: [[scored, passed, cases], …]}, …]}`` (JSON-ready).
+    """
+    sel = select_runs(conn, run_ids)
+    histograms = case_histograms(conn, sel)
+    targets = []
+    for group, eval_id, service, model, n, passed, errors, tokens, thinking, cost, seconds in conn.execute(
+            _TOTALS_SQL.format(table=sel.table, where=sel.where), sel.params):
+        hist = histograms.get((group, eval_id, service, model), Counter())
+        targets.append({"group": group, "eval": eval_id, "service": service, "model": model, "n": n,
+                        "passed": passed, "errors": errors, "tokens": tokens, "thinking": thinking,
+                        "cost": cost, "seconds": seconds,
+                        "hist": [[s, ok, c] for (s, ok), c in sorted(hist.items())]})
+    return {"cells": sum(t["n"] for t in targets), "targets": targets}
+
+
+def merge_summaries(summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """One summary of several runs', or None when two of them share a target (their cases
+    could overlap: the merged histogram would count them twice)."""
+    targets: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str, str]] = set()
+    for summary in summaries:
+        for target in summary["targets"]:
+            key = (target["group"], target["eval"], target["service"], target["model"])
+            if key in seen:
+                return None
+            seen.add(key)
+            targets.append(dict(target))
+    targets.sort(key=lambda t: (t["eval"], t["service"], t["model"], t["group"]))
+    return {"cells": sum(t["n"] for t in targets), "targets": targets}
+
+
+def _histogram(target: Mapping[str, Any]) -> Counter[tuple[int, int]]:
+    return Counter({(scored, ok): cases for scored, ok, cases in target["hist"]})
+
+
+def target_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per target: counts, pass rate with its 95 % interval (clustered by case), tokens and cost."""
+    rows = []
+    for t in summary["targets"]:
+        rate = pass_rate_interval(_histogram(t))
+        scored = t["n"] - t["errors"]
+        rows.append({"eval": t["eval"], "service": t["service"], "model": t["model"], "n": t["n"],
+                     "passed": t["passed"], "failed": scored - t["passed"], "errors": t["errors"],
+                     "scored": scored, "rate": rate.estimate if rate.n_cases else None, "low": rate.low,
+                     "high": rate.high, "method": rate.method, "tokens": t["tokens"],
+                     "thinking": t["thinking"], "cost": t["cost"]})
+    return rows
+
+
+def overall_interval(summary: Mapping[str, Any]) -> RateInterval:
+    """The pass rate of every (target, case) cluster of the summary, with its 95 % interval."""
+    total: Counter[tuple[int, int]] = Counter()
+    for target in summary["targets"]:
+        total.update(_histogram(target))
+    return pass_rate_interval(total)
+
+
+def header_facts(summary: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The facts atop a page (``parts.html.j2``'s ``facts``): its runs, when, and the totals."""
+    targets = summary["targets"]
+    n, passed, errors = (sum(t[name] for t in targets) for name in ("n", "passed", "errors"))
+    return {"runs": [r["run_id"] for r in runs],
+            "fingerprints": sorted({str(r.get("fingerprint") or "") for r in runs} - {""}),
+            "started": min((r.get("started_at") or "" for r in runs), default=""),
+            "finished": max((r.get("finished_at") or "" for r in runs), default=""),
+            "n": n, "passed": passed, "errors": errors, "failed": n - passed - errors,
+            "tokens": sum(t["tokens"] for t in targets), "thinking": sum(t["thinking"] for t in targets),
+            "cost": sum(t["cost"] for t in targets),
+            "duration": round(sum(t.get("seconds") or 0.0 for t in targets), 1)}

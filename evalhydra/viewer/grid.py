@@ -1,0 +1,210 @@
+"""The grid of cases × targets, a page at a time, and one case whole: read with SQL, paged in SQLite.
+
+A grid page is one statement that groups the selection's results per case
+and target, keeps the cases the filter and the search select, sorts them and
+returns :data:`GRID_PAGE` of them; a second one reads those cases' trials
+(verdict, score and the start of each output). Nothing loads a run whole.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalhydra.core import strictjson
+from evalhydra.reports.html import log_tail, store_folder
+from evalhydra.reports.selection import STATUS_SQL, Selection, select_runs
+from evalhydra.store.rows import INFRA_ERROR_SQL
+
+__all__ = ["FILTERS", "GRID_PAGE", "SORTS", "CaseView", "GridPage", "case_view", "grid_page", "previous_run"]
+
+#: Cases on one page of the grid.
+GRID_PAGE = 50
+#: Characters of an input or output shown in the grid (the case page shows them whole).
+EXCERPT = 240
+#: What the grid can keep (SQL over the per-case columns; ``regressions`` also joins the base run).
+FILTERS = {
+    "all": "1",
+    "failures": "ok < n - err",
+    "errors": "err > 0",
+    "flaky": "flaky = 1",
+    "differ": "lo < hi",
+    "regressions": "base.rate is not null and per_case.rate < base.rate",
+}
+#: How the grid can be ordered.
+SORTS = {"case": "per_case.e, per_case.c", "worst": "coalesce(per_case.rate, 2), per_case.e, per_case.c",
+         "errors": "err desc, per_case.e, per_case.c"}
+
+#: The cases in grid order, a page of them, walking the (eval, case) index: no grouping of the rest.
+_KEYS_SQL = """select eval_id, case_id from results indexed by idx_results_eval_case where {where}
+  group by eval_id, case_id order by eval_id, case_id limit :limit offset :offset"""
+
+_PAGE_SQL = f"""with per_target as (
+  select eval_id as e, case_id as c, count(*) as n, sum(case when passed then 1 else 0 end) as ok,
+    sum({INFRA_ERROR_SQL}) as err{{hit}}
+  from {{table}} where {{where}} group by e, c, service_name, model),
+per_case as (
+  select e, c, sum(n) as n, sum(ok) as ok, sum(err) as err, max(hit) as hit,
+    max(ok > 0 and ok < n - err) as flaky,
+    min(1.0 * ok / nullif(n - err, 0)) as lo, max(1.0 * ok / nullif(n - err, 0)) as hi,
+    1.0 * sum(ok) / nullif(sum(n - err), 0) as rate
+  from per_target group by e, c)
+select per_case.e, per_case.c from per_case {{join}}
+where hit and ({{filter}}) order by {{sort}} limit :limit offset :offset"""
+
+#: Whether a result matches the search (its case id, input or output contains it, in any case).
+_HIT_SQL = """, max(instr(lower(case_id || char(10) || coalesce(input, '') || char(10)
+    || coalesce(output, '')), lower(:q)) > 0) as hit"""
+
+_BASE_JOIN = f"""left join (select eval_id as e, case_id as c,
+    1.0 * sum(case when passed then 1 else 0 end) / nullif(count(*) - sum({INFRA_ERROR_SQL}), 0) as rate
+  from results where {{where}} group by e, c) as base on base.e = per_case.e and base.c = per_case.c"""
+
+_TRIALS_SQL = f"""select eval_id, case_id, service_name || '/' || coalesce(model, '') as t, run_index,
+  {STATUS_SQL} as status, score, {INFRA_ERROR_SQL} as err,
+  substr(coalesce(output, ''), 1, {EXCERPT + 1}) as output, substr(coalesce(input, ''), 1, {EXCERPT + 1})
+from results indexed by idx_results_eval_case
+where ({{where}}) and (eval_id, case_id) in (values {{keys}}) order by eval_id, case_id, t, run_index"""
+
+
+@dataclass
+class GridPage:
+    """One page of the grid: its cases (each with its targets' trials) and how it was asked for."""
+
+    targets: list[str]
+    cases: list[dict[str, Any]]
+    page: int
+    more: bool
+    filter: str
+    query: str
+    sort: str
+    base: str | None = None
+
+
+@dataclass
+class CaseView:
+    """One case whole: its input and ideal, and every trial of every target."""
+
+    eval_id: str
+    case_id: str
+    input: str
+    ideal: str
+    trials: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def grid_page(conn: sqlite3.Connection, run_ids: Sequence[str], *, page: int = 0, filter: str = "all",
+              query: str = "", sort: str = "case", base: str | None = None) -> GridPage:
+    """The cases of ``run_ids`` that ``filter`` and ``query`` keep, ``page`` of them in ``sort`` order.
+
+    ``regressions`` keeps the cases whose pass fraction (over every target) is lower than in
+    ``base`` (a run id); without one it keeps nothing.
+    """
+    filter, sort = (filter if filter in FILTERS else "all"), (sort if sort in SORTS else "case")
+    sel = select_runs(conn, run_ids)
+    params: dict[str, Any] = {f"p{i}": value for i, value in enumerate(sel.params)}
+    params.update(limit=GRID_PAGE + 1, offset=page * GRID_PAGE)
+    if filter == "all" and not query and sort == "case":
+        sql = _KEYS_SQL.format(where=_named(sel.where, "p"))
+    else:
+        join, keep = "", FILTERS[filter]
+        if filter == "regressions" and base is None:
+            keep = "0"
+        elif filter == "regressions" and base is not None:
+            base_sel = select_runs(conn, [base])
+            params.update({f"b{i}": value for i, value in enumerate(base_sel.params)})
+            join = _BASE_JOIN.format(where=_named(base_sel.where, "b"))
+        params["q"] = query
+        sql = _PAGE_SQL.format(table=sel.table, where=_named(sel.where, "p"), join=join, filter=keep,
+                               sort=SORTS[sort], hit=_HIT_SQL if query else ", 1 as hit")
+    keys = [tuple(row) for row in conn.execute(sql, params)]
+    cases = _cases(conn, sel, keys[:GRID_PAGE])
+    targets = sorted({t for case in cases for t in case["targets"]})
+    return GridPage(targets, cases, page, len(keys) > GRID_PAGE, filter, query, sort, base)
+
+
+def _named(where: str, prefix: str) -> str:
+    """A selection's condition with its ``?`` marks named ``:{prefix}0``, ``:{prefix}1``, …"""
+    parts = where.split("?")
+    return "".join(part + (f":{prefix}{i}" if i < len(parts) - 1 else "") for i, part in enumerate(parts))
+
+
+def _cases(conn: sqlite3.Connection, sel: Selection, keys: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The grid rows of ``keys``, in their order: each target's trials, and the case's counts."""
+    if not keys:
+        return []
+    cases: dict[tuple[str, str], dict[str, Any]] = {
+        key: {"eval": key[0], "case": key[1], "n": 0, "passed": 0, "errors": 0, "input": "", "targets": {}}
+        for key in keys}
+    sql = _TRIALS_SQL.format(where=sel.where, keys=", ".join(["(?, ?)"] * len(keys)))
+    for eval_id, case_id, target, index, status, score, err, output, text in conn.execute(
+            sql, [*sel.params, *(part for key in keys for part in key)]):
+        case = cases[(eval_id, case_id)]
+        case["input"] = case["input"] or _excerpt(text)
+        case["n"] += 1
+        case["errors"] += err
+        case["passed"] += status in ("PASS", "EXCELLENT")
+        case["targets"].setdefault(target, []).append(
+            {"trial": index, "status": status, "score": score, "output": _excerpt(output)})
+    return list(cases.values())
+
+
+def _excerpt(text: str) -> str:
+    return text if len(text) <= EXCERPT else text[:EXCERPT] + " …"
+
+
+_CASE_SQL = f"""select service_name || '/' || coalesce(model, '') as target, run_index,
+  {STATUS_SQL} as status,
+  score, input, ideal, output, failure_reason, error_kind, feedback, rubric_scores, judge_model,
+  judge_status_code, status_code, reply_model, reasoning, attempt_count, latency_ms, ttft_ms,
+  prompt_tokens, completion_tokens, reasoning_tokens, judge_prompt_tokens, judge_completion_tokens,
+  cost_usd, judge_cost_usd, kind, tool_calls, details, stdout_log_path, cell_key, run_id, evaluated_at
+from results where ({{where}}) and eval_id = ? and case_id = ? order by target, run_index"""
+
+
+def case_view(conn: sqlite3.Connection, run_ids: Sequence[str], eval_id: str,
+              case_id: str) -> CaseView | None:
+    """Every trial of one case in ``run_ids``, whole; None when the runs have no such case."""
+    sel = select_runs(conn, run_ids)
+    cursor = conn.execute(_CASE_SQL.format(where=sel.where), [*sel.params, eval_id, case_id])
+    names = [d[0] for d in cursor.description]
+    rows = [dict(zip(names, values, strict=True)) for values in cursor]
+    if not rows:
+        return None
+    view = CaseView(eval_id, case_id, rows[0]["input"] or "", rows[0]["ideal"] or "")
+    root = store_folder(conn)
+    for row in rows:
+        row["attempts"] = conn.execute(
+            "select call, attempt, status_code, error_kind, error_message, latency_ms from attempts"
+            " where cell_key = ? order by call, attempt", [row["cell_key"]]).fetchall()
+        row["rubric_scores"] = strictjson.stored(row["rubric_scores"], None)
+        if row["kind"] == "agent":
+            row.update(_agent_parts(row, root))
+        view.trials.setdefault(row["target"], []).append(row)
+    return view
+
+
+def _agent_parts(row: dict[str, Any], root: Any) -> dict[str, Any]:
+    calls = strictjson.stored(row["tool_calls"], None) or []
+    details = strictjson.stored(row["details"], None) or {}
+    result = details.get("verification_result") if isinstance(details, dict) else None
+    checks = (result.get("details") if isinstance(result, dict) else None) or []
+    return {"tool_names": [str(c.get("name")) for c in calls if isinstance(c, dict)],
+            "checks": [(str(c.get("name")), bool(c.get("passed")), str(c.get("message") or ""))
+                       for c in checks if isinstance(c, dict)],
+            "log": log_tail(row["stdout_log_path"], root)}
+
+
+def previous_run(conn: sqlite3.Connection, run_ids: Sequence[str]) -> str | None:
+    """The run a grid's regressions are measured against by default: the latest run started before
+    the first of ``run_ids`` with the same configuration fingerprint, else any earlier one."""
+    marks = ", ".join("?" * len(run_ids))
+    first = conn.execute(f"select min(started_at), min(fingerprint) from runs where run_id in ({marks})",
+                         list(run_ids)).fetchone()
+    if first is None or first[0] is None:
+        return None
+    found = conn.execute(
+        f"select run_id from runs where started_at < ? and run_id not in ({marks})"
+        " order by fingerprint is not ?, started_at desc limit 1", [first[0], *run_ids, first[1]]).fetchone()
+    return found[0] if found else None

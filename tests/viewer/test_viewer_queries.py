@@ -1,0 +1,136 @@
+"""The viewer's SQL on real store files: saved run summaries (and when they stop holding), the grid's
+pages, filters, search and sort, regressions against a base run, and one case whole."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from evalhydra.reports.runsummary import overall_interval, run_summary, target_rows
+from evalhydra.store.db import Batch, Store, open_store
+from evalhydra.viewer.grid import GRID_PAGE, case_view, grid_page, previous_run
+from evalhydra.viewer.queries import run_status, runs_page, selection_summary, summaries
+from tests.helpers import numbered_registry, run_cli
+from tests.reports.test_reports_support import regression_store, result_row, write_run
+
+BASE, CAND = "eval-base-aaaaaaaa", "eval-cand-bbbbbbbb"
+
+
+def saved(store: Store, run_id: str) -> dict[str, object] | None:
+    row = store.conn.execute("select summary from run_summaries where run_id = ?", [run_id]).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def test_a_finished_run_keeps_its_summary_and_the_viewer_reads_it(tmp_path: Path) -> None:
+    registry = numbered_registry(tmp_path / "reg", 3)
+    assert run_cli(f"registry={registry}", "eval=g.e", f"store.path={tmp_path / 's.db'}", "trials=2",
+                   "run.progress=false", cwd=tmp_path).returncode == 0
+    store = open_store(tmp_path / "s.db")
+    (run_id,) = [r["run_id"] for r in store.runs()]
+    kept = saved(store, run_id)
+    assert kept == run_summary(store.conn, [run_id])
+    assert kept is not None and kept["cells"] == 6
+    # what the viewer shows is the saved row: a doctored one shows through (nothing was recomputed)
+    doctored = {**kept, "targets": [{**kept["targets"][0], "cost": 123.0}]}  # type: ignore[list-item, dict-item]
+    store.save_run_summary(run_id, doctored)
+    assert summaries(store.conn, [run_id])[run_id]["targets"][0]["cost"] == 123.0
+    store.close()
+
+
+def test_a_summary_no_longer_holds_once_a_result_of_its_run_is_written_over(tmp_path: Path) -> None:
+    store = regression_store(tmp_path / "s.db")
+    for run_id in (BASE, CAND):
+        store.save_run_summary(run_id, run_summary(store.conn, [run_id]))
+    assert saved(store, BASE) is not None
+    again = result_row(BASE, "c00", 1, passed=False)  # a retried cell, stored again
+    store.write(Batch(results=[again], members=[(BASE, again["cell_key"])]))
+    assert saved(store, BASE) is None and saved(store, CAND) is not None  # only that run's
+    fresh = summaries(store.conn, [BASE])[BASE]  # computed from the results again
+    assert fresh["targets"][0]["passed"] == 59 and fresh == run_summary(store.conn, [BASE])
+    store.close()
+
+
+def test_a_summary_of_a_running_or_grown_run_is_computed_from_its_results(tmp_path: Path) -> None:
+    store = regression_store(tmp_path / "s.db")
+    store.save_run_summary(BASE, {"cells": 60, "targets": []})  # a stale one: it lists no target
+    assert summaries(store.conn, [BASE])[BASE]["targets"] == []
+    extra = result_row(BASE, "c99", 1)
+    store.write(Batch(results=[extra], members=[(BASE, extra["cell_key"])]))  # a resumed run grew
+    assert summaries(store.conn, [BASE])[BASE]["cells"] == 61
+    store.save_run_summary(BASE, {"cells": 61, "targets": []})
+    store.finish_run(BASE, status="running")
+    assert summaries(store.conn, [BASE])[BASE]["cells"] == 61
+    assert summaries(store.conn, [BASE])[BASE]["targets"] != []
+    store.close()
+
+
+def test_the_run_list_and_two_runs_together_match_the_results(tmp_path: Path) -> None:
+    store = regression_store(tmp_path / "s.db", cases=20, broken=10)
+    rows, more = runs_page(store.conn)
+    assert [r["run_id"] for r in rows] == [CAND, BASE] and not more
+    cand = rows[0]
+    assert (cand["cells"], cand["errors"], cand["targets"], cand["evals"]) == (60, 0, ["svc/m"], ["g.e"])
+    assert cand["rate"].estimate == 0.5 and cand["rate"].low < 0.5 < cand["rate"].high
+    both = selection_summary(store.conn, [BASE, CAND])  # same target twice: computed together
+    assert both == run_summary(store.conn, [BASE, CAND]) and both["cells"] == 120
+    row = target_rows(both)[0]
+    assert (row["n"], row["passed"], row["failed"]) == (120, 90, 30)
+    assert overall_interval(both).n_cases == 20  # the two runs share their 20 cases
+    status = run_status(store.conn, [CAND])
+    assert status is not None
+    assert (status["cells"], status["passed"], status["status"]) == (60, 30, "completed")
+    assert run_status(store.conn, ["eval-nope"]) is None
+    store.close()
+
+
+def test_the_grid_pages_filters_searches_and_sorts_in_sql(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    rows = []
+    for i in range(GRID_PAGE + 10):
+        passed = [i % 3 != 0, i % 3 != 0 or i % 2 == 0]  # every third fails; half of those once
+        rows += [result_row(CAND, f"c{i:03d}", t + 1, passed=ok, output=f"answer {i}" if ok else f"bad {i}")
+                 for t, ok in enumerate(passed)]
+    rows.append(result_row(CAND, "c999", 1, passed=False, error_kind="http_error", status="ERROR"))
+    write_run(store, CAND, rows)
+    first = grid_page(store.conn, [CAND])
+    assert len(first.cases) == GRID_PAGE and first.more and first.cases[0]["case"] == "c000"
+    assert first.targets == ["svc/m"]
+    assert [t["output"] for t in first.cases[1]["targets"]["svc/m"]] == ["answer 1", "answer 1"]
+    second = grid_page(store.conn, [CAND], page=1)
+    assert [c["case"] for c in second.cases][-2:] == ["c059", "c999"] and not second.more
+    failures = grid_page(store.conn, [CAND], filter="failures")
+    assert {c["case"] for c in failures.cases} == {f"c{i:03d}" for i in range(0, GRID_PAGE + 10, 3)}
+    flaky = grid_page(store.conn, [CAND], filter="flaky")
+    assert {c["case"] for c in flaky.cases} == {f"c{i:03d}" for i in range(0, GRID_PAGE + 10, 6)}
+    assert [c["case"] for c in grid_page(store.conn, [CAND], filter="errors").cases] == ["c999"]
+    assert [c["case"] for c in grid_page(store.conn, [CAND], query="BAD 9").cases] == ["c009"]
+    worst = grid_page(store.conn, [CAND], sort="worst").cases
+    assert worst[0]["case"] == "c003" and worst[-1]["case"] not in {c["case"] for c in failures.cases}
+    assert grid_page(store.conn, [CAND], filter="differ").cases == []  # one target: nothing differs
+    assert grid_page(store.conn, [CAND], filter="nonsense").filter == "all"
+    store.close()
+
+
+def test_regressions_are_cases_that_pass_less_than_in_the_base_run(tmp_path: Path) -> None:
+    store = regression_store(tmp_path / "s.db", cases=20, broken=5)
+    assert previous_run(store.conn, [CAND]) == BASE and previous_run(store.conn, [BASE]) is None
+    regressed = grid_page(store.conn, [CAND], filter="regressions", base=BASE)
+    assert [c["case"] for c in regressed.cases] == ["c00", "c01", "c02", "c03", "c04"]
+    assert grid_page(store.conn, [BASE], filter="regressions", base=CAND).cases == []
+    assert grid_page(store.conn, [CAND], filter="regressions").cases == []  # no base: none claimed
+    store.close()
+
+
+def test_a_case_is_read_whole_with_its_attempts(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    long_output = "x" * 5000
+    row = result_row(CAND, "c1", 1, passed=False, output=long_output, feedback="too long",
+                     judge_model="judge-m", rubric_scores={"brevity": 0.1})
+    write_run(store, CAND, [row, result_row(CAND, "c1", 2)])
+    view = case_view(store.conn, [CAND], "g.e", "c1")
+    assert view is not None and view.input == "say c1" and view.ideal == "c1"
+    first, second = view.trials["svc/m"]
+    assert first["output"] == long_output and first["feedback"] == "too long"
+    assert first["rubric_scores"] == {"brevity": 0.1} and second["status"] == "PASS"
+    assert case_view(store.conn, [CAND], "g.e", "nope") is None
+    store.close()
