@@ -19,7 +19,7 @@ from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import Selection
 from evalhydra.reports.ttft import FirstToken, first_token_latency
 
-__all__ = ["ReportData", "collect"]
+__all__ = ["ReportData", "collect", "target_comparisons"]
 
 
 @dataclass
@@ -68,6 +68,30 @@ def _case_views(conn: sqlite3.Connection, sel: Selection, data: ReportData) -> N
     data.cases.by_case, data.grid, data.bests = views.by_case, views.grid, views.bests
 
 
+def target_comparisons(conn: sqlite3.Connection, sel: Selection, evals_doc: Mapping[str, Any],
+                       targets: Sequence[tuple[str, str]], *, baseline_service: str | None = None,
+                       baseline_models: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Each service and model against its baseline, Holm-adjusted together; [] for a single target.
+
+    Args:
+        conn: A connection to the store.
+        sel: The results covered.
+        evals_doc: Their ``evals.json`` document.
+        targets: Their (service, model) pairs.
+        baseline_service: Baseline for service comparisons (default: the first service,
+            alphabetically).
+        baseline_models: Baseline model per service (default: first seen).
+    """
+    services = sorted({service for service, _ in targets})
+    if len(services) < 2 and len(set(targets)) <= len(services):
+        return []
+    rows: list[dict[str, Any]] = baseline_comparisons_sql(
+        conn, sel, evals_doc, baseline_service=baseline_service or services[0],
+        baseline_models=baseline_models)["baseline_comparisons"]
+    adjust_family(rows)  # the verdicts shown together hold their error rate together
+    return rows
+
+
 def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, Any]], *,
             baseline_service: str | None = None,
             baseline_models: Mapping[str, str] | None = None,
@@ -88,13 +112,8 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
     data = ReportData(list(runs), evals_doc,
                       agg.collect_cases(conn, sel, targets, case_rows() if case_rows else None))
     data.first_token = first_token_latency(conn, sel, targets.values())
-    services = sorted({key[2] for key in data.cases.targets})
-    models = {key[2:] for key in data.cases.targets}
-    if len(services) > 1 or len(models) > len(services):
-        data.comparisons = baseline_comparisons_sql(
-            conn, sel, evals_doc, baseline_service=baseline_service or services[0],
-            baseline_models=baseline_models)["baseline_comparisons"]
-        adjust_family(data.comparisons)  # the report's verdicts hold their error rate together
+    data.comparisons = target_comparisons(conn, sel, evals_doc, [key[2:] for key in data.cases.targets],
+                                          baseline_service=baseline_service, baseline_models=baseline_models)
     data.trials = agg.trial_rows(conn, sel)
     data.trials_total = data.cases.total
     data.failing = agg.trial_rows(conn, sel, extra=agg.FAILING_SQL)

@@ -38,7 +38,7 @@ from evalhydra.reports.html import STATUS_MARKS, chart
 from evalhydra.reports.runsummary import header_facts, target_rows
 from evalhydra.store.db import Store, open_store
 from evalhydra.viewer.grid import case_view, grid_page, previous_run
-from evalhydra.viewer.queries import run_status, runs_page, selection_summary
+from evalhydra.viewer.queries import comparisons, run_status, runs_page, selection_summary
 
 __all__ = ["COOKIE", "create_app"]
 
@@ -140,6 +140,7 @@ class _Pages:
             summary = selection_summary(store.conn, ids)
             rows = target_rows(summary)
             return _render("run.html.j2", header=header_facts(summary, store.runs(ids)), rows=rows,
+                           comparisons=comparisons(store.conn, ids, summary),
                            chart=chart(rows),
                            previous=previous_run(store.conn, ids) if len(ids) == 1 else None,
                            grid=grid, ids=",".join(ids), link=_linker(params), kept=kept)

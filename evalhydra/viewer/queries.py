@@ -13,10 +13,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from evalhydra.reports.data import target_comparisons
+from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.runsummary import merge_summaries, overall_interval, run_summary
+from evalhydra.reports.selection import select_runs
 from evalhydra.store.rows import infra_error_sql
 
-__all__ = ["PAGE_SIZE", "run_status", "runs_page", "selection_summary", "summaries"]
+__all__ = ["PAGE_SIZE", "comparisons", "run_status", "runs_page", "selection_summary", "summaries"]
 
 #: Runs on one page of the list.
 PAGE_SIZE = 50
@@ -106,3 +109,14 @@ def _finished_counts(conn: sqlite3.Connection, run_ids: Sequence[str]) -> tuple[
     summary = selection_summary(conn, run_ids)
     targets = summary["targets"]
     return summary["cells"], sum(t["passed"] for t in targets), sum(t["errors"] for t in targets)
+
+
+def comparisons(conn: sqlite3.Connection, run_ids: Sequence[str],
+                summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """A sweep's comparisons, as its ``report.html`` shows them: each service and model against the
+    baseline (the first service alphabetically; its first model), case-paired; [] for one target."""
+    targets = [(t["service"], t["model"]) for t in summary["targets"]]
+    if len(set(targets)) < 2:
+        return []
+    sel = select_runs(conn, run_ids)
+    return target_comparisons(conn, sel, evals_and_targets(conn, sel)[0], targets)

@@ -262,3 +262,31 @@ def test_hostile_stored_text_stays_text_in_every_page(tmp_path: Path, browser: o
         assert dialogs == []
     finally:
         stop(proc)
+
+
+def test_a_sweep_has_one_page_with_its_targets_compared(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    jobs = {"eval-sweep-aaaaaaaa": "svc-a", "eval-sweep-bbbbbbbb": "svc-b"}
+    for n, (run_id, service) in enumerate(jobs.items()):
+        rows = [result_row(run_id, f"c{i}", t, passed=service == "svc-a" or i >= 3, service_name=service)
+                for i in range(8) for t in (1, 2)]
+        write_run(store, run_id, rows, started=f"2026-01-0{n + 1}T00:00:00.000Z")
+    store.conn.execute("update runs set sweep_dir = '/sweeps/s1'")
+    store.conn.commit()
+    store.close()
+    proc, url = start_viewer(tmp_path / "s.db", "--sweep", "/sweeps/s1")
+    try:
+        path, token = url.split("?")
+        assert path.endswith("/runs/eval-sweep-aaaaaaaa,eval-sweep-bbbbbbbb")  # the URL opens the sweep
+        with httpx.Client(base_url=path.split("/runs/")[0], follow_redirects=True) as client:
+            listing = client.get(f"/?{token}").text
+            assert 'href="/runs/eval-sweep-aaaaaaaa%2Ceval-sweep-bbbbbbbb">sweep of 2 runs' in listing
+            page = client.get("/runs/eval-sweep-aaaaaaaa,eval-sweep-bbbbbbbb").text
+            assert "sweep of 2 runs" in page and 'id="comparisons"' in page
+            assert "svc-a/m" in page and "svc-b/m" in page  # both targets, side by side in the grid
+            link = "/runs/eval-sweep-aaaaaaaa,eval-sweep-bbbbbbbb/case?eval=g.e&amp;case=c0"
+            assert link in page  # a regressed case, linked from the comparisons
+            case = client.get(link.replace("&amp;", "&")).text
+            assert case.count('class="trial"') == 4 and case.count('class="target"') == 2
+    finally:
+        stop(proc)
