@@ -117,12 +117,13 @@ class _Pages:
         return open_store(self.store_path, read_only=True)
 
     def runs(self, request: Request) -> Response:
-        """Every run, newest first: filter with ``q``, page with ``page``."""
+        """Every run, newest first: search with ``q``, filter with ``status``, page with ``page``."""
         query = request.query_params.get("q", "")
         page = _page_number(request.query_params.get("page", "0"))
+        status = request.query_params.get("status", "")
         with closing(self._store()) as store:
-            rows, more = runs_page(store.conn, query, page)
-        return _render("runs.html.j2", runs=rows, q=query, page=page, more=more,
+            rows, more = runs_page(store.conn, query, page, status)
+        return _render("runs.html.j2", runs=rows, q=query, page=page, more=more, status=status,
                        running=any(r["status"] == "running" for r in rows), store=str(self.store_path))
 
     def run(self, request: Request) -> Response:

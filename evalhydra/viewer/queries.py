@@ -48,16 +48,19 @@ def selection_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[
     return merged if merged is not None else run_summary(conn, run_ids)
 
 
-def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0) -> tuple[list[dict[str, Any]], bool]:
-    """One page of runs, newest first, whose id, sweep or config contains ``query``: each with its
-    evals, targets, cells, pass rate and 95 % interval (clustered by case), errors, cost, verdict
-    and status; and whether a next page exists."""
+def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0,
+              status: str = "") -> tuple[list[dict[str, Any]], bool]:
+    """One page of runs, newest first, whose id, sweep or config contains ``query`` (and whose
+    status is ``status``; ``gate``: those a gate failed): each with its evals, targets, cells,
+    pass rate and 95 % interval (clustered by case), errors, cost, verdict and status; and
+    whether a next page exists."""
     conn.row_factory = sqlite3.Row
     rows = [dict(row) for row in conn.execute(
         "select run_id, started_at, finished_at, status, exit_code, sweep_dir from runs"
-        " where run_id like ?1 or sweep_dir like ?1 or config like ?1"
+        " where (run_id like ?1 or sweep_dir like ?1 or config like ?1)"
+        " and (?4 = '' or status = ?4 or ?4 = 'gate' and exit_code = 1)"
         " order by started_at desc, run_id limit ?2 offset ?3",
-        [f"%{query}%", PAGE_SIZE + 1, page * PAGE_SIZE])]
+        [f"%{query}%", PAGE_SIZE + 1, page * PAGE_SIZE, status])]
     conn.row_factory = None
     more, rows = len(rows) > PAGE_SIZE, rows[:PAGE_SIZE]
     found = summaries(conn, [row["run_id"] for row in rows])

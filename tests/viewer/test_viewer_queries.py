@@ -68,6 +68,10 @@ def test_the_run_list_and_two_runs_together_match_the_results(tmp_path: Path) ->
     store = regression_store(tmp_path / "s.db", cases=20, broken=10)
     rows, more = runs_page(store.conn)
     assert [r["run_id"] for r in rows] == [CAND, BASE] and not more
+    assert runs_page(store.conn, "cand")[0][0]["run_id"] == CAND and runs_page(store.conn, "nope")[0] == []
+    store.finish_run(BASE, status="interrupted", exit_code=130)
+    assert [r["run_id"] for r in runs_page(store.conn, status="interrupted")[0]] == [BASE]
+    assert runs_page(store.conn, status="gate")[0] == []
     cand = rows[0]
     assert (cand["cells"], cand["errors"], cand["targets"], cand["evals"]) == (60, 0, ["svc/m"], ["g.e"])
     assert cand["rate"].estimate == 0.5 and cand["rate"].low < 0.5 < cand["rate"].high
