@@ -263,7 +263,8 @@ def _resolve_one(given: str, known: list[str]) -> str:
 
 
 def connect(path: Path, read_only: bool) -> sqlite3.Connection:
-    """A connection to the store file: WAL and a 30 s busy timeout for writing, query-only otherwise."""
+    """A connection to the store file: WAL, a 30 s busy timeout and recursive triggers for writing,
+    query-only otherwise."""
     if read_only:
         conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=30, check_same_thread=False)
         conn.execute("pragma query_only = 1")
@@ -273,6 +274,7 @@ def connect(path: Path, read_only: bool) -> sqlite3.Connection:
     _use_wal(conn)
     conn.execute("pragma synchronous = normal")
     conn.execute("pragma busy_timeout = 30000")
+    conn.execute("pragma recursive_triggers = on")  # a REPLACE fires delete triggers (run_summaries)
     return conn
 
 

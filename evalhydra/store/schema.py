@@ -397,12 +397,14 @@ def _migration_14(db: sqlite_utils.Database) -> None:
     # The viewer's grid pages a run's cases in order, and its case page reads one case's trials.
     db.conn.execute("create index if not exists idx_results_eval_case on results (eval_id, case_id)")
     # A result written over a stored one (a retried error, a rejudge, a merge) makes the summaries of
-    # the runs holding that cell stale: they are dropped, and the viewer computes them again.
-    db.conn.execute("""create trigger if not exists run_summaries_stale before insert on results
-      when exists (select 1 from run_summaries)
-        and exists (select 1 from results where cell_key = new.cell_key)
-      begin delete from run_summaries where run_id in
-        (select run_id from run_cells where cell_key = new.cell_key); end""")
+    # the runs holding that cell stale: they are dropped, and the viewer computes them again. A
+    # REPLACE deletes the old row, which fires the delete trigger on connections with
+    # recursive_triggers on (every writing connection: :func:`evalhydra.store.db.connect`); new
+    # rows fire nothing.
+    for event in ("delete", "update"):
+        db.conn.execute(f"""create trigger if not exists run_summaries_stale_on_{event}
+          after {event} on results begin delete from run_summaries where run_id in
+            (select run_id from run_cells where cell_key = old.cell_key); end""")
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [

@@ -47,6 +47,8 @@ def test_a_summary_no_longer_holds_once_a_result_of_its_run_is_written_over(tmp_
     assert saved(store, BASE) is None and saved(store, CAND) is not None  # only that run's
     fresh = summaries(store.conn, [BASE])[BASE]  # computed from the results again
     assert fresh["targets"][0]["passed"] == 59 and fresh == run_summary(store.conn, [BASE])
+    store.conn.execute("update results set passed = 0 where run_id = ? and case_id = 'c05'", [CAND])
+    assert saved(store, CAND) is None  # an update (a merge's upsert) drops it as well
     store.close()
 
 
