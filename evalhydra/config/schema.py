@@ -204,6 +204,9 @@ class MatcherConfig:
     _target_: str | None = None  # custom: dotted path of a callable or class
     validator: str | None = None  # custom: path of a zrb validator.py
     kwargs: dict[str, Any] | None = None
+    testing_criteria: list[Any] | None = None  # openai_graders: OpenAI Evals graders, as the API has them
+    embedding_model: str | None = None  # openai_graders: cosine's embedding model
+    python_timeout_s: float | None = None  # openai_graders: how long a python grader may run
 
 
 @dataclass

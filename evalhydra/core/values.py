@@ -116,6 +116,7 @@ class Case:
         expected_tool_calls: For the ``tool_call`` matcher.
         attachments: Files and images rendered into the user message.
         expected: aiwg ``expected`` object; never sent to a judge.
+        item: An OpenAI Evals item (the ``item`` namespace of its graders' templates).
         tags: Free-form labels.
         content_hash: Hash of the whole line; part of the resume key.
         line: 1-based line number in the dataset, for error messages.
@@ -129,6 +130,7 @@ class Case:
     expected_tool_calls: tuple[ExpectedToolCall, ...] = ()
     attachments: tuple[Attachment, ...] = ()
     expected: Any = None
+    item: Any = None
     tags: tuple[str, ...] = ()
     content_hash: str = ""
     line: int = 0
@@ -250,6 +252,7 @@ class MatchResult:
         reason: The failure reason (None on pass), using the seed's exact strings.
         details: Matcher-specific extras stored as JSON (per-part results, paths).
         feedback, rubric_scores, failure_category, suggested_fix: rubric judges.
+        grader_scores: Each named criterion's ``{"score", "passed"}`` (``openai_graders``).
         judge: The judge call's outcome, when a model judged.
         error_kind: Set when matching itself failed (a matcher raised, a judge
             call failed for infrastructure reasons).
@@ -265,3 +268,4 @@ class MatchResult:
     suggested_fix: str | None = None
     judge: Completion | None = None
     error_kind: ErrorKind | None = None
+    grader_scores: dict[str, dict[str, Any]] | None = None

@@ -307,6 +307,7 @@ def verdict_fields(match: MatchResult, error: ErrorKind | None, matcher: Mapping
         "details": match.details,
         "feedback": match.feedback,
         "rubric_scores": match.rubric_scores,
+        "grader_scores": match.grader_scores,
         "failure_category": match.failure_category,
         "suggested_fix": match.suggested_fix,
         "pass_threshold": matcher.get("pass_threshold", matcher.get("pass_score")),

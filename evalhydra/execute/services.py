@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 import trio
 
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.core.values import ChatRequest, Completion
+from evalhydra.core.values import ChatRequest, Completion, ErrorKind
 from evalhydra.matchers.base import Matcher
 from evalhydra.matchers.factory import build_matcher
 from evalhydra.plan.model import RunPlan
@@ -32,6 +32,18 @@ class JudgeServices:
     def service_names(self) -> list[str]:
         """Names of the judge services that can be called."""
         return sorted(self.services)
+
+    async def embed(self, service_name: str, model: str,
+                    texts: list[str]) -> tuple[list[list[float]] | None, Completion]:
+        """Embed ``texts`` with the named service's embeddings endpoint (an HTTP service's only)."""
+        service = self.services[service_name]
+        embed = getattr(service, "embed", None)
+        if embed is None:
+            return None, Completion(output="", model=model, error_kind=ErrorKind.CLIENT_ERROR,
+                                    error_message=f"service '{service_name}' has no embeddings endpoint")
+        vectors: list[list[float]] | None
+        vectors, record = await embed(model, texts)
+        return vectors, record
 
     async def judge(self, service_name: str, request: ChatRequest) -> Completion:
         """Send a judge request to the named service."""

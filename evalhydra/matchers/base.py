@@ -51,6 +51,12 @@ class JudgeClient(Protocol):
         """Call ``service_name`` with ``request``; never raises for call errors."""
         ...
 
+    async def embed(self, service_name: str, model: str,
+                    texts: list[str]) -> tuple[list[list[float]] | None, Completion]:
+        """Embed ``texts`` with ``service_name``'s embeddings endpoint: the vectors (None when the
+        call failed) and the call's record (usage, latency, error); never raises for call errors."""
+        ...
+
 
 Matcher = Callable[[MatchContext], Awaitable[MatchResult]]
 

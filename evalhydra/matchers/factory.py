@@ -14,7 +14,16 @@ from typing import Any
 
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.values import ErrorKind, MatchResult
-from evalhydra.matchers import composite, custom, jsonmatch, model_grade, rubric, text, toolcall
+from evalhydra.matchers import (
+    composite,
+    custom,
+    jsonmatch,
+    model_grade,
+    openai_graders,
+    rubric,
+    text,
+    toolcall,
+)
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher, SyncMatcher
 from evalhydra.matchers.common import is_number, plain
 from evalhydra.matchers.options import DEFAULTS, MATCHER_KINDS, REQUIRED, check_option
@@ -31,7 +40,7 @@ __all__ = [
 ]
 
 #: Kinds that call a judge service.
-JUDGE_KINDS = frozenset({"model_grade", "rubric"})
+JUDGE_KINDS = frozenset({"model_grade", "rubric", "openai_graders"})
 
 Checker = Callable[[dict[str, Any], str, Path], None]
 Builder = Callable[[dict[str, Any], Path, JudgeClient | None], Matcher]
@@ -105,6 +114,7 @@ _CHECKERS: dict[str, Checker] = {
     "json_schema": _check_schema,
     "rubric": lambda options, where, root: rubric.check_rubric(options, root, where),
     "custom": lambda options, where, root: custom.check_custom(options, root, where),
+    "openai_graders": lambda options, where, root: openai_graders.check_openai_graders(options, where),
 }
 
 
@@ -174,6 +184,7 @@ _BUILDERS: dict[str, Builder] = {
     "model_grade": lambda spec, root, judges: model_grade.build_model_grade(spec, judges),
     "rubric": lambda spec, root, judges: rubric.build_rubric(spec, root, judges),
     "custom": lambda spec, root, judges: custom.build_custom(spec, root),
+    "openai_graders": lambda spec, root, judges: openai_graders.build_openai_graders(spec, judges),
 }
 
 

@@ -31,6 +31,7 @@ MATCHER_KINDS: dict[str, set[str]] = {
     "any_of": {"parts"},
     "weighted": {"parts", "threshold"},
     "custom": {"_target_", "validator", "kwargs", "pass_score"},
+    "openai_graders": {*_JUDGE, "testing_criteria", "embedding_model", "python_timeout_s"},
 }
 
 #: Defaults filled into the cleaned spec.
@@ -53,6 +54,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "all_of": ("parts",),
     "any_of": ("parts",),
     "weighted": ("parts",),
+    "openai_graders": ("testing_criteria",),
 }
 
 
@@ -110,10 +112,13 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "_target_": _NONBLANK,
     "validator": _NONBLANK,
     "kwargs": (lambda v: isinstance(v, Mapping), "a mapping of keyword arguments"),
+    "testing_criteria": (_is_parts, "a non-empty list of OpenAI grader objects"),
+    "embedding_model": _NONBLANK,
+    "python_timeout_s": (lambda v: is_number(v) and v > 0, "a number of seconds > 0"),
 }
 
 #: String options stored trimmed (zig_eval trims required strings).
-_TRIMMED = {"judge_service", "judge_model", "rubric", "prompt", "_target_", "validator"}
+_TRIMMED = {"judge_service", "judge_model", "rubric", "prompt", "_target_", "validator", "embedding_model"}
 
 
 def check_option(key: str, value: Any, where: str) -> Any:

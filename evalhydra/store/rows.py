@@ -120,6 +120,7 @@ class ResultRow:
     cached_latency_ms: float | None = None  # a cached answer's latency when it was first fetched
     saved_usd: float | None = None  # cached: what sending it again would have cost; batched: the discount
     batched: int | None = None  # 1: answered through a batch job (service.batch), at its discount
+    grader_scores: Any = None  # openai_graders: each criterion's {"score", "passed"}, by name
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> ResultRow:
@@ -149,7 +150,7 @@ _VALUES = attrgetter(*RESULT_FIELDS)
 #: Only these columns hold containers (stored as JSON text); the rest bind as is.
 _JSON_POSITIONS = [
     i for i, name in enumerate(RESULT_FIELDS)
-    if name in ("input", "tool_calls", "details", "rubric_scores", "attempt_history")
+    if name in ("input", "tool_calls", "details", "rubric_scores", "attempt_history", "grader_scores")
 ]
 _OUTPUT_POSITION = RESULT_FIELDS.index("output")
 _ROW_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)

@@ -28,7 +28,7 @@ import sqlite_utils
 
 from evalhydra.store.rows import infra_error_sql
 
-__all__ = ["MIGRATIONS", "REPORT_VIEWS", "RESULT_COLUMNS", "SCHEMA_VERSION"]
+__all__ = ["GRADER_VIEWS", "MIGRATIONS", "REPORT_VIEWS", "RESULT_COLUMNS", "SCHEMA_VERSION"]
 
 RESULT_COLUMNS: dict[str, type] = {
     "cell_key": str,
@@ -91,6 +91,7 @@ RESULT_COLUMNS: dict[str, type] = {
     "cached_latency_ms": float,
     "saved_usd": float,
     "batched": int,
+    "grader_scores": str,
 }
 
 
@@ -407,9 +408,37 @@ def _migration_14(db: sqlite_utils.Database) -> None:
             (select run_id from run_cells where cell_key = old.cell_key); end""")
 
 
+#: Views of migration 15: an OpenAI Evals suite's criteria (``openai_graders``), by name.
+GRADER_VIEWS: dict[str, str] = {
+    # One row per run × result × criterion: its score and verdict.
+    "grader_scores": """
+        select rc.run_id, r.cell_key, r."group", r.eval_id, r.service_name, r.model, r.case_id,
+          r.run_index, g.key as grader, json_extract(g.value, '$.score') as score,
+          json_extract(g.value, '$.passed') as passed
+        from run_cells rc join results r on r.cell_key = rc.cell_key, json_each(r.grader_scores) g
+        where r.grader_scores is not null""",
+    # One row per run × eval × service × model × criterion: its pass rate and mean score.
+    "grader_stats": """
+        select run_id, eval_id, service_name, model, grader, count(*) as results,
+          sum(passed) as passed, round(1.0 * sum(passed) / count(*), 4) as pass_rate,
+          round(avg(score), 4) as mean_score
+        from grader_scores group by run_id, eval_id, service_name, model, grader""",
+}
+
+
+def _migration_15(db: sqlite_utils.Database) -> None:
+    """``results.grader_scores``: each OpenAI Evals criterion's ``{"score", "passed"}`` by name
+    (JSON), and the ``grader_scores`` and ``grader_stats`` views over it."""
+    columns = {row[1] for row in db.conn.execute("pragma table_info(results)")}
+    if "grader_scores" not in columns:
+        db.conn.execute("alter table results add column grader_scores text")
+    for name, sql in GRADER_VIEWS.items():
+        db.create_view(name, sql, replace=True)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
-    _migration_14,
+    _migration_14, _migration_15,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -57,6 +57,12 @@ class ScriptedJudge:
         """The configured judge names."""
         return list(self.services)
 
+    async def embed(self, service_name: str, model: str,
+                    texts: list[str]) -> tuple[list[list[float]] | None, Completion]:
+        """Scripted judges embed nothing: the call fails, as a service without the endpoint does."""
+        return None, Completion(output="", model=model, error_kind=ErrorKind.CLIENT_ERROR,
+                                error_message="a scripted judge has no embeddings endpoint")
+
     async def judge(self, service_name: str, request: ChatRequest) -> Completion:
         """Record the call and return the next scripted completion."""
         self.calls.append((service_name, request))

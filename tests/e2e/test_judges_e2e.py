@@ -130,6 +130,11 @@ MATCHER_TABLE: list[tuple[str, str, bool, float, str | None]] = [
     ("custom_validator", "excellent-short", True, 1.0, None),
     ("custom_validator", "pass-medium", True, 0.8, None),
     ("custom_validator", "fail-too-long", False, 0.0, "validator status FAIL; word_limit: 12 words > 8"),
+    # five criteria; the cell's score is their mean, each scaled by its range (the judge's 9 of 10: 0.9)
+    ("openai_graders", "pass-every-criterion", True, 0.98, None),
+    ("openai_graders", "fail-wrong-and-rude", False, 0.13,
+     "exact: eq failed: 'London' vs 'Paris'; short: score 0 < pass_threshold 0.5; judge_score: score 4 <"
+     " pass_threshold 7; tone: label 'rude'; blend: score 0.25 < pass_threshold 0.5"),
 ]
 
 

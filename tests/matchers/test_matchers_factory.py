@@ -28,7 +28,7 @@ WHERE = "registry/evals/smoke/reply_ok.json: matcher"
 def test_every_kind_is_listed() -> None:
     assert set(MATCHER_KINDS) == {
         "exact_match", "includes", "regex", "json_fields", "json_schema", "tool_call",
-        "model_grade", "rubric", "all_of", "any_of", "weighted", "custom",
+        "model_grade", "rubric", "all_of", "any_of", "weighted", "custom", "openai_graders",
     }  # fmt: skip
     fields = set(MatcherConfig.__dataclass_fields__) - {"kind"}
     assert set().union(*MATCHER_KINDS.values()) == fields

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from evalhydra.services.openai.payload import api_base
 from evalhydra.services.openai.response import upstream_error_message
 
 __all__ = ["BatchApi", "BatchApiError", "api_base"]
@@ -33,13 +34,6 @@ class BatchApiError(Exception):
     def transient(self) -> bool:
         """Worth trying again: no answer, 408, 409, 429 or a 5xx."""
         return self.status is None or self.status in (408, 409, 429) or self.status >= 500
-
-
-def api_base(base_url: str) -> str:
-    """The API root a service's ``base_url`` names (``…/v1``), where ``files`` and ``batches`` live."""
-    url = base_url.strip().rstrip("/")
-    url = url.removesuffix("/chat/completions")
-    return url if url.endswith("/v1") else url + "/v1"
 
 
 class BatchApi:

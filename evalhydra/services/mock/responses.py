@@ -13,6 +13,8 @@ __all__ = [
     "OVERSIZED_MIN_BYTES",
     "chat_body",
     "completion",
+    "embedding",
+    "embeddings_body",
     "error_body",
     "models_body",
     "oversized_body",
@@ -83,6 +85,29 @@ def sse_body(
 def error_body(message: str, kind: str = "server_error") -> bytes:
     """Return an OpenAI-style error body."""
     return _DUMPS({"error": {"message": message, "type": kind}}).encode()
+
+
+def embedding(text: str) -> list[float]:
+    """The mock's embedding of ``text``: how often each letter a–z occurs in it (case folded), so
+    the cosine of two texts can be worked out by hand; a text without letters is all zeros."""
+    folded = text.lower()
+    return [float(folded.count(letter)) for letter in "abcdefghijklmnopqrstuvwxyz"]
+
+
+def embeddings_body(body: bytes) -> tuple[int, bytes]:
+    """The status and body of a ``/v1/embeddings`` reply to the request ``body``."""
+    try:
+        request = json.loads(body)
+        texts = request["input"]
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise ValueError("input")
+    except (ValueError, KeyError, TypeError):
+        return 400, error_body("input must be a string or a list of strings", "invalid_request_error")
+    data = [{"object": "embedding", "index": i, "embedding": embedding(t)} for i, t in enumerate(texts)]
+    tokens = sum(len(t.split()) for t in texts)
+    return 200, json.dumps({"object": "list", "data": data, "model": request.get("model") or "mock-embedding",
+                            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}).encode()
 
 
 def models_body(model: str) -> bytes:

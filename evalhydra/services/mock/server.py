@@ -47,6 +47,7 @@ def _origin_form(target: bytes) -> bytes:
         return b"/" + rest.partition(b"/")[2]
     return target
 _MODELS_PATHS = frozenset({b"/v1/models", b"/models"})
+_EMBEDDINGS_PATHS = frozenset({b"/v1/embeddings", b"/embeddings"})
 _FAIL = responses.error_body("mock failure", "server_error")
 _HTML = b"<html><body>502 Bad Gateway</body></html>"
 _RATE_LIMITED = responses.error_body("Rate limit reached for requests", "requests")
@@ -226,6 +227,8 @@ class MockServer:
             return await self._chat(body)
         if path in _MODELS_PATHS and method == b"GET":
             return Reply(200, responses.models_body(self.settings.model))
+        if path in _EMBEDDINGS_PATHS and method == b"POST":
+            return Reply(*responses.embeddings_body(body))
         if path.startswith((b"/_mock/", b"/v1/_mock/")):
             status, answer = self._control(method, path.removeprefix(b"/v1"), body)
             return Reply(status, json.dumps(answer).encode())

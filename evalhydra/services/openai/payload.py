@@ -9,7 +9,14 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.values import ChatRequest, ToolSpec
 
-__all__ = ["build_payload", "count_image_chars", "normalize_chat_url", "plain", "resolve_model"]
+__all__ = ["api_base", "build_payload", "count_image_chars", "normalize_chat_url", "plain", "resolve_model"]
+
+
+def api_base(base_url: str) -> str:
+    """The API root a service's ``base_url`` names (``…/v1``), where ``files`` and ``batches`` live."""
+    url = base_url.strip().rstrip("/")
+    url = url.removesuffix("/chat/completions")
+    return url if url.endswith("/v1") else url + "/v1"
 
 
 def normalize_chat_url(base_url: str) -> str:

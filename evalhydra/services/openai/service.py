@@ -43,7 +43,9 @@ from evalhydra.http.deadlines import DEADLINE
 from evalhydra.http.pool import TransportPool, tls_context
 from evalhydra.services.adaptive import EndpointController, controller_for
 from evalhydra.services.cache import TRIAL, USE_CACHE, CacheEntry, ResponseCache, cache_key
+from evalhydra.services.openai.embeddings import request_embeddings
 from evalhydra.services.openai.payload import (
+    api_base,
     build_payload,
     count_image_chars,
     normalize_chat_url,
@@ -295,6 +297,11 @@ class OpenAICompatService:
         read now (for the files and batches calls of batch mode)."""
         static = {name.lower(): value for name, value in split_headers(self.config.headers)[0].items()}
         return {"user-agent": f"evalhydra/{__version__}", **static, **self._secret_headers()}
+
+    async def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]] | None, Completion]:
+        """``texts``' vectors from the endpoint's ``/embeddings`` (one attempt), and the call's record."""
+        return await request_embeddings(api_base(self._url), self.api_headers(), model, texts,
+                                        timeout_s=self._timeout_s or 60.0, mask=self.mask)
 
     def mask(self, text: str) -> str:
         """``text`` with every secret this service sends replaced by ``***``."""

@@ -1,0 +1,82 @@
+"""OpenAI Evals templates: ``{{ item.question }}``, ``{{ sample.output_text }}``, ``{{ item.a.b[0] }}``.
+
+As OpenAI documents them: every ``{{ … }}`` names a namespace (``item`` or
+``sample``) and a variable, nested variables reached with a JSON-path-like
+syntax (``.key`` and ``[index]``). A string is put in as it is; any other value
+(a number, a list, an object) as its JSON. A reference that does not resolve is
+an error naming it, never an empty string.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["NAMESPACES", "TemplateError", "references", "render", "resolve"]
+
+#: The namespaces a template may name.
+NAMESPACES = ("item", "sample")
+_REFERENCE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
+_PATH = re.compile(r"([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\[\"([^\"]*)\"\]|\['([^']*)'\]")
+
+
+class TemplateError(ValueError):
+    """A template names something it cannot use: an unknown namespace, a bad path, a missing value."""
+
+
+def references(template: str) -> list[str]:
+    """The ``namespace.path`` texts ``template`` refers to, in order."""
+    return [match.group(1) for match in _REFERENCE.finditer(template)]
+
+
+def _steps(reference: str) -> list[str | int]:
+    """``item.a[0].b`` → ``["item", "a", 0, "b"]``; raises on anything else."""
+    steps: list[str | int] = []
+    position = 0
+    while position < len(reference):
+        if steps and reference[position] == ".":
+            position += 1
+        match = _PATH.match(reference, position)
+        if match is None or (not steps and match.group(1) is None):
+            raise TemplateError(f"'{{{{{reference}}}}}' is not a namespace.variable path")
+        name, index, double, single = match.groups()
+        steps.append(int(index) if index is not None else name or double or single or "")
+        position = match.end()
+    if not steps or steps[0] not in NAMESPACES or len(steps) < 2:
+        raise TemplateError(f"'{{{{{reference}}}}}' must name a variable of {' or '.join(NAMESPACES)}"
+                            f" (e.g. {{{{item.question}}}})")
+    return steps
+
+
+def resolve(reference: str, namespaces: Mapping[str, Any]) -> Any:
+    """The value ``reference`` (``item.a.b``) names in ``namespaces``.
+
+    Raises:
+        TemplateError: The path is malformed, or a step of it is not there.
+    """
+    steps = _steps(reference)
+    value: Any = namespaces.get(str(steps[0]))
+    if value is None:
+        raise TemplateError(f"'{{{{{reference}}}}}': there is no {steps[0]} here")
+    for step in steps[1:]:
+        in_list = isinstance(step, int) and isinstance(value, list) and step < len(value)
+        if in_list or (isinstance(step, str) and isinstance(value, Mapping) and step in value):
+            value = value[step]
+        else:
+            raise TemplateError(f"'{{{{{reference}}}}}': {step!r} is not in the {steps[0]}")
+    return value
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def render(template: str, namespaces: Mapping[str, Any]) -> str:
+    """``template`` with every ``{{ reference }}`` replaced by its value's text.
+
+    Raises:
+        TemplateError: A reference does not resolve.
+    """
+    return _REFERENCE.sub(lambda match: _text(resolve(match.group(1), namespaces)), template)
