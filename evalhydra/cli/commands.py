@@ -27,6 +27,7 @@ STORE_COMMANDS: dict[str, str] = {
     "power": "cases × trials needed to detect a drop",
     "cache": "the response cache: stats, prune, clear",
     "batches": "the store's batch jobs: list, cancel",
+    "import": "import OpenAI Evals API definitions into a registry",
 }
 #: Every subcommand: the store commands and ``rejudge`` (:mod:`evalhydra.cli.rejudge`).
 SUBCOMMANDS: dict[str, str] = {**STORE_COMMANDS, "rejudge": "score a run's stored outputs again"}

@@ -24,6 +24,7 @@ from evalhydra.cli.cache import cmd_cache, configure_cache
 from evalhydra.cli.callbacks import sweep_run_ids
 from evalhydra.cli.catalog import eval_rows, service_rows
 from evalhydra.cli.commands import STORE_COMMANDS, CommandParser
+from evalhydra.cli.openai_import import cmd_import, configure_import
 from evalhydra.cli.power import cmd_power, configure_power
 from evalhydra.cli.query import cmd_query, configure_query
 from evalhydra.cli.store_access import add_format, add_store, format_rows, fraction, open_read_only
@@ -321,6 +322,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "power": cmd_power,
     "cache": cmd_cache,
     "batches": cmd_batches,
+    "import": cmd_import,
 }
 CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "runs": _cfg_runs,
@@ -334,4 +336,5 @@ CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "power": configure_power,
     "cache": configure_cache,
     "batches": configure_batches,
+    "import": configure_import,
 }

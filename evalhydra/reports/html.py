@@ -75,7 +75,7 @@ def render_html(conn: sqlite3.Connection, sel: Selection, data: ReportData, *,
     return _environment().get_template("report.html.j2").render(
         header=_header(data), runs=_run_rows(conn, sel) if len(sel.run_ids) > 1 else [], rows=rows,
         chart=chart(rows), comparisons=data.comparisons, comparison=comparison,
-        trials=trials_json(data)["targets"], marks=STATUS_MARKS, payload=payload)
+        trials=trials_json(data)["targets"], marks=STATUS_MARKS, payload=payload, graders=data.graders)
 
 
 def _header(data: ReportData) -> dict[str, Any]:

@@ -152,6 +152,19 @@ def _results(data: ReportData) -> str:
     return f"## Results\n\n{note}\n\n{table}"
 
 
+def _graders(data: ReportData) -> str:
+    """Each OpenAI Evals criterion's pass rate and mean score per target (none: no section)."""
+    if not data.graders:
+        return ""
+    rows = [[g["eval"], _target(g["service"], g["model"]), g["grader"], g["n"], g["passed"],
+             _pct(g["pass_rate"]), f"{g['mean_score']:.4g}"] for g in data.graders]
+    note = ("Each testing criterion of an OpenAI Evals suite (openai_graders), by its name: the results"
+            " it graded, how many passed it, and its mean score (on the grader's own scale). A result"
+            " passes when every criterion passes.")
+    headers = ["Eval", "Target", "Grader", "Results", "Passed", "Pass rate", "Mean score"]
+    return "## Graders\n\n" + note + "\n\n" + _table(rows, headers, numeric=(3, 4, 5, 6))
+
+
 # --- comparisons ----------------------------------------------------------------
 
 
@@ -444,7 +457,7 @@ def _details(data: ReportData) -> str:
 
 
 SECTIONS: list[Section] = [
-    _header, _results, _comparisons, _trials, _overall, _by_model, _by_case, _grid, _stability,
+    _header, _results, _graders, _comparisons, _trials, _overall, _by_model, _by_case, _grid, _stability,
     _failing, _summary, _details,
 ]
 

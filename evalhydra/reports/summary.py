@@ -26,6 +26,7 @@ from evalhydra.core.text import visible
 from evalhydra.reports.aggregate import case_histograms
 from evalhydra.reports.clustered import CLUSTERED_WILSON, pass_rate_interval
 from evalhydra.reports.evalstats import evals_and_targets
+from evalhydra.reports.graders import grader_rows
 from evalhydra.reports.selection import select_runs
 from evalhydra.reports.stats import pass_hat_k as pass_hat_k_of
 from evalhydra.reports.ttft import FirstToken, first_token_latency
@@ -151,6 +152,7 @@ def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str 
     print(visible(_table(stats, "simple")))
     if any(s["ci_method"] == CLUSTERED_WILSON for s in stats):
         print("pass rate: mean over cases of each case's pass fraction; 95% CI clustered by case")
+    _print_graders(grader_rows(store.conn, select_runs(store.conn, [outcome.run_id])))
     _print_errors(error_reasons(store, [outcome.run_id]))
     _print_failing(failing_cases(store, [outcome.run_id]), outcome.run_id)
     _print_totals(store, outcome, stats)
@@ -158,6 +160,17 @@ def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str 
         print(f"fix: {hint}")
     print(f"reports: {out_dir}")
     return stats
+
+
+def _print_graders(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Each OpenAI Evals criterion's pass rate and mean score per target (nothing without any)."""
+    if not rows:
+        return
+    table = [{"eval": g["eval"], "target": f"{g['service']}/{g['model']}", "grader": g["grader"],
+              "results": g["n"], "pass": f"{100 * g['pass_rate']:.1f}%",
+              "mean score": f"{g['mean_score']:.4g}"} for g in rows]
+    print("graders (each testing criterion; a result passes when all pass):")
+    print(visible(tabulate(table, headers="keys", tablefmt="simple")))
 
 
 Reasons = dict[tuple[str, str, str], list[tuple[str, int]]]

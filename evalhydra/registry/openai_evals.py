@@ -1,0 +1,304 @@
+"""OpenAI Evals API definitions as registry evals: an eval object and its runs, turned into files.
+
+An eval object (``client.evals.retrieve``) holds the graders (``testing_criteria``);
+each run object (``client.evals.runs.retrieve``) holds what to send: its
+``data_source`` (``completions``) with ``input_messages`` (a template over the
+``item`` namespace, or an ``item_reference`` to a conversation in the item), the
+``model``, ``sampling_params`` and the items (``source``: ``file_content``, or a
+``file_id`` whose JSONL the user kept). One registry eval is written per run: its
+dataset has one line per item, holding the messages rendered as OpenAI renders
+them and the item itself (the graders' ``item`` namespace); its matcher is
+``openai_graders`` with the criteria unchanged. Without a run, the items come from
+a JSONL file and each item's ``input`` (or another ``item_reference``) is sent.
+
+Anything evalhydra cannot run the same way is refused with its JSON path
+(``RUN.json: $.data_source.source.type: …``): stored-completions sources, image or
+audio content, the responses API's data source.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalhydra.core import strictjson
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.openai_templates import TemplateError, render, resolve
+
+__all__ = ["ImportedEval", "RunSource", "convert", "read_object", "write_registry"]
+
+#: A run's sampling parameters, and the request field each becomes.
+_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "seed": "seed",
+             "max_completion_tokens": "max_completion_tokens",
+             "max_completions_tokens": "max_completion_tokens",
+             "reasoning_effort": "reasoning_effort", "response_format": "response_format"}
+_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+
+
+@dataclass
+class RunSource:
+    """Where one registry eval's cases come from: a run object, or (no run) a JSONL of items."""
+
+    where: str
+    run: Mapping[str, Any] | None = None
+    items_path: Path | None = None
+    input_reference: str = "item.input"
+
+
+@dataclass
+class ImportedEval:
+    """One registry eval to write: its definition and its dataset's lines."""
+
+    eval_id: str
+    spec: dict[str, Any]
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    model: str | None = None
+
+
+def read_object(path: Path) -> Mapping[str, Any]:
+    """A JSON object from ``path`` (an SDK object's ``model_dump``, or the API's JSON)."""
+    try:
+        value = strictjson.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise EvalHydraError(f"{path}: cannot be read ({exc.strerror}).") from None
+    except ValueError as exc:
+        raise EvalHydraError(f"{path}: invalid JSON: {exc}.") from None
+    if not isinstance(value, dict):
+        raise EvalHydraError(f"{path}: $ must be a JSON object (an eval or run object).")
+    return value
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:48] or "eval"
+
+
+def convert(eval_obj: Mapping[str, Any], sources: Sequence[RunSource], *, where: str,
+            judge_service: str | None, files: Mapping[str, Path]) -> list[ImportedEval]:
+    """The registry evals of ``eval_obj``, one per source.
+
+    Args:
+        eval_obj: The eval object.
+        sources: Its runs (or one item file).
+        where: The eval file's name, for errors.
+        judge_service: The service that answers model graders (None: none needed).
+        files: Local JSONL files of ``file_id`` sources, by file id.
+
+    Raises:
+        EvalHydraError: ``FILE: $.path: what cannot be imported, and the fix``.
+    """
+    if eval_obj.get("object", "eval") != "eval":
+        raise EvalHydraError(f"{where}: $.object: {eval_obj.get('object')!r}: this is not an eval object.",
+                             "Pass client.evals.retrieve(EVAL_ID).model_dump() first, then its runs.")
+    criteria = eval_obj.get("testing_criteria")
+    if not isinstance(criteria, list) or not criteria:
+        raise EvalHydraError(f"{where}: $.testing_criteria: the eval has no graders.")
+    base = _slug(str(eval_obj.get("name") or eval_obj.get("id") or "eval"))
+    matcher: dict[str, Any] = {"kind": "openai_graders", "testing_criteria": [dict(c) for c in criteria]}
+    if judge_service:
+        matcher["judge_service"] = judge_service
+    out = []
+    for index, source in enumerate(sources):
+        suffix = "" if len(sources) == 1 else "." + _slug(str((source.run or {}).get("name")
+                                                             or (source.run or {}).get("id") or index + 1))
+        eval_id = f"openai.{base}{suffix}"
+        imported = ImportedEval(eval_id, _spec(eval_obj, eval_id, matcher, source))
+        imported.lines = _lines(source, files)
+        imported.model = (source.run or {}).get("data_source", {}).get("model")
+        out.append(imported)
+    return out
+
+
+def _spec(eval_obj: Mapping[str, Any], eval_id: str, matcher: dict[str, Any],
+          source: RunSource) -> dict[str, Any]:
+    run = source.run or {}
+    data_source = run.get("data_source") or {}
+    origin = f"OpenAI Evals eval {eval_obj.get('id', '?')}"
+    origin += f", run {run.get('id')}" if run.get("id") else ""
+    model = data_source.get("model")
+    spec: dict[str, Any] = {
+        "id": eval_id, "group": "openai",
+        "description": f"{eval_obj.get('name') or eval_id} ({origin}{f'; model {model}' if model else ''})",
+        "dataset_path": f"data/openai/{eval_id.removeprefix('openai.')}/test.jsonl", "split": "test",
+        "matcher": matcher, "default_run_count": 1,
+    }
+    params, tools = _sampling(data_source.get("sampling_params"),
+                              f"{source.where}: $.data_source.sampling_params")
+    if params:
+        spec["params"] = params
+    if tools:
+        spec["tools"] = tools
+    return spec
+
+
+def _sampling(value: Any, where: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    if value is None:
+        return {}, []
+    if not isinstance(value, Mapping):
+        raise EvalHydraError(f"{where}: must be an object.")
+    params, tools = {}, []
+    for key, setting in value.items():
+        if setting is None:
+            continue
+        if key == "tools":
+            tools = [_tool(tool, f"{where}.tools[{i}]") for i, tool in enumerate(setting)]
+        elif key in _SAMPLING:
+            params[_SAMPLING[key]] = setting
+        else:
+            raise EvalHydraError(f"{where}.{key}: not a sampling parameter evalhydra sends.",
+                                 f"Use: {', '.join(_SAMPLING)}, tools.")
+    return params, tools
+
+
+def _tool(tool: Any, where: str) -> dict[str, Any]:
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    if not isinstance(function, Mapping) or not function.get("name"):
+        raise EvalHydraError(f"{where}: a tool must be {{type: function, function: {{name, parameters}}}}.")
+    return {"name": function["name"], "description": function.get("description") or "",
+            "parameters_json": json.dumps(function.get("parameters") or {"type": "object"})}
+
+
+def _lines(source: RunSource, files: Mapping[str, Path]) -> list[dict[str, Any]]:
+    if source.run is None:
+        assert source.items_path is not None
+        items = _jsonl_items(source.items_path, source.items_path.name)
+        return [_line(item, n, _referenced(source.input_reference, item, f"{source.items_path}:{n}"))
+                for n, item in enumerate(items, start=1)]
+    where = f"{source.where}: $.data_source"
+    data_source = source.run.get("data_source")
+    if not isinstance(data_source, Mapping) or data_source.get("type") != "completions":
+        kind = data_source.get("type") if isinstance(data_source, Mapping) else None
+        raise EvalHydraError(f"{where}.type: {kind!r} is not imported: evalhydra sends the items to a model "
+                             "itself, as a 'completions' run data source does.",
+                             "Export a run whose data_source.type is completions.")
+    items = _source_items(data_source.get("source"), f"{where}.source", files)
+    messages = data_source.get("input_messages") or {"type": "item_reference", "item_reference": "item.input"}
+    return [_line(item, n, _messages(messages, item, f"{where}.input_messages", n))
+            for n, item in enumerate(items, start=1)]
+
+
+def _line(item: Any, number: int, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    given = item.get("id") if isinstance(item, Mapping) else None
+    case_id = given if isinstance(given, str) and given.strip() else f"item-{number}"
+    return {"id": case_id, "input": messages, "item": item}
+
+
+def _source_items(source: Any, where: str, files: Mapping[str, Path]) -> list[Any]:
+    kind = source.get("type") if isinstance(source, Mapping) else None
+    if kind == "file_content":
+        content = source.get("content")
+        if not isinstance(content, list) or not content:
+            raise EvalHydraError(f"{where}.content: must be a non-empty list of {{item: …}} rows.")
+        return [_item(row, f"{where}.content[{i}]") for i, row in enumerate(content)]
+    if kind == "file_id":
+        file_id = str(source.get("id"))
+        path = files.get(file_id)
+        if path is None:
+            raise EvalHydraError(f"{where}.id: the items of file {file_id} are not here.",
+                                 f"Download it (client.files.content('{file_id}')) and pass "
+                                 f"--file {file_id}=PATH.jsonl, or save it as {file_id}.jsonl beside"
+                                 " the run.")
+        return _jsonl_items(path, str(path))
+    raise EvalHydraError(f"{where}.type: {kind!r} sources are not imported (only file_content and file_id).",
+                         "Export the items to a JSONL file and pass it as a file_id source's file.")
+
+
+def _item(row: Any, where: str) -> Any:
+    if not isinstance(row, Mapping) or "item" not in row:
+        raise EvalHydraError(f"{where}: a row must be an object with an 'item'.")
+    return row["item"]
+
+
+def _jsonl_items(path: Path, where: str) -> list[Any]:
+    """The items of a JSONL file: each line ``{"item": {…}}`` (as OpenAI's files hold them) or the item."""
+    items = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise EvalHydraError(f"{path}: cannot be read ({exc.strerror}).") from None
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            row = strictjson.loads(text)
+        except ValueError as exc:
+            raise EvalHydraError(f"{where}:{number}: invalid JSON: {exc}.") from None
+        items.append(row["item"] if isinstance(row, Mapping) and set(row) <= {"item", "sample"}
+                     and "item" in row else row)
+    if not items:
+        raise EvalHydraError(f"{where}: no items.")
+    return items
+
+
+def _messages(spec: Any, item: Any, where: str, number: int) -> list[dict[str, Any]]:
+    kind = spec.get("type") if isinstance(spec, Mapping) else None
+    if kind == "item_reference":
+        return _referenced(str(spec.get("item_reference")), item, f"{where}.item_reference (item {number})")
+    if kind != "template" or not isinstance(spec.get("template"), list):
+        raise EvalHydraError(f"{where}.type: {kind!r}: must be a template or an item_reference.")
+    rendered = []
+    for index, message in enumerate(spec["template"]):
+        here = f"{where}.template[{index}]"
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role not in _ROLES:
+            raise EvalHydraError(f"{here}.role: {role!r}: must be user, assistant, system or developer.")
+        rendered.append({"role": _ROLES[role], "content": _content(message.get("content"), item, here)})
+    return rendered
+
+
+def _content(content: Any, item: Any, where: str) -> str:
+    parts = content if isinstance(content, list) else [content]
+    texts = []
+    for index, part in enumerate(parts):
+        text = part if isinstance(part, str) else part.get("text") if isinstance(part, Mapping) else None
+        kind = part.get("type") if isinstance(part, Mapping) else "input_text"
+        if not isinstance(text, str) or kind not in ("input_text", "output_text", "text"):
+            raise EvalHydraError(f"{where}.content[{index}].type: {kind!r} content is not imported "
+                                 "(text only).", "Describe the image or audio in the item's text.")
+        try:
+            texts.append(render(text, {"item": item}))
+        except TemplateError as exc:
+            raise EvalHydraError(f"{where}.content: {exc}.",
+                                 "Every {{item.x}} must name a field each item has.") from None
+    return "".join(texts)
+
+
+def _referenced(reference: str, item: Any, where: str) -> list[dict[str, Any]]:
+    """The conversation an ``item_reference`` names (a string becomes one user message)."""
+    try:
+        value = resolve(reference, {"item": item})
+    except TemplateError as exc:
+        raise EvalHydraError(f"{where}: {exc}.", "Name a field every item has, e.g. item.input.") from None
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list) or not all(isinstance(m, Mapping) and m.get("role") in _ROLES
+                                              and isinstance(m.get("content"), str) for m in value):
+        raise EvalHydraError(f"{where}: {reference} must be a string or a list of"
+                             " {role, content} messages.")
+    return [{"role": _ROLES[m["role"]], "content": m["content"]} for m in value]
+
+
+def write_registry(out: Path, imported: Sequence[ImportedEval], *, force: bool) -> list[Path]:
+    """Write each eval's definition and dataset under ``out``; returns the files written.
+
+    Raises:
+        EvalHydraError: A file exists (without ``force``).
+    """
+    written = []
+    for item in imported:
+        definition = out / "evals" / "openai" / f"{item.eval_id.removeprefix('openai.')}.json"
+        dataset = out / item.spec["dataset_path"]
+        for path in (definition, dataset):
+            if path.exists() and not force:
+                raise EvalHydraError(f"{path}: exists already.",
+                                     "Pass --force to write over it, or another --out.")
+        definition.parent.mkdir(parents=True, exist_ok=True)
+        dataset.parent.mkdir(parents=True, exist_ok=True)
+        definition.write_text(json.dumps(item.spec, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        dataset.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in item.lines),
+                           encoding="utf-8")
+        written += [definition, dataset]
+    return written
