@@ -108,7 +108,8 @@ def _calls_model(grader: Any) -> bool:
     if not isinstance(grader, Mapping):
         return False
     if grader.get("type") == "multi":
-        return any(_calls_model(g) for g in (grader.get("graders") or {}).values())
+        graders = _sub_graders(grader) if grader.get("graders") else {}
+        return isinstance(graders, Mapping) and any(_calls_model(g) for g in graders.values())
     return grader.get("type") in ("score_model", "label_model") or grader.get("evaluation_metric") == "cosine"
 
 
@@ -229,8 +230,17 @@ def _check_python(grader: Mapping[str, Any], where: str) -> None:
         raise EvalHydraError(f"{where}.source: {problem}.")
 
 
-def _check_multi(grader: Mapping[str, Any], where: str) -> None:
+def _sub_graders(grader: Mapping[str, Any]) -> Any:
+    """A multi grader's graders by name: the API's object of named graders, or the single grader
+    the SDK's ``MultiGrader`` type declares (named by its ``name``)."""
     graders = grader["graders"]
+    if isinstance(graders, Mapping) and isinstance(graders.get("type"), str):
+        return {str(graders.get("name")): graders}
+    return graders
+
+
+def _check_multi(grader: Mapping[str, Any], where: str) -> None:
+    graders = _sub_graders(grader)
     if not isinstance(graders, Mapping) or not graders:
         raise EvalHydraError(f"{where}.graders: must be an object of named graders.")
     for key, sub in graders.items():
@@ -417,7 +427,7 @@ class _Grading:
     async def _multi(self, grader: Mapping[str, Any], ns: Mapping[str, Any]) -> _Outcome:
         scores: dict[str, float] = {}
         calls: list[Completion] = []
-        for key, sub in grader["graders"].items():
+        for key, sub in _sub_graders(grader).items():
             outcome = await self.grade(sub, ns)
             if outcome.failure is not None:
                 return outcome

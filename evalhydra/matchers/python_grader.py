@@ -29,6 +29,8 @@ out, sys.stdout = sys.stdout, sys.stderr  # the grader's prints must not mix wit
 scope = {"__name__": "grader"}
 exec(compile(payload["source"], "<grader>", "exec"), scope)
 score = scope["grade"](payload["sample"], payload["item"])
+if isinstance(score, bool) or not isinstance(score, (int, float)):
+    raise SystemExit("grade() returned %r, not a number" % (score,))
 out.write(json.dumps({"score": float(score)}) + "\\n")
 """
 
@@ -48,6 +50,11 @@ def check_source(source: str) -> str | None:
     return None
 
 
+async def _kill(process: trio.Process) -> None:
+    """A grader past its timeout is stopped at once (SIGKILL): it has nothing to clean up."""
+    process.kill()
+
+
 async def run_python_grader(source: str, sample: dict[str, Any], item: Any,
                             timeout_s: float = DEFAULT_TIMEOUT_S) -> float:
     """``grade(sample, item)`` of ``source``, run in a subprocess.
@@ -58,7 +65,8 @@ async def run_python_grader(source: str, sample: dict[str, Any], item: Any,
     payload = json.dumps({"source": source, "sample": sample, "item": item}).encode()
     with trio.move_on_after(timeout_s) as scope:
         done = await trio.run_process([sys.executable, "-I", "-c", _RUNNER], stdin=payload,
-                                      capture_stdout=True, capture_stderr=True, check=False)
+                                      capture_stdout=True, capture_stderr=True, check=False,
+                                      deliver_cancel=_kill)
     if scope.cancelled_caught:
         raise PythonGraderError(f"grade() ran past its {timeout_s:g} s timeout")
     if done.returncode != 0:

@@ -1,0 +1,239 @@
+"""OpenAI Evals definitions built with the ``openai`` SDK's own types, dumped as the API returns them,
+imported with ``evalhydra import openai-evals``, and run against the mock: every grader's stored
+score checked against a value worked out by hand, and the graders' names in every report."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai.types import EvalRetrieveResponse
+from openai.types.eval_retrieve_response import (
+    TestingCriterionEvalGraderPython,
+    TestingCriterionEvalGraderScoreModel,
+    TestingCriterionEvalGraderTextSimilarity,
+)
+from openai.types.evals import RunRetrieveResponse
+from openai.types.graders import LabelModelGrader, MultiGrader, StringCheckGrader, TextSimilarityGrader
+
+from tests.helpers import run_cli
+
+ITEMS = [
+    {"question": "Capital of France?", "answer": "Paris", "reference": "Paris", "grade": 9, "tone": "polite",
+     "facts": {"country": "France"}},
+    {"question": "Capital of France?", "answer": "Lyon", "reference": "Paris", "grade": 3, "tone": "rude",
+     "facts": {"country": "France"}},
+]
+PYTHON_SOURCE = """
+def grade(sample, item):
+    # a half for naming the right country's capital, a half for a short answer
+    right = sample["output_text"] == item["reference"]
+    return 0.5 * right + 0.5 * (len(sample["output_text"]) <= 5)
+"""
+
+
+def eval_object() -> dict[str, Any]:
+    """An eval as ``client.evals.retrieve`` returns it (six graders), plus a multi grader, dumped."""
+    criteria = [
+        StringCheckGrader(type="string_check", name="exact", input="{{ sample.output_text }}",
+                          reference="{{ item.reference }}", operation="eq"),
+        TestingCriterionEvalGraderTextSimilarity(
+            type="text_similarity", name="fuzzy", input="{{sample.output_text}}",
+            reference="{{item.reference}}", evaluation_metric="fuzzy_match", pass_threshold=0.8),
+        TestingCriterionEvalGraderTextSimilarity(
+            type="text_similarity", name="cosine", input="{{sample.output_text}}",
+            reference="{{item.reference}}", evaluation_metric="cosine", pass_threshold=0.9),
+        TestingCriterionEvalGraderScoreModel(
+            type="score_model", name="quality", model="o3-mini", range=[0, 10], pass_threshold=6,
+            input=[{"role": "developer", "content": "Rate the answer from 0 to 10."},
+                   {"role": "user", "content": "{{sample.output_text}} for {{item.facts.country}}."
+                                               " Reply with exactly {{item.grade}}."}]),
+        LabelModelGrader(type="label_model", name="tone", model="gpt-4o-mini", labels=["polite", "rude"],
+                         passing_labels=["polite"],
+                         input=[{"role": "user", "content": "Reply with exactly {{item.tone}}."}]),
+        TestingCriterionEvalGraderPython(type="python", name="short_and_right", source=PYTHON_SOURCE,
+                                         pass_threshold=0.75),
+    ]
+    retrieved = EvalRetrieveResponse(
+        id="eval_67abc", object="eval", created_at=1_700_000_000, name="Capitals QA",
+        data_source_config={"type": "custom", "schema": {"type": "object"}}, testing_criteria=criteria)
+    dumped = json.loads(retrieved.model_dump_json())
+    # The API takes a multi grader's graders as an object of named graders (the SDK's MultiGrader
+    # types one grader): each is an SDK grader, dumped.
+    exact = StringCheckGrader(type="string_check", name="exact", input="{{sample.output_text}}",
+                              reference="{{item.reference}}", operation="eq")
+    close = TextSimilarityGrader(type="text_similarity", name="fuzzy", input="{{sample.output_text}}",
+                                 reference="{{item.reference}}", evaluation_metric="fuzzy_match")
+    dumped["testing_criteria"].append({
+        "type": "multi", "name": "blend", "calculate_output": "0.5 * exact + 0.5 * fuzzy",
+        "pass_threshold": 0.5,
+        "graders": {"exact": exact.model_dump(), "fuzzy": close.model_dump()}})
+    return dumped
+
+
+def run_object(source: dict[str, Any]) -> dict[str, Any]:
+    """A completions run as ``client.evals.runs.retrieve`` returns it, dumped."""
+    retrieved = RunRetrieveResponse.model_validate({
+        "id": "evalrun_1", "object": "eval.run", "created_at": 1_700_000_100, "eval_id": "eval_67abc",
+        "name": "gpt-4o-mini baseline", "model": "gpt-4o-mini", "status": "completed", "report_url": "",
+        "error": {"code": "", "message": ""}, "per_model_usage": [], "per_testing_criteria_results": [],
+        "result_counts": {"errored": 0, "failed": 1, "passed": 1, "total": 2},
+        "data_source": {
+            "type": "completions", "model": "gpt-4o-mini", "source": source,
+            "sampling_params": {"temperature": 0, "max_completion_tokens": 16, "seed": 7},
+            "input_messages": {"type": "template", "template": [
+                {"role": "developer", "content": "Answer with one word."},
+                {"role": "user", "content": "{{item.question}} Reply with exactly {{item.answer}}."}]}}})
+    return json.loads(retrieved.model_dump_json())
+
+
+def fuzzy(a: str, b: str) -> float:
+    """rapidfuzz's ratio by hand: 1 − indel distance / total length (LCS of Lyon and Paris: none)."""
+    return {("Paris", "Paris"): 1.0, ("Lyon", "Paris"): 0.0}[(a, b)]
+
+
+def letters_cosine(a: str, b: str) -> float:
+    """The cosine of the mock's letter-count embeddings, worked out for these two pairs."""
+    return {("Paris", "Paris"): 1.0, ("Lyon", "Paris"): 0.0}[(a, b)]  # Lyon and Paris share no letter
+
+
+#: Every criterion's score by case, by hand: (output, reference) = (Paris, Paris) and (Lyon, Paris).
+EXPECTED = {
+    "item-1": {"exact": (1.0, True), "fuzzy": (1.0, True), "cosine": (1.0, True), "quality": (9.0, True),
+               "tone": (1.0, True), "short_and_right": (1.0, True), "blend": (1.0, True)},
+    "item-2": {"exact": (0.0, False), "fuzzy": (0.0, False), "cosine": (0.0, False), "quality": (3.0, False),
+               "tone": (0.0, False), "short_and_right": (0.5, False), "blend": (0.0, False)},
+}
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    root = tmp_path_factory.mktemp("openai")
+    (root / "eval.json").write_text(json.dumps(eval_object()))
+    (root / "run.json").write_text(json.dumps(run_object(
+        {"type": "file_content", "content": [{"item": item} for item in ITEMS]})))
+    done = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "reg", cwd=root)
+    assert done.returncode == 0, done.stderr
+    return root, done
+
+
+def test_the_import_writes_an_eval_that_keeps_the_items_and_the_graders(imported: tuple[Path, Any]) -> None:
+    root, done = imported
+    spec = json.loads((root / "reg/evals/openai/capitals_qa.json").read_text())
+    assert spec["matcher"]["kind"] == "openai_graders" and spec["matcher"]["judge_service"] == "mock_judge"
+    assert spec["matcher"]["testing_criteria"] == eval_object()["testing_criteria"]  # unchanged
+    assert spec["params"] == {"temperature": 0, "max_completion_tokens": 16, "seed": 7}
+    lines = [json.loads(x) for x in (root / spec["dataset_path"].join(["reg/", ""])).read_text().splitlines()]
+    assert [x["item"] for x in lines] == ITEMS and [x["id"] for x in lines] == ["item-1", "item-2"]
+    assert lines[1]["input"] == [  # rendered as OpenAI renders the template; developer is a system message
+        {"role": "system", "content": "Answer with one word."},
+        {"role": "user", "content": "Capital of France? Reply with exactly Lyon."}]
+    assert "service.model=gpt-4o-mini" in done.stdout and "eval=openai.capitals_qa" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def ran(imported: tuple[Path, Any]) -> tuple[Path, Any]:
+    root, _ = imported
+    done = run_cli("registry=reg", "eval=openai.capitals_qa", f"store.path={root / 's.db'}",
+                   "run.progress=false",
+                   "report=[json,md,html]", "hydra.run.dir=out", cwd=root)
+    assert done.returncode == 0, done.stderr
+    return root, done
+
+
+def test_every_grader_scores_as_worked_out_by_hand(ran: tuple[Path, Any]) -> None:
+    root, _ = ran
+    conn = sqlite3.connect(root / "s.db")
+    rows = dict(conn.execute("select case_id, grader_scores from results").fetchall())
+    for case, expected in EXPECTED.items():
+        stored = json.loads(rows[case])
+        got = {name: (pytest.approx(v["score"]), v["passed"]) for name, v in stored.items()}
+        assert got == expected, case
+    assert fuzzy("Lyon", "Paris") == 0.0 and letters_cosine("Lyon", "Paris") == 0.0
+    verdicts = dict(conn.execute("select case_id, passed from results").fetchall())
+    assert verdicts == {"item-1": 1, "item-2": 0}  # a result passes when every criterion passes
+    score = conn.execute("select score from results where case_id = 'item-2'").fetchone()[0]
+    assert score == pytest.approx((0 + 0 + 0 + 0.3 + 0 + 0.5 + 0) / 7)  # the quality's 3 of 10 is 0.3
+
+
+def test_the_judge_and_the_candidate_were_sent_what_openai_would_send(ran: tuple[Path, Any]) -> None:
+    root, _ = ran
+    conn = sqlite3.connect(root / "s.db")
+    tokens = conn.execute("select sum(judge_prompt_tokens) > 0, count(*) from results").fetchone()
+    assert tokens == (1, 2)  # score and label models were called through the judge service
+
+
+def test_reports_and_sql_keep_the_graders_names(ran: tuple[Path, Any]) -> None:
+    root, done = ran
+    assert "graders (each testing criterion" in done.stdout and "short_and_right" in done.stdout
+    report = (root / "out/report.md").read_text()
+    assert "## Graders" in report and "| openai.capitals_qa" in report
+    cells = [c.strip() for c in next(x for x in report.splitlines() if "| quality" in x).split("|")]
+    assert cells[4:8] == ["2", "1", "50.0%", "6"]  # 2 results, 1 passed, mean of 9 and 3
+    assert 'id="grader-table"' in (root / "out/report.html").read_text()
+    conn = sqlite3.connect(root / "s.db")
+    stats = {g: (n, p, m) for g, n, p, m in conn.execute(
+        "select grader, results, passed, mean_score from grader_stats")}
+    assert stats["quality"] == (2, 1, 6.0) and stats["short_and_right"] == (2, 1, 0.75)
+    assert len(stats) == 7
+
+
+def test_a_file_id_source_reads_the_jsonl_kept_beside_the_run(tmp_path: Path) -> None:
+    (tmp_path / "eval.json").write_text(json.dumps(eval_object()))
+    (tmp_path / "run.json").write_text(json.dumps(run_object({"type": "file_id", "id": "file-abc"})))
+    refused = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "reg", cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stderr.count("error:") == 1
+    assert "run.json: $.data_source.source.id: the items of file file-abc are not here" in refused.stderr
+    assert not (tmp_path / "reg").exists()  # nothing written
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps({"item": i}) + "\n" for i in ITEMS))
+    done = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "reg",
+                   "--file", "file-abc=items.jsonl", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "openai.capitals_qa: 2 cases" in done.stdout
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda e, r: r["data_source"].update(source={"type": "stored_completions"}),
+     "run.json: $.data_source.source.type: 'stored_completions' sources are not imported"),
+    (lambda e, r: r["data_source"]["input_messages"]["template"][1].update(
+        content="{{item.missing}}"),
+     "run.json: $.data_source.input_messages.template[1].content: '{{item.missing}}': 'missing' is"
+     " not in the item"),
+    (lambda e, r: e["testing_criteria"][0].update(operation="startswith"),
+     "eval.json: $: testing_criteria[0] ('exact').operation: 'startswith' is not a string check"),
+    (lambda e, r: e["testing_criteria"].append({"type": "bleurt", "name": "b"}),
+     "eval.json: $: testing_criteria[7].type: 'bleurt' is not a grader type evalhydra runs"),
+    (lambda e, r: e["testing_criteria"][5].update(source="def grade(sample, item) return 1"),
+     "eval.json: $: testing_criteria[5] ('short_and_right').source: its source does not compile"),
+])
+def test_what_cannot_run_the_same_way_is_refused_with_its_json_path(tmp_path: Path, change: Any,
+                                                                   message: str) -> None:
+    evaluation, run = eval_object(), run_object({"type": "file_content", "content": [{"item": ITEMS[0]}]})
+    change(evaluation, run)
+    (tmp_path / "eval.json").write_text(json.dumps(evaluation))
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    done = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "reg", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+    assert message in done.stderr
+    assert not (tmp_path / "reg").exists()
+
+
+def test_a_multi_grader_as_the_sdk_types_it_runs_its_one_grader(tmp_path: Path) -> None:
+    evaluation = eval_object()
+    single = MultiGrader(type="multi", name="solo", calculate_output="2 * exact - 1",
+                         graders=StringCheckGrader(type="string_check", name="exact", operation="ilike",
+                                                   input="{{sample.output_text}}", reference="paris"))
+    evaluation["testing_criteria"] = [single.model_dump()]
+    (tmp_path / "eval.json").write_text(json.dumps(evaluation))
+    (tmp_path / "run.json").write_text(json.dumps(run_object(
+        {"type": "file_content", "content": [{"item": item} for item in ITEMS]})))
+    done = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "reg", cwd=tmp_path)
+    assert done.returncode == 0
+    assert run_cli("registry=reg", "eval=openai.capitals_qa", "store.path=s.db", "run.progress=false",
+                   cwd=tmp_path).returncode == 0
+    scores = sqlite3.connect(tmp_path / "s.db").execute(
+        "select case_id, json_extract(grader_scores, '$.solo.score'), passed from results order by case_id")
+    assert scores.fetchall() == [("item-1", 1.0, 1), ("item-2", -1.0, 0)]  # 2·0 − 1 is below the middle, 0.5
