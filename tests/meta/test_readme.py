@@ -172,7 +172,7 @@ def test_an_installed_wheel_runs_from_inside_a_checkout(wheel_site: Path, tmp_pa
 
 @pytest.mark.slow
 def test_the_readme_pytest_example_passes(tmp_path: Path) -> None:
-    (block,) = re.findall(r"```python\n(.*?)```", DOCS, flags=re.S)
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", DOCS, flags=re.S) if "def test_" in b]
     (tmp_path / "test_example.py").write_text(block)
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error",
                           "test_example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
