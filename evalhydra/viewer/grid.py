@@ -159,7 +159,8 @@ _CASE_SQL = f"""select service_name || '/' || coalesce(model, '') as target, run
   score, input, ideal, output, failure_reason, error_kind, feedback, rubric_scores, judge_model,
   judge_status_code, status_code, reply_model, reasoning, attempt_count, latency_ms, ttft_ms,
   prompt_tokens, completion_tokens, reasoning_tokens, judge_prompt_tokens, judge_completion_tokens,
-  cost_usd, judge_cost_usd, kind, tool_calls, details, stdout_log_path, cell_key, run_id, evaluated_at
+  cost_usd, judge_cost_usd, kind, tool_calls, details, stdout_log_path, cell_key, run_id, evaluated_at,
+  grader_scores
 from results where ({{where}}) and eval_id = ? and case_id = ? order by target, run_index"""
 
 
@@ -179,6 +180,7 @@ def case_view(conn: sqlite3.Connection, run_ids: Sequence[str], eval_id: str,
             "select call, attempt, status_code, error_kind, error_message, latency_ms from attempts"
             " where cell_key = ? order by call, attempt", [row["cell_key"]]).fetchall()
         row["rubric_scores"] = strictjson.stored(row["rubric_scores"], None)
+        row["grader_scores"] = strictjson.stored(row["grader_scores"], None)
         if row["kind"] == "agent":
             row.update(_agent_parts(row, root))
         view.trials.setdefault(row["target"], []).append(row)

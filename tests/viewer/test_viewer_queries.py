@@ -131,12 +131,14 @@ def test_a_case_is_read_whole_with_its_attempts(tmp_path: Path) -> None:
     store = open_store(tmp_path / "s.db")
     long_output = "x" * 5000
     row = result_row(CAND, "c1", 1, passed=False, output=long_output, feedback="too long",
-                     judge_model="judge-m", rubric_scores={"brevity": 0.1})
+                     judge_model="judge-m", rubric_scores={"brevity": 0.1},
+                     grader_scores={"short": {"score": 0.0, "passed": False}})
     write_run(store, CAND, [row, result_row(CAND, "c1", 2)])
     view = case_view(store.conn, [CAND], "g.e", "c1")
     assert view is not None and view.input == "say c1" and view.ideal == "c1"
     first, second = view.trials["svc/m"]
     assert first["output"] == long_output and first["feedback"] == "too long"
     assert first["rubric_scores"] == {"brevity": 0.1} and second["status"] == "PASS"
+    assert first["grader_scores"] == {"short": {"score": 0.0, "passed": False}}
     assert case_view(store.conn, [CAND], "g.e", "nope") is None
     store.close()
