@@ -14,12 +14,18 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["NAMESPACES", "TemplateError", "references", "render", "resolve"]
+from evalhydra.core.errors import EvalHydraError
+
+__all__ = ["NAMESPACES", "TemplateError", "references", "render", "resolve", "text_parts"]
 
 #: The namespaces a template may name.
 NAMESPACES = ("item", "sample")
 _REFERENCE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 _PATH = re.compile(r"([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\[\"([^\"]*)\"\]|\['([^']*)'\]")
+
+
+#: The content parts that are text (anything else, an image or audio, is not).
+TEXT_PARTS = ("input_text", "output_text", "text")
 
 
 class TemplateError(ValueError):
@@ -80,3 +86,21 @@ def render(template: str, namespaces: Mapping[str, Any]) -> str:
         TemplateError: A reference does not resolve.
     """
     return _REFERENCE.sub(lambda match: _text(resolve(match.group(1), namespaces)), template)
+
+
+def text_parts(content: Any, where: str) -> list[str]:
+    """The texts of a message's content: a string, or its text parts (``input_text``, …).
+
+    Raises:
+        EvalHydraError: A part is an image, audio or anything but text, naming it by ``where``.
+    """
+    parts = content if isinstance(content, list) else [content]
+    texts = []
+    for index, part in enumerate(parts):
+        text = part if isinstance(part, str) else part.get("text") if isinstance(part, Mapping) else None
+        kind = part.get("type") if isinstance(part, Mapping) else "input_text"
+        if not isinstance(text, str) or kind not in TEXT_PARTS:
+            raise EvalHydraError(f"{where}.content[{index}].type: {kind!r} content does not run here"
+                                 " (text only).", "Describe the image or audio in text.")
+        texts.append(text)
+    return texts

@@ -34,7 +34,7 @@ from typing import Any
 
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.openai_templates import TemplateError, references, render
+from evalhydra.core.openai_templates import TemplateError, references, render, text_parts
 from evalhydra.core.values import ChatRequest, Completion, MatchResult
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, merge_judges, require_judge
@@ -305,18 +305,11 @@ def message_text(content: Any, where: str = "", *, check: bool = False,
                  namespaces: Mapping[str, Any] | None = None) -> str:
     """A grader message's content as text: a string, or its text parts joined (templates rendered
     with ``namespaces``; with ``check``, only checked). Image and audio parts are refused."""
-    parts = content if isinstance(content, list) else [content]
-    texts = []
-    for index, part in enumerate(parts):
-        text = part if isinstance(part, str) else part.get("text") if isinstance(part, Mapping) else None
-        kind = part.get("type") if isinstance(part, Mapping) else "input_text"
-        if not isinstance(text, str) or kind not in ("input_text", "output_text", "text"):
-            raise EvalHydraError(f"{where}.content[{index}]: only text content runs here (got {kind!r}).",
-                                 "Describe the image or audio in text, or grade it with a python grader.")
-        if check:
+    texts = text_parts(content, where)
+    if check:
+        for text in texts:
             _check_template(text, f"{where}.content")
-        texts.append(text if namespaces is None else render(text, namespaces))
-    return "".join(texts)
+    return "".join(texts if namespaces is None else (render(text, namespaces) for text in texts))
 
 
 # -- grading ------------------------------------------------------------------------------------

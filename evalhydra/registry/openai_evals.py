@@ -27,7 +27,7 @@ from typing import Any
 
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.openai_templates import TemplateError, render, resolve
+from evalhydra.core.openai_templates import TemplateError, render, resolve, text_parts
 
 __all__ = ["ImportedEval", "RunSource", "convert", "read_object", "write_registry"]
 
@@ -250,20 +250,11 @@ def _messages(spec: Any, item: Any, where: str, number: int) -> list[dict[str, A
 
 
 def _content(content: Any, item: Any, where: str) -> str:
-    parts = content if isinstance(content, list) else [content]
-    texts = []
-    for index, part in enumerate(parts):
-        text = part if isinstance(part, str) else part.get("text") if isinstance(part, Mapping) else None
-        kind = part.get("type") if isinstance(part, Mapping) else "input_text"
-        if not isinstance(text, str) or kind not in ("input_text", "output_text", "text"):
-            raise EvalHydraError(f"{where}.content[{index}].type: {kind!r} content is not imported "
-                                 "(text only).", "Describe the image or audio in the item's text.")
-        try:
-            texts.append(render(text, {"item": item}))
-        except TemplateError as exc:
-            raise EvalHydraError(f"{where}.content: {exc}.",
-                                 "Every {{item.x}} must name a field each item has.") from None
-    return "".join(texts)
+    try:
+        return "".join(render(text, {"item": item}) for text in text_parts(content, where))
+    except TemplateError as exc:
+        raise EvalHydraError(f"{where}.content: {exc}.",
+                             "Every {{item.x}} must name a field each item has.") from None
 
 
 def _referenced(reference: str, item: Any, where: str) -> list[dict[str, Any]]:

@@ -151,7 +151,7 @@ async def test_a_python_grader_that_outlives_its_timeout_is_stopped(autojump_clo
       "labels": ["a"], "passing_labels": ["b"]}, "passing_labels: must be a list of some of the labels"),
     ({"type": "score_model", "name": "m", "model": "o3",
       "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
-     "only text content runs here"),
+     "'input_image' content does not run here"),
     ({"type": "multi", "name": "m", "calculate_output": "a + __import__('os')",
       "graders": {"a": {"type": "python", "name": "a", "source": "def grade(s, i):\n    return 1\n"}}},
      "calculate_output"),
