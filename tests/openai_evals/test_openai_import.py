@@ -237,3 +237,22 @@ def test_a_multi_grader_as_the_sdk_types_it_runs_its_one_grader(tmp_path: Path) 
     scores = sqlite3.connect(tmp_path / "s.db").execute(
         "select case_id, json_extract(grader_scores, '$.solo.score'), passed from results order by case_id")
     assert scores.fetchall() == [("item-1", 1.0, 1), ("item-2", -1.0, 0)]  # 2·0 − 1 is below the middle, 0.5
+
+
+def test_in_batch_mode_the_graders_score_the_same(tmp_path: Path) -> None:
+    (tmp_path / "eval.json").write_text(json.dumps(eval_object()))
+    (tmp_path / "run.json").write_text(json.dumps(run_object(
+        {"type": "file_content", "content": [{"item": item} for item in ITEMS]})))
+    # the candidate's own service judges: its judge calls go through the batch too
+    imported = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "reg",
+                       "--judge-service", "mock", cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    done = run_cli("registry=reg", "eval=openai.capitals_qa", "store.path=s.db", "run.progress=false",
+                   "service.batch.enabled=true", "service.batch.poll_interval_s=0.05", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    conn = sqlite3.connect(tmp_path / "s.db")
+    rows = conn.execute("select case_id, batched, grader_scores from results order by case_id").fetchall()
+    assert [(case, batched) for case, batched, _ in rows] == [("item-1", 1), ("item-2", 1)]
+    for case, _, scores in rows:  # cosine's embeddings go online beside the batch
+        got = {name: (pytest.approx(v["score"]), v["passed"]) for name, v in json.loads(scores).items()}
+        assert got == EXPECTED[case]

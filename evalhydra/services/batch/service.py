@@ -92,6 +92,10 @@ class BatchingService:
         """The service's name."""
         return self.inner.name
 
+    async def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]] | None, Completion]:
+        """Embeddings go online: the Batch API's lines here are chat completions only."""
+        return await self.inner.embed(model, texts)
+
     async def complete(self, request: ChatRequest) -> Completion:
         """The request's batch line as a completion (online when it is not a batch's).
 
