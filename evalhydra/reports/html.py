@@ -23,6 +23,7 @@ from evalhydra.core import strictjson
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.data import ReportData
+from evalhydra.reports.runsummary import header_facts, summary_of, target_rows
 from evalhydra.reports.selection import STATUS_SQL, Selection
 from evalhydra.reports.trials import trials_json
 
@@ -71,27 +72,13 @@ def render_html(conn: sqlite3.Connection, sel: Selection, data: ReportData, *,
     labels = sorted({f"{t.key[2]}/{t.key[3]}" for t in targets})
     cases = list(_cases(conn, sel, labels))
     payload = _script_json({"targets": labels, "cases": cases, "marks": STATUS_MARKS})
-    rows = [_target_row(t) for t in targets]
+    summary = summary_of(targets)
+    rows = target_rows(summary)
     return _environment().get_template("report.html.j2").render(
-        header=_header(data), runs=_run_rows(conn, sel) if len(sel.run_ids) > 1 else [], rows=rows,
+        header=header_facts(summary, data.runs), rows=rows,
+        runs=_run_rows(conn, sel) if len(sel.run_ids) > 1 else [],
         chart=chart(rows), comparisons=data.comparisons, comparison=comparison,
         trials=trials_json(data)["targets"], marks=STATUS_MARKS, payload=payload, graders=data.graders)
-
-
-def _header(data: ReportData) -> dict[str, Any]:
-    total = data.cases.overall()
-    runs = data.runs
-    return {
-        "runs": [r["run_id"] for r in runs],
-        "fingerprints": sorted({str(r.get("fingerprint") or "") for r in runs} - {""}),
-        "started": min((r.get("started_at") or "" for r in runs), default=""),
-        "finished": max((r.get("finished_at") or "" for r in runs), default=""),
-        "n": total.n, "passed": total.passed, "errors": total.errors,
-        "failed": total.n - total.passed - total.errors,
-        "tokens": total.input_tokens + total.output_tokens, "thinking": total.reasoning_tokens,
-        "cost": total.cost_usd,
-        "duration": round(total.duration, 1),
-    }
 
 
 def _run_rows(conn: sqlite3.Connection, sel: Selection) -> list[dict[str, Any]]:
@@ -107,16 +94,6 @@ def _run_rows(conn: sqlite3.Connection, sel: Selection) -> list[dict[str, Any]]:
                      "errors": errors, "rate": rate.estimate if rate.n_cases else None, "low": rate.low,
                      "high": rate.high, "cost": cost or 0.0})
     return rows
-
-
-def _target_row(t: agg.TargetAgg) -> dict[str, Any]:
-    scored = t.n - t.errors
-    rate = pass_rate_interval(t.hist)
-    return {"eval": t.key[1], "service": t.key[2], "model": t.key[3], "n": t.n, "passed": t.passed,
-            "failed": scored - t.passed, "errors": t.errors, "scored": scored,
-            "rate": rate.estimate if rate.n_cases else None, "low": rate.low, "high": rate.high,
-            "method": rate.method, "tokens": t.input_tokens + t.output_tokens, "thinking": t.reasoning_tokens,
-            "cost": t.cost_usd}
 
 
 def chart(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -15,12 +15,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from evalhydra.reports.aggregate import case_histograms
+from evalhydra.reports.aggregate import TargetAgg, case_histograms
 from evalhydra.reports.clustered import RateInterval, pass_rate_interval
 from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, select_runs
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
-__all__ = ["header_facts", "merge_summaries", "overall_interval", "run_summary", "target_rows"]
+__all__ = ["header_facts", "merge_summaries", "overall_interval", "run_summary", "summary_of", "target_rows"]
 
 _TOTALS_SQL = f"""select "group", eval_id, service_name, coalesce(model, ''), count(*),
   sum({PASSED_SQL}), sum({INFRA_ERROR_SQL}), coalesce(sum(prompt_tokens), 0)
@@ -49,6 +49,15 @@ def run_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, A
                         "cost": cost, "seconds": seconds,
                         "hist": [[s, ok, c] for (s, ok), c in sorted(hist.items())]})
     return {"cells": sum(t["n"] for t in targets), "targets": targets}
+
+
+def summary_of(targets: Iterable[TargetAgg]) -> dict[str, Any]:
+    """A summary of totals already aggregated (``report.html``'s), in :func:`run_summary`'s shape."""
+    rows = [{"group": t.key[0], "eval": t.key[1], "service": t.key[2], "model": t.key[3], "n": t.n,
+             "passed": t.passed, "errors": t.errors, "tokens": t.input_tokens + t.output_tokens,
+             "thinking": t.reasoning_tokens, "cost": t.cost_usd, "seconds": t.duration,
+             "hist": [[s, ok, c] for (s, ok), c in sorted(t.hist.items())]} for t in targets]
+    return {"cells": sum(t["n"] for t in rows), "targets": rows}
 
 
 def merge_summaries(summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
