@@ -16,7 +16,8 @@ from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
 
-__all__ = ["NAMESPACES", "TemplateError", "references", "render", "resolve", "text_parts"]
+__all__ = ["NAMESPACES", "ROLES", "SAMPLING_PARAMS", "TemplateError", "check_template", "render", "resolve",
+           "text_parts"]
 
 #: The namespaces a template may name.
 NAMESPACES = ("item", "sample")
@@ -24,6 +25,12 @@ _REFERENCE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 _PATH = re.compile(r"([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\[\"([^\"]*)\"\]|\['([^']*)'\]")
 
 
+#: A message's roles, and the chat-completions role each is sent as (``developer`` as ``system``).
+ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+#: The sampling parameters of a run or a model grader, and the request field each becomes.
+SAMPLING_PARAMS = {"temperature": "temperature", "top_p": "top_p", "seed": "seed",
+                   "max_completion_tokens": "max_completion_tokens",
+                   "max_completions_tokens": "max_completion_tokens", "reasoning_effort": "reasoning_effort"}
 #: The content parts that are text (anything else, an image or audio, is not).
 TEXT_PARTS = ("input_text", "output_text", "text")
 
@@ -32,9 +39,14 @@ class TemplateError(ValueError):
     """A template names something it cannot use: an unknown namespace, a bad path, a missing value."""
 
 
-def references(template: str) -> list[str]:
-    """The ``namespace.path`` texts ``template`` refers to, in order."""
-    return [match.group(1) for match in _REFERENCE.finditer(template)]
+def check_template(template: str) -> None:
+    """Check that every ``{{ … }}`` of ``template`` is a ``namespace.path`` (values are not looked up).
+
+    Raises:
+        TemplateError: Naming the first reference that is not.
+    """
+    for match in _REFERENCE.finditer(template):
+        _steps(match.group(1))
 
 
 def _steps(reference: str) -> list[str | int]:

@@ -41,9 +41,7 @@ class JudgeServices:
         if embed is None:
             return None, Completion(output="", model=model, error_kind=ErrorKind.CLIENT_ERROR,
                                     error_message=f"service '{service_name}' has no embeddings endpoint")
-        vectors: list[list[float]] | None
-        vectors, record = await embed(model, texts)
-        return vectors, record
+        return await embed(model, texts)
 
     async def judge(self, service_name: str, request: ChatRequest) -> Completion:
         """Send a judge request to the named service."""

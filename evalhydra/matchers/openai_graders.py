@@ -34,7 +34,14 @@ from typing import Any
 
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.openai_templates import TemplateError, references, render, text_parts
+from evalhydra.core.openai_templates import (
+    ROLES,
+    SAMPLING_PARAMS,
+    TemplateError,
+    check_template,
+    render,
+    text_parts,
+)
 from evalhydra.core.values import ChatRequest, Completion, MatchResult
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, merge_judges, require_judge
@@ -71,12 +78,6 @@ _SCORE_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["
                                          "properties": {"description": {"type": "string"},
                                                         "conclusion": {"type": "string"}}}},
     "result": {"type": "number"}}}
-_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "seed": "seed",
-             "max_completions_tokens": "max_completion_tokens",
-             "max_completion_tokens": "max_completion_tokens",
-             "reasoning_effort": "reasoning_effort"}
-
-
 # -- checked when the eval loads ----------------------------------------------------------------
 
 
@@ -145,25 +146,10 @@ def _check_template(text: Any, where: str) -> None:
     if not isinstance(text, str):
         raise EvalHydraError(f"{where}: must be a string (it may hold {{{{item.x}}}} templates),"
                              f" got {text!r}")
-    for reference in references(text):
-        try:
-            render("{{" + reference + "}}", {"item": _Anything(), "sample": _Anything()})
-        except TemplateError as exc:
-            raise EvalHydraError(f"{where}: {exc}.",
-                                 "Write {{item.FIELD}} or {{sample.output_text}}.") from None
-
-
-class _Anything(dict[str, Any]):
-    """A namespace in which every path resolves: checks a template's syntax only."""
-
-    def __contains__(self, key: object) -> bool:
-        return True
-
-    def __getitem__(self, key: str) -> Any:
-        return _Anything()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return _Anything()
+    try:
+        check_template(text)
+    except TemplateError as exc:
+        raise EvalHydraError(f"{where}: {exc}.", "Write {{item.FIELD}} or {{sample.output_text}}.") from None
 
 
 def _check_string(grader: Mapping[str, Any], where: str) -> None:
@@ -192,8 +178,7 @@ def _check_messages(grader: Mapping[str, Any], where: str) -> None:
         raise EvalHydraError(f"{where}.input: must be a non-empty list of messages.")
     for index, message in enumerate(messages):
         here = f"{where}.input[{index}]"
-        if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant", "system",
-                                                                              "developer"):
+        if not isinstance(message, Mapping) or message.get("role") not in ROLES:
             raise EvalHydraError(f"{here}: a message needs a role (user, assistant, system or developer).")
         message_text(message.get("content"), here, check=True)
     if not isinstance(grader["model"], str) or not grader["model"].strip():
@@ -207,11 +192,12 @@ def _check_score_model(grader: Mapping[str, Any], where: str) -> None:
         raise EvalHydraError(f"{where}.range: must be two numbers [low, high] with low < high, "
                              f"got {grader.get('range')!r}")
     params = grader.get("sampling_params") or {}
-    unknown = sorted(set(params) - set(_SAMPLING)) if isinstance(params, Mapping) else ["(not an object)"]
+    known = set(SAMPLING_PARAMS)
+    unknown = sorted(set(params) - known) if isinstance(params, Mapping) else ["(not an object)"]
     if unknown:
         raise EvalHydraError(f"{where}.sampling_params.{unknown[0]}: not a sampling parameter"
                              " evalhydra sends.",
-                             f"Use: {', '.join(_SAMPLING)}.")
+                             f"Use: {', '.join(SAMPLING_PARAMS)}.")
 
 
 def _check_label_model(grader: Mapping[str, Any], where: str) -> None:
@@ -367,9 +353,10 @@ class _Grading:
 
     def _request(self, grader: Mapping[str, Any], ns: Mapping[str, Any],
                  response_format: dict[str, Any]) -> ChatRequest:
-        messages = tuple({"role": "system" if m["role"] == "developer" else m["role"],
-                          "content": message_text(m["content"], namespaces=ns)} for m in grader["input"])
-        params = {_SAMPLING[k]: v for k, v in (grader.get("sampling_params") or {}).items() if v is not None}
+        messages = tuple({"role": ROLES[m["role"]], "content": message_text(m["content"], namespaces=ns)}
+                         for m in grader["input"])
+        sampling = grader.get("sampling_params") or {}
+        params = {SAMPLING_PARAMS[k]: v for k, v in sampling.items() if v is not None}
         params["response_format"] = response_format
         last = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
         return ChatRequest(user_content=last, model=self.judge_model or grader["model"], params=params,
@@ -494,5 +481,4 @@ def _verdict(outcomes: Mapping[str, _Outcome]) -> MatchResult:
     judge = merge_judges([c for o in outcomes.values() for c in o.calls])
     scores = {name: {"score": o.score, "passed": o.passed} for name, o in outcomes.items()}
     return MatchResult(passed=not failed, score=sum(_scaled(o) for o in outcomes.values()) / len(outcomes),
-                       reason="; ".join(failed) or None, details={"graders": scores},
-                       grader_scores=scores, judge=judge)
+                       reason="; ".join(failed) or None, grader_scores=scores, judge=judge)

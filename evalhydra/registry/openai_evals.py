@@ -27,16 +27,12 @@ from typing import Any
 
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.openai_templates import TemplateError, render, resolve, text_parts
+from evalhydra.core.openai_templates import ROLES, SAMPLING_PARAMS, TemplateError, render, resolve, text_parts
 
 __all__ = ["ImportedEval", "RunSource", "convert", "read_object", "write_registry"]
 
-#: A run's sampling parameters, and the request field each becomes.
-_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "seed": "seed",
-             "max_completion_tokens": "max_completion_tokens",
-             "max_completions_tokens": "max_completion_tokens",
-             "reasoning_effort": "reasoning_effort", "response_format": "response_format"}
-_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+#: A run's sampling parameters, and the request field each becomes (a grader's, and the reply's format).
+_SAMPLING = {**SAMPLING_PARAMS, "response_format": "response_format"}
 
 
 @dataclass
@@ -243,9 +239,9 @@ def _messages(spec: Any, item: Any, where: str, number: int) -> list[dict[str, A
     for index, message in enumerate(spec["template"]):
         here = f"{where}.template[{index}]"
         role = message.get("role") if isinstance(message, Mapping) else None
-        if role not in _ROLES:
+        if role not in ROLES:
             raise EvalHydraError(f"{here}.role: {role!r}: must be user, assistant, system or developer.")
-        rendered.append({"role": _ROLES[role], "content": _content(message.get("content"), item, here)})
+        rendered.append({"role": ROLES[role], "content": _content(message.get("content"), item, here)})
     return rendered
 
 
@@ -265,11 +261,11 @@ def _referenced(reference: str, item: Any, where: str) -> list[dict[str, Any]]:
         raise EvalHydraError(f"{where}: {exc}.", "Name a field every item has, e.g. item.input.") from None
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
-    if not isinstance(value, list) or not all(isinstance(m, Mapping) and m.get("role") in _ROLES
+    if not isinstance(value, list) or not all(isinstance(m, Mapping) and m.get("role") in ROLES
                                               and isinstance(m.get("content"), str) for m in value):
         raise EvalHydraError(f"{where}: {reference} must be a string or a list of"
                              " {role, content} messages.")
-    return [{"role": _ROLES[m["role"]], "content": m["content"]} for m in value]
+    return [{"role": ROLES[m["role"]], "content": m["content"]} for m in value]
 
 
 def write_registry(out: Path, imported: Sequence[ImportedEval], *, force: bool) -> list[Path]:
