@@ -1,4 +1,5 @@
-"""A run's summary: per eval × service × model totals and case histograms, small enough to keep.
+"""A run's summary: per eval × service × model totals, case histograms and grader figures,
+small enough to keep.
 
 :func:`run_summary` reads them from the store in two grouping passes;
 :func:`target_rows` turns them into the rows the viewer and ``report.html``
@@ -17,6 +18,7 @@ from typing import Any
 
 from evalhydra.reports.aggregate import TargetAgg, case_histograms
 from evalhydra.reports.clustered import RateInterval, pass_rate_interval
+from evalhydra.reports.graders import grader_rows
 from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, select_runs
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
@@ -36,7 +38,8 @@ def run_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, A
 
     Returns:
         ``{"cells": n, "targets": [{group, eval, service, model, n, passed, errors, tokens,
-        thinking, cost, seconds, hist: [[scored, passed, cases], …]}, …]}`` (JSON-ready).
+        thinking, cost, seconds, hist: [[scored, passed, cases], …]}, …], "graders": […]}``
+        (JSON-ready; ``graders``: :func:`~evalhydra.reports.graders.grader_rows`).
     """
     sel = select_runs(conn, run_ids)
     histograms = case_histograms(conn, sel)
@@ -48,24 +51,27 @@ def run_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, A
                         "passed": passed, "errors": errors, "tokens": tokens, "thinking": thinking,
                         "cost": cost, "seconds": seconds,
                         "hist": [[s, ok, c] for (s, ok), c in sorted(hist.items())]})
-    return {"cells": sum(t["n"] for t in targets), "targets": targets}
+    return {"cells": sum(t["n"] for t in targets), "targets": targets, "graders": grader_rows(conn, sel)}
 
 
 def summary_of(targets: Iterable[TargetAgg]) -> dict[str, Any]:
-    """A summary of totals already aggregated (``report.html``'s), in :func:`run_summary`'s shape."""
+    """A summary of totals already aggregated (``report.html``'s), in :func:`run_summary`'s shape
+    (without grader figures: the report reads its own)."""
     rows = [{"group": t.key[0], "eval": t.key[1], "service": t.key[2], "model": t.key[3], "n": t.n,
              "passed": t.passed, "errors": t.errors, "tokens": t.input_tokens + t.output_tokens,
              "thinking": t.reasoning_tokens, "cost": t.cost_usd, "seconds": t.duration,
              "hist": [[s, ok, c] for (s, ok), c in sorted(t.hist.items())]} for t in targets]
-    return {"cells": sum(t["n"] for t in rows), "targets": rows}
+    return {"cells": sum(t["n"] for t in rows), "targets": rows, "graders": []}
 
 
 def merge_summaries(summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     """One summary of several runs', or None when two of them share a target (their cases
     could overlap: the merged histogram would count them twice)."""
     targets: list[dict[str, Any]] = []
+    graders: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str, str]] = set()
     for summary in summaries:
+        graders += summary.get("graders", [])
         for target in summary["targets"]:
             key = (target["group"], target["eval"], target["service"], target["model"])
             if key in seen:
@@ -73,7 +79,8 @@ def merge_summaries(summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | 
             seen.add(key)
             targets.append(dict(target))
     targets.sort(key=lambda t: (t["eval"], t["service"], t["model"], t["group"]))
-    return {"cells": sum(t["n"] for t in targets), "targets": targets}
+    graders.sort(key=lambda g: (g["eval"], g["service"], g["model"], g["grader"]))
+    return {"cells": sum(t["n"] for t in targets), "targets": targets, "graders": graders}
 
 
 def _histogram(target: Mapping[str, Any]) -> Counter[tuple[int, int]]:

@@ -34,10 +34,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.comparecmd import Target, compare, parse_target
-from evalhydra.reports.graders import grader_rows
 from evalhydra.reports.html import STATUS_MARKS, chart
 from evalhydra.reports.runsummary import header_facts, target_rows
-from evalhydra.reports.selection import select_runs
 from evalhydra.store.db import Store, open_store
 from evalhydra.viewer.grid import case_view, grid_page, previous_run
 from evalhydra.viewer.queries import comparisons, run_status, runs_page, selection_summary
@@ -135,7 +133,8 @@ class _Pages:
             ids = _resolve(store, request.path_params["ids"].split(","))
             if not ids:
                 return _missing(f"no run {request.path_params['ids']} in this store")
-            base = params.get("base") or previous_run(store.conn, ids)
+            previous = previous_run(store.conn, ids)
+            base = params.get("base") or previous
             grid = grid_page(store.conn, ids, page=_page_number(params.get("page", "0")),
                              filter=params.get("filter", "all"), query=params.get("q", ""),
                              sort=params.get("sort", "case"), base=base)
@@ -144,9 +143,8 @@ class _Pages:
             rows = target_rows(summary)
             return _render("run.html.j2", header=header_facts(summary, store.runs(ids)), rows=rows,
                            comparisons=comparisons(store.conn, ids, summary),
-                           graders=grader_rows(store.conn, select_runs(store.conn, ids)),
-                           chart=chart(rows),
-                           previous=previous_run(store.conn, ids) if len(ids) == 1 else None,
+                           graders=summary.get("graders", []), chart=chart(rows),
+                           previous=previous if len(ids) == 1 else None,
                            grid=grid, ids=",".join(ids), link=_linker(params), kept=kept)
 
     def case(self, request: Request) -> Response:

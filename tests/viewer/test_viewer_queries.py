@@ -142,3 +142,16 @@ def test_a_case_is_read_whole_with_its_attempts(tmp_path: Path) -> None:
     assert first["grader_scores"] == {"short": {"score": 0.0, "passed": False}}
     assert case_view(store.conn, [CAND], "g.e", "nope") is None
     store.close()
+
+
+def test_a_summary_keeps_each_graders_figures_and_a_sweep_merges_them(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    for run_id, service in ((BASE, "svc-a"), (CAND, "svc-b")):
+        write_run(store, run_id, [result_row(run_id, f"c{i}", 1, service_name=service,
+                                             grader_scores={"exact": {"score": float(i), "passed": i == 1}})
+                                  for i in (0, 1)])
+    one = run_summary(store.conn, [BASE])["graders"]
+    assert [(g["grader"], g["n"], g["passed"], g["mean_score"]) for g in one] == [("exact", 2, 1, 0.5)]
+    both = selection_summary(store.conn, [BASE, CAND])  # apart targets: merged from the two summaries
+    assert [g["service"] for g in both["graders"]] == ["svc-a", "svc-b"]
+    store.close()
