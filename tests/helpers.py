@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -130,3 +131,10 @@ def result_row(key: str, run: str = "r1", *, error: str | None = None, at: str |
         "evaluated_at": at,
         **fields,
     }
+
+
+def installed_script(name: str) -> str | None:
+    """The console script ``name`` of this interpreter's environment (a venv's ``bin/``, whether
+    or not the venv is activated), else one on ``PATH``; None when neither has it."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else shutil.which(name)

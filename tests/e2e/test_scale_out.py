@@ -22,7 +22,15 @@ from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells, planned_cells
 from evalhydra.store.db import Batch, open_store
 from evalhydra.store.merge import merge_stores
-from tests.helpers import chat_requests, mock_process, numbered_registry, result_row, run_cli, stored_results
+from tests.helpers import (
+    chat_requests,
+    installed_script,
+    mock_process,
+    numbered_registry,
+    result_row,
+    run_cli,
+    stored_results,
+)
 
 Compose = Callable[..., DictConfig]
 
@@ -219,7 +227,7 @@ def test_a_custom_registry_eval_split_over_a_launcher_sends_each_cell_once(
 
 @pytest.mark.slow
 def test_a_ray_cluster_on_loopback_runs_a_custom_registry_sweep(tmp_path: Path) -> None:
-    ray = shutil.which("ray") or pytest.skip("ray is a test extra")
+    ray = installed_script("ray") or pytest.fail("ray is a test extra: pip install -e '.[test]'")
     numbered_registry(tmp_path / "reg", 5, eval_id="hidden.e")
     port = str(_free_port())
     elsewhere = tmp_path / "cluster"  # the cluster's working directory is not the driver's

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import site
 import sqlite3
 import subprocess
 import sys
@@ -159,11 +160,14 @@ def test_an_installed_wheel_runs_from_inside_a_checkout(wheel_site: Path, tmp_pa
     checkout = tmp_path / "checkout"
     for name in ("evalhydra", "conf", "registry", "hydra_plugins"):
         shutil.copytree(REPO / name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
-    code = ("import sys, sysconfig; sys.path[:0] = ['', sys.argv[1], sysconfig.get_paths()['purelib']]; "
+    # -S keeps the editable install's import hook out, and with it site.venv(): this process's
+    # site-packages (a venv's or the base interpreter's) are passed on instead
+    code = ("import os, sys; sys.path[:0] = ['', sys.argv[1], *sys.argv[2].split(os.pathsep)]; "
             "import runpy, evalhydra; print('FROM', evalhydra.__file__, file=sys.stderr); "
             "sys.argv = ['evalhydra', 'run.progress=false']; "
             "runpy.run_module('evalhydra', run_name='__main__')")
-    res = subprocess.run([sys.executable, "-S", "-c", code, str(wheel_site)], cwd=checkout,
+    site_dirs = os.pathsep.join(site.getsitepackages())
+    res = subprocess.run([sys.executable, "-S", "-c", code, str(wheel_site), site_dirs], cwd=checkout,
                          capture_output=True, text=True, timeout=120, env={"PYTHONNOUSERSITE": "1"})
     assert res.returncode == 0, res.stderr
     assert f"FROM {checkout / 'evalhydra' / '__init__.py'}" in res.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import installed_script, run_cli
 
 VALIDATOR = """
 from pathlib import Path
@@ -50,7 +50,7 @@ def _registry(root: Path) -> Path:
 
 @pytest.mark.slow
 def test_report_md_is_the_document_zrb_renders_from_our_experiment_json(tmp_path: Path) -> None:
-    zrb_cli = shutil.which("zrb-llm-evaluator") or pytest.skip("zrb-llm-evaluator is a test extra")
+    zrb_cli = installed_script("zrb-llm-evaluator") or pytest.fail("zrb-llm-evaluator is a test extra")
     res = run_cli(
         f"registry={_registry(tmp_path)}",
         "eval=agent_cases",
