@@ -52,7 +52,8 @@ def _case_count(spec: Any, root: Path) -> int | str:
     try:
         if spec.get("cases") is not None:
             return sum(1 for _ in load_cases(spec["cases"], root))
-        return sum(1 for _ in iter_cases(root, spec["dataset_path"], check_attachments=False))
+        base = Path(spec["base_dir"]) if spec.get("base_dir") else None
+        return sum(1 for _ in iter_cases(root, spec["dataset_path"], check_attachments=False, base=base))
     except EvalHydraError:
         return "invalid"
 

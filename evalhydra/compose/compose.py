@@ -29,7 +29,8 @@ from evalhydra.config.schema import Config
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from hydra_plugins.evalhydra_registry import EvalHydraRegistrySource, EvalHydraSearchPath, enable
 
-__all__ = ["compose_config", "config_dirs", "keep_env_reference", "params_overrides", "register", "to_config"]
+__all__ = ["compose_config", "config_dirs", "eval_choice", "eval_config_file", "keep_env_reference",
+           "params_overrides", "register", "to_config"]
 
 
 def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
@@ -170,3 +171,25 @@ def config_dirs() -> list[Path]:
             if source.schema == "file" and Path(source.path) not in dirs:
                 dirs.append(Path(source.path))
     return dirs
+
+
+def eval_choice(overrides: Sequence[str] = ()) -> str | None:
+    """The ``eval=`` option this config was composed with: Hydra's record of the choice in a
+    running app, else the last ``eval=`` override (the compose API keeps no record)."""
+    if HydraConfig.initialized():
+        choice = HydraConfig.get().runtime.choices.get("eval")
+        return str(choice) if choice else None
+    chosen = [item.partition("=")[2] for item in overrides if item.partition("=")[0].lstrip("+~") == "eval"]
+    return chosen[-1].strip("'\"") if chosen else None
+
+
+def eval_config_file(choice: str | None) -> Path | None:
+    """The ``eval/<choice>.yaml`` a config directory holds for an eval option (the
+    ``--config-dir`` ones first), or None for a registry eval."""
+    if not choice:
+        return None
+    for directory in reversed(config_dirs()):
+        path = Path(directory, "eval", f"{choice}.yaml")
+        if path.is_file():
+            return path.resolve()
+    return None

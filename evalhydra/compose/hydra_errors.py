@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -25,8 +26,10 @@ from hydra.errors import (
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 import evalhydra.config.schema as schema_module
+from evalhydra.compose.registry_options import active_root
 from evalhydra.config.schema import Config
 from evalhydra.core.errors import EvalHydraError, did_you_mean
+from evalhydra.registry.definitions import is_registry, load_registry
 
 __all__ = ["explain", "schema_keys"]
 
@@ -105,10 +108,22 @@ def _dataclass_of(annotation: Any) -> Any:
 def _missing_option(exc: MissingConfigException) -> EvalHydraError:
     missing = exc.missing_cfg_file or ""
     group, _, name = missing.rpartition("/")
+    if group == "eval":
+        broken = load_registry(active_root()).broken_for(name)
+        if broken is not None:  # the file is there but does not load: say why
+            return broken
     if group and exc.options is not None:
         return EvalHydraError(f"{group}={name}: there is no {group} named '{name}'.",
-                              did_you_mean(name, exc.options))
+                              _evals_here_hint(group) + did_you_mean(name, exc.options))
     return EvalHydraError(_first_line(exc), "Check the config name and --config-dir.")
+
+
+def _evals_here_hint(group: str) -> str:
+    """``found evals/ here: add registry=.`` when this folder is a registry that is not the active one."""
+    here = Path.cwd()
+    if group in ("eval", "service") and is_registry(here) and active_root() != here.resolve():
+        return "found evals/ here: add registry=.\n"
+    return ""
 
 
 def _unparsable(exc: OverrideParseException, subcommands: Sequence[str]) -> EvalHydraError:
@@ -123,8 +138,16 @@ def _unparsable(exc: OverrideParseException, subcommands: Sequence[str]) -> Eval
                           "Overrides are key=value; quote values with spaces or special characters.")
 
 
+_SWEEP_WITHOUT_M = re.compile(r"(?:Ambiguous value for argument|Sweep parameters) '([^']+)'")
+
+
 def _composition(exc: ConfigCompositionException) -> EvalHydraError:
     text = str(exc)
+    sweep = _SWEEP_WITHOUT_M.search(text)
+    if sweep:
+        return EvalHydraError(f"{sweep.group(1)}: comma-separated values sweep: add -m.",
+                              f"evalhydra -m {sweep.group(1)} runs one job per value; quote it "
+                              f"('{sweep.group(1)}') to pass the text itself, or write a list as key=[a,b].")
     unknown = _COULD_NOT_OVERRIDE.search(text)
     if unknown:
         key = unknown.group(1)

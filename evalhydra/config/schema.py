@@ -217,10 +217,10 @@ class EvalConfig:
     ``include``; a ``matcher`` set on a suite overrides every member's matcher.
     """
 
-    id: str = MISSING
+    id: str = ""  # default: the config file's name (eval=NAME)
     group: str = ""
     description: str = ""
-    dataset_path: str | None = None
+    dataset_path: str | None = None  # relative to the file that names it, else to the registry root
     split: str = "test"
     matcher: MatcherConfig | None = None
     default_run_count: int = 1

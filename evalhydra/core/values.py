@@ -84,13 +84,14 @@ class ErrorKind(StrEnum):
 class Attachment:
     """A file or image sent with a case (zig_eval ``attachments`` entry).
 
-    ``path`` is registry-relative and already checked to stay inside the root.
+    ``path`` is relative to ``base`` (None: the registry root) and already checked to stay inside it.
     """
 
     kind: str  # "image" | "file"
     path: str
     mime_type: str
     label: str | None = None
+    base: str | None = None  # the dataset's folder, for a dataset outside the registry
 
 
 @dataclass(frozen=True, slots=True)

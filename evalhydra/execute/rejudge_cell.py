@@ -156,7 +156,8 @@ def _dataset_cases(plan: RunPlan, ev: EvalPlan) -> dict[str, Case]:
     if ev.dataset_path is None:
         return {}
     try:
-        cases = iter_cases(plan.registry_root, ev.dataset_path, check_attachments=False, template=ev.template)
+        cases = iter_cases(plan.registry_root, ev.dataset_path, check_attachments=False, template=ev.template,
+                           base=ev.base_dir)
         return {c.id: c for c in cases}
     except EvalHydraError:
         return {}  # the dataset is gone or broken: judge with the stored input and ideal

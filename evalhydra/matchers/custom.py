@@ -54,6 +54,15 @@ _STATUSES = ("EXCELLENT", "PASS", "FAIL")
 _validator_cache: dict[tuple[str, int], Any] = {}
 
 
+def importable_from(root: Path) -> None:
+    """Let a ``_target_`` import modules from the registry root (``custom_matchers.word_limit``
+    for ``<registry>/custom_matchers.py``), after everything already on the path, so a registry
+    module never shadows an installed package."""
+    folder = str(root.resolve())
+    if folder not in sys.path:
+        sys.path.append(folder)
+
+
 def locate(path: str) -> Any:
     """Import the object at a dotted path (``package.module.name``).
 
@@ -145,6 +154,7 @@ def check_custom(spec: Mapping[str, Any], root: Path, where: str) -> None:
     if has_validator and "kwargs" in spec:
         raise EvalHydraError(f"{where}: 'kwargs' applies only to a _target_ custom matcher")
     if has_target:
+        importable_from(root)
         _check_target(spec, where)
     else:
         path = resolve_registry_path(root, spec["validator"], where=where, what="validator")
@@ -252,6 +262,7 @@ def _target_matcher(spec: Mapping[str, Any]) -> Matcher:
 def build_custom(spec: Mapping[str, Any], root: Path, where: str = "matcher") -> Matcher:
     """Build a ``custom`` matcher from a cleaned spec."""
     if "_target_" in spec:
+        importable_from(root)
         return _target_matcher(spec)
     path = resolve_registry_path(root, spec["validator"], where=where, what="validator")
     validator = load_validator(path, spec["validator"])

@@ -7,6 +7,7 @@ plain frozen objects that the runner and tests use directly.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -17,7 +18,7 @@ from urllib.parse import urlsplit
 from omegaconf import DictConfig, OmegaConf
 
 from evalhydra.agents.command import check_executable, validate_command_service
-from evalhydra.compose.compose import config_dirs, to_config
+from evalhydra.compose.compose import config_dirs, eval_choice, eval_config_file, to_config
 from evalhydra.config.redact import redact
 from evalhydra.config.schema import CacheConfig, Config, RunConfig, ServiceConfig
 from evalhydra.core import strictjson
@@ -52,7 +53,8 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
     service = _check_service(conf.service, registry)
     models = _models(service)
     model = models[0]
-    evals, skipped = _plan_evals(conf, registry, service.name)
+    evals, skipped = _plan_evals(conf, registry, service.name, eval_choice(overrides))
+    _warn_broken(registry)
     if not evals:
         raise EvalHydraError(
             "No eval runs matched: every selected eval excludes service "
@@ -77,6 +79,12 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
         models=models if len(models) > 1 else (),
         cache=_cache_plan(conf.cache),
     )
+
+
+def _warn_broken(registry: Registry) -> None:
+    """One line per registry eval file that does not load: not selected, so the run goes on."""
+    for error in registry.broken.values():
+        print(f"warning: {error.message} (not selected: skipped)", file=sys.stderr)
 
 
 def _cache_plan(cache: CacheConfig) -> CachePlan | None:
@@ -224,9 +232,13 @@ def _check_mock(svc: ServiceConfig, where: str) -> None:
         raise EvalHydraError(f"{where}: service.mock: {exc}") from None
 
 
-def _plan_evals(conf: Config, registry: Registry, service: str) -> tuple[list[EvalPlan], list[str]]:
-    node = OmegaConf.to_container(OmegaConf.structured(conf.eval))
-    assert isinstance(node, dict)
+def _plan_evals(conf: Config, registry: Registry, service: str,
+                choice: str | None = None) -> tuple[list[EvalPlan], list[str]]:
+    composed = OmegaConf.to_container(OmegaConf.structured(conf.eval))
+    assert isinstance(composed, dict)
+    node: dict[str, Any] = {str(k): v for k, v in composed.items()}
+    if not node.get("include"):
+        node = _config_file_eval(node, choice, registry)
     suite_matcher = node.get("matcher") if node.get("include") else None
     suite_params = (node.get("params") or {}) if node.get("include") else {}
     members = [registry.eval(i) for i in node["include"]] if node.get("include") else [node]
@@ -240,6 +252,25 @@ def _plan_evals(conf: Config, registry: Registry, service: str) -> tuple[list[Ev
         spec["params"] = {**(spec.get("params") or {}), **suite_params}  # eval=GROUP eval.params.x=…
         plans.append(_eval_plan(spec, conf, registry.root, suite_matcher))
     return plans, skipped
+
+
+def _config_file_eval(node: dict[str, Any], choice: str | None, registry: Registry) -> dict[str, Any]:
+    """One selected eval with the file it came from: a config directory's ``eval/NAME.yaml`` (its
+    id defaults to NAME) or the registry's file. Its paths resolve against that file's folder first."""
+    path = eval_config_file(choice)
+    node = dict(node)
+    if path is None and node.get("id") in registry.evals:
+        known = registry.evals[node["id"]]
+        return {**node, "source": known["source"], "base_dir": known.get("base_dir")}
+    if not node.get("id"):
+        if not choice:
+            raise EvalHydraError("eval.id: the eval has no id.",
+                                 "Add id: NAME to its file, or set eval.id=NAME.")
+        node["id"] = choice
+    if path is not None:
+        node["base_dir"] = str(path.parent)
+        node["source"] = str(path)
+    return node
 
 
 def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: Any) -> EvalPlan:
@@ -274,6 +305,7 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
         cases=spec.get("cases"),
         template=_template(spec, where),
         params=_params(spec.get("params"), where),
+        base_dir=Path(spec["base_dir"]) if spec.get("base_dir") else None,
     )
     return replace(plan, result_hash=_result_hash(plan))
 

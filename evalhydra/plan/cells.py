@@ -120,7 +120,8 @@ def iter_plan_cases(plan: RunPlan, ev: EvalPlan, *, check: bool = True) -> Itera
         yield from load_cases(ev.cases, plan.registry_root)
         return
     assert ev.dataset_path is not None
-    yield from iter_cases(plan.registry_root, ev.dataset_path, check_attachments=check, template=ev.template)
+    yield from iter_cases(plan.registry_root, ev.dataset_path, check_attachments=check, template=ev.template,
+                          base=ev.base_dir)
 
 
 def count_cells(plan: RunPlan) -> int:

@@ -30,6 +30,7 @@ class EvalPlan:
     template: CaseTemplate = field(default_factory=CaseTemplate)  # prompt or messages, filled per case
     params: dict[str, Any] = field(default_factory=dict)  # generation parameters, over the service's
     result_hash: str = ""  # hash of result-relevant settings (part of every cell key)
+    base_dir: Path | None = None  # the folder of the eval's own-format file: its paths resolve there first
 
 
 @dataclass(frozen=True)

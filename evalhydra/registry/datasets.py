@@ -21,7 +21,7 @@ from evalhydra.core.messages import MessageError, check_messages, fill, is_conve
 from evalhydra.core.values import Attachment, Case, ExpectedToolCall
 from evalhydra.registry.attachments import attachment_mime, check_attachment_path, check_text
 
-__all__ = ["MAX_DATASET_BYTES", "CaseTemplate", "dataset_file", "iter_cases"]
+__all__ = ["MAX_DATASET_BYTES", "CaseTemplate", "dataset_file", "iter_cases", "locate_file"]
 
 MAX_DATASET_BYTES = 8 << 20
 #: What loading trims, as zig_eval does: space, tab, CR and LF (not NO-BREAK SPACE or other
@@ -29,19 +29,57 @@ MAX_DATASET_BYTES = 8 << 20
 WHITESPACE = " \t\r\n"
 
 
-def dataset_file(root: Path, rel: str, where: str) -> Path:
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise EvalHydraError(f"{where}: dataset_path '{rel}' escapes the registry root.",
-                             "Give a dataset_path inside the registry, e.g. data/<group>/<eval>/test.jsonl.")
-    if not path.is_file():
-        raise EvalHydraError(
-            f"{where}: dataset file not found: {path}.",
-            "dataset_path is relative to the registry root, e.g. data/<group>/<eval>/test.jsonl.",
-        )
+def dataset_file(root: Path, rel: str, where: str, base: Path | None = None) -> Path:
+    """The dataset file ``rel`` names, checked.
+
+    Args:
+        root: The registry root.
+        rel: The ``dataset_path`` as written.
+        where: The file that names it, for errors.
+        base: The folder of that file when it is in evalhydra's own format (a YAML eval, a
+            ``--config-dir`` eval): an absolute path is allowed, and a relative one is tried
+            there first. None for a zig_eval eval: relative to the registry root only.
+
+    Raises:
+        EvalHydraError: The path escapes the registry, is missing, or is too large.
+    """
+    path = locate_file(root, rel, base, where=where, what="dataset")
     if path.stat().st_size > MAX_DATASET_BYTES:
         raise EvalHydraError(f"{path}: dataset larger than 8 MiB.", "Split it into several evals.")
     return path
+
+
+def locate_file(root: Path, rel: str, base: Path | None, *, where: str, what: str) -> Path:
+    """Resolve a path an eval file names: absolute as written (own formats only), else against
+    ``base`` (the naming file's folder) when the file is there, else against the registry root.
+    A relative path named inside the registry must stay inside it.
+
+    Raises:
+        EvalHydraError: Not found (naming every place tried), or escaping the registry.
+    """
+    real_root = root.resolve()
+    written = Path(rel).expanduser()
+    if written.is_absolute():
+        if base is None:
+            raise EvalHydraError(f"{where}: {what} '{rel}' is absolute; zig_eval paths are relative to "
+                                 "the registry root.", "Give a path inside the registry, e.g. "
+                                 "data/<group>/<eval>/test.jsonl.")
+        candidates = [written.resolve()]
+    else:
+        candidates = [(b / rel).resolve() for b in dict.fromkeys(
+            [*([base.resolve()] if base is not None else []), real_root])]
+    for path in candidates:
+        if path.is_file():
+            inside = base is None or base.resolve().is_relative_to(real_root)
+            if not written.is_absolute() and inside and not path.is_relative_to(real_root):
+                raise EvalHydraError(f"{where}: {what} '{rel}' escapes the registry root.",
+                                     "Give a path inside the registry, e.g. data/<group>/<eval>/test.jsonl.")
+            return path
+    tried = " or ".join(str(c) for c in candidates)
+    hint = (f"{what} is relative to the file that names it ({base}), or to the registry root."
+            if base is not None
+            else f"{what} is relative to the registry root, e.g. data/<group>/<eval>/test.jsonl.")
+    raise EvalHydraError(f"{where}: {what} file not found: {tried}.", hint)
 
 
 @dataclass(frozen=True)
@@ -65,26 +103,27 @@ class CaseTemplate:
 
 
 def iter_cases(root: Path, dataset_path: str, *, check_attachments: bool = True,
-               template: CaseTemplate | None = None) -> Iterator[Case]:
+               template: CaseTemplate | None = None, base: Path | None = None) -> Iterator[Case]:
     """Stream a dataset, one validated :class:`Case` per record.
 
     Formats, by file name: ``.csv`` (a header row names the fields; one case per row;
     ``id`` defaults to the row number), else JSONL: zig_eval lines, or OpenAI-evals
     samples (``{"input": [messages], "ideal": str | [str]}``, ``id`` defaulting to the
     line number). With a ``template``, each case's input is the template filled from
-    the record's fields.
+    the record's fields. ``base`` is the folder of the eval file that names the dataset
+    (:func:`dataset_file`); attachments resolve against the dataset's own folder first.
 
     Raises:
         EvalHydraError: ``path:line: what is wrong`` for the first bad record, or a
             duplicate case id.
     """
-    path = dataset_file(root, dataset_path, f"{root}")
+    path = dataset_file(root, dataset_path, f"{root}", base=base)
     seen: set[str] = set()
     records = _csv_records(path) if path.suffix.lower() == ".csv" else _jsonl_records(path)
     for number, raw, content_hash, numbered_id in records:
         where = f"{path}:{number}"
-        case = _parse_case(raw, root, where, number, check_attachments, template, content_hash,
-                           numbered_id)
+        case = _parse_case(raw, _attachment_root(root, path), where, number, check_attachments, template,
+                           content_hash, numbered_id)
         if case.id in seen:
             raise EvalHydraError(f"{where}: duplicate case id '{case.id}'.",
                                  "Case ids must be unique within a dataset; rename one of them.")
@@ -93,6 +132,16 @@ def iter_cases(root: Path, dataset_path: str, *, check_attachments: bool = True,
     if not seen:
         raise EvalHydraError(f"{path}: the dataset has no cases.",
                              'Add one case per line, e.g. {"id": "case-1", "input": "...", "ideal": "..."}.')
+
+
+def _attachment_root(root: Path, dataset: Path) -> tuple[Path, Path | None]:
+    """Where a dataset's attachment paths resolve: (its own folder, the registry root when the
+    dataset is inside it, else None).
+
+    A dataset inside the registry resolves them against its folder, then the registry root, and
+    they stay in the registry; one outside it (a ``--config-dir`` eval's) keeps them in its folder."""
+    real_root = root.resolve()
+    return dataset.parent, (real_root if dataset.is_relative_to(real_root) else None)
 
 
 Record = tuple[int, Any, str, bool]  # line number, parsed record, content hash, id may default
@@ -133,7 +182,7 @@ def _csv_records(path: Path) -> Iterator[Record]:
         raise EvalHydraError(f"{path}: invalid CSV: {exc}.") from None
 
 
-def _parse_case(raw: Any, root: Path, where: str, number: int, check: bool,
+def _parse_case(raw: Any, roots: tuple[Path, Path | None], where: str, number: int, check: bool,
                 template: CaseTemplate | None, content_hash: str, numbered_id: bool) -> Case:
     if not isinstance(raw, dict):
         raise EvalHydraError(f"{where}: each line must be a JSON object.")
@@ -147,7 +196,7 @@ def _parse_case(raw: Any, root: Path, where: str, number: int, check: bool,
         ideals=ideals,
         messages=messages,
         expected_tool_calls=_expected_calls(raw.get("expected_tool_calls"), where),
-        attachments=_attachments(raw.get("attachments"), root, where, check),
+        attachments=_attachments(raw.get("attachments"), roots, where, check),
         expected=raw.get("expected"),
         item=raw.get("item"),
         tags=tuple(str(t) for t in raw.get("tags") or ()),
@@ -215,7 +264,8 @@ def _expected_calls(value: Any, where: str) -> tuple[ExpectedToolCall, ...]:
     return tuple(calls)
 
 
-def _attachments(value: Any, root: Path, where: str, check: bool) -> tuple[Attachment, ...]:
+def _attachments(value: Any, roots: tuple[Path, Path | None], where: str,
+                 check: bool) -> tuple[Attachment, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -227,8 +277,9 @@ def _attachments(value: Any, root: Path, where: str, check: bool) -> tuple[Attac
             raise EvalHydraError(f"{spot}: needs kind 'image' or 'file' and a path.")
         rel = str(item.get("path") or "")
         try:
+            rel, base = _attachment_place(rel, *roots)
             if check:
-                path = check_attachment_path(root, rel)
+                path = check_attachment_path(base, rel)
                 if item["kind"] == "file":
                     check_text(rel, path)
             label = (item.get("label") or "").strip(WHITESPACE) or None
@@ -236,7 +287,22 @@ def _attachments(value: Any, root: Path, where: str, check: bool) -> tuple[Attac
                 kind=item["kind"], path=rel, mime_type=(item.get("mime_type") or "").strip(WHITESPACE),
                 label=label
             )
-            out.append(Attachment(kind=draft.kind, path=rel, mime_type=attachment_mime(draft), label=label))
+            out.append(Attachment(kind=draft.kind, path=rel, mime_type=attachment_mime(draft), label=label,
+                                  base=None if roots[1] is not None else str(base)))
         except EvalHydraError as exc:
             raise EvalHydraError(f"{spot}: {exc.message}", exc.hint) from None
     return tuple(out)
+
+
+def _attachment_place(rel: str, folder: Path, root: Path | None) -> tuple[str, Path]:
+    """(path, folder it is relative to) of an attachment. Inside a registry: the file beside the
+    dataset (as a registry-relative path) when it is there, else the path as written against the
+    registry root. Outside one: the dataset's folder. Unsafe paths are left for the checks to refuse."""
+    if root is None:
+        return rel, folder
+    if not rel or "\x00" in rel or Path(rel).is_absolute() or ".." in rel.replace("\\", "/").split("/"):
+        return rel, root
+    beside = (folder / rel).resolve()
+    if folder.resolve() != root and beside.is_file() and beside.is_relative_to(root):
+        return beside.relative_to(root).as_posix(), root
+    return rel, root

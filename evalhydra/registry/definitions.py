@@ -1,8 +1,11 @@
 """A zig_eval-layout registry's definitions: ``services.json`` and ``evals/**``.
 
-Field names, required fields, defaults and validation follow zig_eval: strings
-are trimmed, an empty required string is an error, an empty optional string is
-None, unknown eval keys are ignored. Datasets are streamed line by line.
+A JSON eval in a registry with ``services.json`` (zig_eval's layout) follows zig_eval: every
+field is required, unknown keys are ignored, paths are relative to the registry root. Any other
+eval file (YAML, or JSON in a registry without ``services.json``) is evalhydra's own format: only
+``dataset_path`` and ``matcher`` are required (``id`` defaults to the file's path under
+``evals/``), unknown keys are errors, and paths resolve against the file's folder first. Strings
+are trimmed either way, and every problem of a file is reported in one error.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ __all__ = [
     "SERVICE_KEYS",
     "Registry",
     "default_registry_root",
+    "default_eval_id",
+    "is_zig_eval_file",
     "is_registry",
     "registry_origin",
     "load_registry",
@@ -100,6 +105,16 @@ class Registry:
     root: Path
     services: dict[str, dict[str, Any]]
     evals: dict[str, dict[str, Any]]
+    broken: dict[str, EvalHydraError] = dataclasses.field(default_factory=dict)  # file -> why it won't load
+
+    def broken_for(self, name: str) -> EvalHydraError | None:
+        """The load error of an eval file that would define eval (or group) ``name``: its
+        default id (its path under ``evals/``) is ``name`` or in group ``name``."""
+        for path, error in self.broken.items():
+            eval_id = default_eval_id(self.root, Path(path))
+            if name in (eval_id, eval_id.split(".")[0]):
+                return error
+        return None
 
     def groups(self) -> dict[str, list[str]]:
         """Eval ids by group, in discovery order."""
@@ -109,10 +124,14 @@ class Registry:
         return out
 
     def eval(self, eval_id: str) -> dict[str, Any]:
-        """One eval definition by id, with "Did you mean" on a typo."""
+        """One eval definition by id, with "Did you mean" on a typo (or the load error of the
+        broken file that would define it)."""
         try:
             return self.evals[eval_id]
         except KeyError:
+            broken = self.broken_for(eval_id)
+            if broken is not None:
+                raise broken from None
             raise EvalHydraError(
                 f"Unknown eval '{eval_id}' in registry {self.root}.",
                 did_you_mean(eval_id, self.evals),
@@ -131,7 +150,8 @@ def _registry_stamp(root: Path) -> tuple[float, ...]:
 
 @cache
 def _load_registry_cached(root: Path, stamp: tuple[float, ...]) -> Registry:
-    return Registry(root=root, services=_load_services(root), evals=_load_evals(root))
+    evals, broken = _load_evals(root)
+    return Registry(root=root, services=_load_services(root), evals=evals, broken=broken)
 
 
 def _read_definition(path: Path) -> Any:
@@ -244,41 +264,92 @@ def _eval_files(root: Path) -> list[Path]:
     return sorted(p for p in evals.rglob("*") if p.suffix in (".json", ".yaml", ".yml") and p.is_file())
 
 
-def _load_evals(root: Path) -> dict[str, dict[str, Any]]:
+def _load_evals(root: Path) -> tuple[dict[str, dict[str, Any]], dict[str, EvalHydraError]]:
+    """Every eval file that loads, and the error of each that does not: a broken file stops a
+    run only when it is selected (:meth:`Registry.eval`, :meth:`Registry.broken_for`)."""
     evals: dict[str, dict[str, Any]] = {}
+    broken: dict[str, EvalHydraError] = {}
     for path in _eval_files(root):
-        spec = _eval_spec(_read_definition(path), root, path)
-        if spec["id"] in evals:
-            raise EvalHydraError(
-                f"{path}: duplicate eval id '{spec['id']}' (also in {evals[spec['id']]['source']})."
-            )
+        try:
+            spec = _eval_spec(_read_definition(path), root, path)
+            if spec["id"] in evals:
+                raise EvalHydraError(f"{path}: duplicate eval id '{spec['id']}' (also in "
+                                     f"{evals[spec['id']]['source']}).", "Give one of them another id.")
+        except EvalHydraError as exc:
+            broken[str(path)] = exc
+            continue
         evals[spec["id"]] = spec
-    return evals
+    return evals, broken
+
+
+def is_zig_eval_file(root: Path, path: Path) -> bool:
+    """True for a JSON eval in a zig_eval-layout registry (one with ``services.json``): zig_eval's
+    rules hold there (every field required, paths relative to the registry root)."""
+    return path.suffix == ".json" and (root / "services.json").is_file()
+
+
+#: An own-format eval's optional fields and their defaults (``group``: the id up to its first dot).
+EVAL_DEFAULTS: dict[str, Any] = {"description": "", "split": "test", "default_run_count": 1}
 
 
 def _eval_spec(raw: Any, root: Path, path: Path) -> dict[str, Any]:
     where = str(path)
     if not isinstance(raw, dict):
-        raise EvalHydraError(f"{where}: an eval definition must be an object.")
+        raise EvalHydraError(f"{where}: an eval definition must be an object.",
+                             "Write a mapping, e.g. dataset_path: data.jsonl and matcher: {kind: includes}.")
+    zig = is_zig_eval_file(root, path)
+    problems: list[str] = []
+    if not zig:
+        problems += [f"unknown field '{key}' ({did_you_mean(str(key), EVAL_KEYS).splitlines()[0]})"
+                     for key in raw if key not in EVAL_KEYS]
     spec = {k: v for k, v in _clean(raw).items() if k in EVAL_KEYS and v is not None}
     is_agent = "cases" in spec
+    if not zig:
+        spec.setdefault("id", default_eval_id(root, path))
+        spec.setdefault("group", str(spec["id"]).split(".")[0])
+        for key, value in EVAL_DEFAULTS.items():
+            spec.setdefault(key, value)
     required = ("id", "group", "matcher") if is_agent else REQUIRED_EVAL_FIELDS
-    _require(spec, required, where)
-    spec.setdefault("default_run_count", 1)
-    count = spec["default_run_count"]
-    if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
-        raise EvalHydraError(f"{where}: default_run_count must be a positive integer.")
-    attempts = spec.get("max_attempts", 1)
-    if not isinstance(attempts, int) or not 1 <= attempts <= 10:
-        raise EvalHydraError(f"{where}: max_attempts must be an integer in 1..10.")
-    if not isinstance(spec["matcher"], dict) or "kind" not in spec["matcher"]:
-        raise EvalHydraError(f"{where}: matcher must be an object with a 'kind'.")
+    problems += [f"required field '{name}' is missing or empty (add \"{name}\" with a non-empty value"
+                 f"{', as zig_eval requires' if zig else ''})" for name in required if spec.get(name) is None]
+    problems += _field_problems(spec)
+    if problems:
+        raise EvalHydraError(f"{where}: {'; '.join(problems)}.",
+                             "Every eval field is described in docs/eval-files.md.")
     tools = spec.get("tools") or []
     spec["tools"] = [_tool_spec(tool, f"{_at(path, tool)}: tools[{i}]") for i, tool in enumerate(tools)]
+    if not zig:
+        spec["base_dir"] = str(path.parent)
     if not is_agent:
-        dataset_file(root, spec["dataset_path"], where)
+        dataset_file(root, spec["dataset_path"], where, base=None if zig else path.parent)
     spec["source"] = where
     return spec
+
+
+def default_eval_id(root: Path, path: Path) -> str:
+    """An eval's id when its file names none: its path under ``evals/`` without the suffix,
+    folders joined by dots (``evals/smoke/reply_ok.yaml`` is ``smoke.reply_ok``)."""
+    return ".".join(path.relative_to(root / "evals").with_suffix("").parts)
+
+
+def _field_problems(spec: dict[str, Any]) -> list[str]:
+    """What is wrong with the fields that are present, each with its fix."""
+    problems = []
+    count = spec.get("default_run_count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+        problems.append("default_run_count must be a positive integer (e.g. default_run_count: 3)")
+    attempts = spec.get("max_attempts", 1)
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 10:
+        problems.append("max_attempts must be an integer in 1..10")
+    matcher = spec.get("matcher")
+    if matcher is not None and (not isinstance(matcher, dict) or "kind" not in matcher):
+        problems.append("matcher must be an object with a 'kind' (e.g. matcher: {kind: includes})")
+    for key in ("id", "group", "description", "split", "dataset_path"):
+        if key in spec and not isinstance(spec[key], str):
+            problems.append(f"{key} must be a string, not {type(spec[key]).__name__}")
+    if "tools" in spec and not isinstance(spec["tools"], list):
+        problems.append("tools must be a list of {name, description, parameters_json}")
+    return problems
 
 
 def _at(path: Path, tool: Any) -> str:

@@ -72,7 +72,7 @@ def render_user_content(
     images: list[dict[str, Any]] = []
     for att in attachments:
         mime = attachment_mime(att)
-        path = check_attachment_path(root, att.path)
+        path = check_attachment_path(Path(att.base) if att.base else root, att.path)
         if att.kind == "image":
             images.append(_image_part(att, mime, path))
         else:

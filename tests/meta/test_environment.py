@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from pathlib import Path
 
 from tests.conftest import REPO
 
@@ -36,16 +35,20 @@ def _name(call: ast.Call) -> str:
 def _argv_literals(call: ast.Call) -> list[str]:
     """The string literals of a list given as a call's first argument (an argv)."""
     if call.args and isinstance(call.args[0], ast.List):
-        return [e.value for e in call.args[0].elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return [
+            e.value for e in call.args[0].elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        ]
     return []
 
 
 def _site_passed(call: ast.Call) -> bool:
     """A ``-S`` child that is handed this process's site-packages (``site_dirs``), or that runs
     ``site.main()`` itself once its path is set."""
-    return any((isinstance(n, ast.Name) and n.id == "site_dirs")
-               or (isinstance(n, ast.Constant) and isinstance(n.value, str) and "site.main()" in n.value)
-               for n in ast.walk(call))
+    return any(
+        (isinstance(n, ast.Name) and n.id == "site_dirs")
+        or (isinstance(n, ast.Constant) and isinstance(n.value, str) and "site.main()" in n.value)
+        for n in ast.walk(call)
+    )
 
 
 def base_interpreter_uses(source: str, path: str) -> list[str]:
@@ -55,11 +58,19 @@ def base_interpreter_uses(source: str, path: str) -> list[str]:
         where = f"{path}:{call.lineno}"
         name = _name(call)
         argv = _argv_literals(call)
-        if name == "shutil.which" and call.args and isinstance(call.args[0], ast.Constant) \
-                and call.args[0].value not in SYSTEM_PROGRAMS:
+        if (
+            name == "shutil.which"
+            and call.args
+            and isinstance(call.args[0], ast.Constant)
+            and call.args[0].value not in SYSTEM_PROGRAMS
+        ):
             found.append(f"{where}: shutil.which({call.args[0].value!r}): use installed_script()")
-        if argv and argv[0] in _INTERPRETERS and isinstance(call.args[0], ast.List) \
-                and isinstance(call.args[0].elts[0], ast.Constant):
+        if (
+            argv
+            and argv[0] in _INTERPRETERS
+            and isinstance(call.args[0], ast.List)
+            and isinstance(call.args[0].elts[0], ast.Constant)
+        ):
             found.append(f"{where}: runs {argv[0]!r} from PATH: use sys.executable")
         if "-S" in argv and not _site_passed(call):
             found.append(f"{where}: -S without this interpreter's site-packages (site_dirs)")
@@ -67,18 +78,25 @@ def base_interpreter_uses(source: str, path: str) -> list[str]:
 
 
 def test_no_test_reaches_for_the_base_interpreter() -> None:
-    problems = [p for path in sorted(TESTS.rglob("*.py"))
-                for p in base_interpreter_uses(path.read_text(), str(path.relative_to(REPO)))]
+    problems = [
+        p
+        for path in sorted(TESTS.rglob("*.py"))
+        for p in base_interpreter_uses(path.read_text(), str(path.relative_to(REPO)))
+    ]
     assert problems == []
 
 
 def test_the_check_finds_each_kind_of_reach() -> None:
-    bad = ("import shutil, subprocess, sys\n"
-           "shutil.which('ray')\n"
-           "subprocess.run(['python', '-m', 'x'])\n"
-           "subprocess.run([sys.executable, '-S', '-c', 'import x'])\n")
+    bad = (
+        "import shutil, subprocess, sys\n"
+        "shutil.which('ray')\n"
+        "subprocess.run(['python', '-m', 'x'])\n"
+        "subprocess.run([sys.executable, '-S', '-c', 'import x'])\n"
+    )
     assert [p.split(": ", 1)[0] for p in base_interpreter_uses(bad, "t.py")] == ["t.py:2", "t.py:3", "t.py:4"]
-    good = ("import shutil, subprocess, sys\n"
-            "shutil.which('chromium')\n"
-            "subprocess.run([sys.executable, '-S', '-c', 'x', site_dirs])\n")
+    good = (
+        "import shutil, subprocess, sys\n"
+        "shutil.which('chromium')\n"
+        "subprocess.run([sys.executable, '-S', '-c', 'x', site_dirs])\n"
+    )
     assert base_interpreter_uses(good, "t.py") == []
