@@ -75,7 +75,8 @@ def test_a_dataset_resolves_against_the_eval_file_then_the_root(tmp_path: Path) 
         {
             "beside.yaml": "dataset_path: beside.jsonl\nmatcher: {kind: includes}\n",
             "rooted.yaml": "dataset_path: data/r.jsonl\nmatcher: {kind: includes}\n",
-            "absolute.yaml": f"dataset_path: {tmp_path / 'elsewhere' / 'a.jsonl'}\nmatcher: {{kind: includes}}\n",
+            "absolute.yaml": f"dataset_path: {tmp_path / 'elsewhere' / 'a.jsonl'}\n"
+            "matcher: {kind: includes}\n",
             "escape.yaml": "dataset_path: ../../outside.jsonl\nmatcher: {kind: includes}\n",
         },
         {"evals/beside.jsonl": CASE, "data/r.jsonl": CASE, "elsewhere/a.jsonl": CASE},
@@ -118,7 +119,8 @@ def test_a_custom_matcher_imports_from_the_registry_root(tmp_path: Path) -> None
     root = _own_registry(
         tmp_path / "reg",
         {
-            "e.yaml": "dataset_path: ../cases.jsonl\nmatcher: {kind: custom, _target_: my_scoring.says_vienna}\n"
+            "e.yaml": "dataset_path: ../cases.jsonl\n"
+            "matcher: {kind: custom, _target_: my_scoring.says_vienna}\n"
         },
         {"cases.jsonl": CASE, "my_scoring.py": "def says_vienna(ctx):\n    return 'Vienna' in ctx.output\n"},
     )
