@@ -262,6 +262,13 @@ class RunConfig:
     agent_trials_dir: str | None = None  # where agent trials run; default: <store dir>/agent_trials
     shard_index: int = 0  # run only the cells of shard shard_index of shard_count (by cell key)
     shard_count: int = 1
+    # which cases of each eval run (evalhydra.plan.selection): never part of a cell's identity
+    limit: Any = None  # at most N cases per eval (20), or a share of them (0.1)
+    cases: list[str] = field(default_factory=list)  # case ids or globs: run.cases=[q1,geo-*]
+    tags: list[str] = field(default_factory=list)  # the dataset's tags: a case with any of them
+    shuffle: bool = False  # send the cases in a random order (with limit: a random sample)
+    seed: int = 0  # the shuffle's seed
+    rerun: str | None = None  # failed: the cases whose last verdict was FAIL or ERROR
 
 
 @dataclass

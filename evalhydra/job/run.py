@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from evalhydra.job.exit_codes import ExitCode
 from evalhydra.plan.cells import count_cells
 from evalhydra.plan.model import RunPlan
 from evalhydra.plan.preflight import check_services
+from evalhydra.plan.selection import failed_cases
 from evalhydra.registry.definitions import registry_origin
 from evalhydra.reports.runsummary import run_summary
 from evalhydra.reports.summary import (
@@ -69,7 +70,10 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
         EvalHydraError: A problem found before the first call (nothing is sent or stored).
     """
     preflight(plan)
+    plan = with_rerun_cases(plan)
     total = count_cells(plan)
+    if total == 0 and plan.selection:
+        return _nothing_selected(plan)
     if plan.run.dry_run:
         print_dry_run(plan)
         return JobResult(ExitCode.OK)
@@ -81,6 +85,32 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
         return finish_job(plan, store, outcome, out, header=run_header(plan))
     finally:
         store.close()
+
+
+def with_rerun_cases(plan: RunPlan) -> RunPlan:
+    """The plan with ``run.rerun=failed`` resolved from the store: per eval, the cases whose last
+    verdict on this service was FAIL or ERROR.
+
+    Raises:
+        EvalHydraError: The store holds no earlier run of a selected eval on this service.
+    """
+    if plan.selection.rerun != "failed":
+        return plan
+    only = failed_cases(plan.store_path, plan.service.name, [ev.id for ev in plan.evals])
+    return replace(plan, selection=replace(plan.selection, only=only))
+
+
+def _nothing_selected(plan: RunPlan) -> JobResult:
+    """A selection that leaves no case: nothing to rerun is done (exit 0); ids or tags that match
+    nothing are a mistake to fix (exit 2)."""
+    evals = ", ".join(ev.id for ev in plan.evals)
+    if plan.selection.rerun and not plan.selection.patterns and not plan.selection.tags:
+        print(f"nothing to rerun: the last run of {evals} on service '{plan.service.name}' had no FAIL or "
+              "ERROR.")
+        return JobResult(ExitCode.OK)
+    raise EvalHydraError(f"the selection ({plan.selection.describe()}) matches no case of {evals}.",
+                         "Check run.cases and run.tags against the dataset's ids and tags "
+                         "(evalhydra results latest lists a run's case ids).")
 
 
 def preflight(plan: RunPlan) -> None:
@@ -153,7 +183,8 @@ def _exit_code(plan: RunPlan, outcome: RunOutcome, stats: list[dict[str, Any]], 
 def run_header(plan: RunPlan) -> str:
     """The summary's first line: which registry and store this run used."""
     origin = registry_origin(plan.registry_root)
-    return f"registry: {plan.registry_root} ({origin}) · store: {plan.store_path}{_shard(plan)}"
+    selected = f" · selection: {plan.selection.describe()}" if plan.selection else ""
+    return f"registry: {plan.registry_root} ({origin}) · store: {plan.store_path}{_shard(plan)}{selected}"
 
 
 def _shard(plan: RunPlan) -> str:

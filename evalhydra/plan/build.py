@@ -33,6 +33,7 @@ from evalhydra.matchers.factory import (
 )
 from evalhydra.plan.cells import digest
 from evalhydra.plan.model import CachePlan, EvalPlan, RunPlan
+from evalhydra.plan.selection import selection_of
 from evalhydra.registry.datasets import CaseTemplate
 from evalhydra.registry.definitions import Registry, load_registry, resolve_registry_root, validate_retry
 from evalhydra.services.cache import default_cache_path, parse_expiry
@@ -78,6 +79,7 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
         skipped=tuple(skipped),
         models=models if len(models) > 1 else (),
         cache=_cache_plan(conf.cache),
+        selection=selection_of(conf.run),
     )
 
 

@@ -115,7 +115,11 @@ def cell_key(
 
 
 def iter_plan_cases(plan: RunPlan, ev: EvalPlan, *, check: bool = True) -> Iterator[Any]:
-    """Stream an eval's cases: dataset lines, or agent case directories."""
+    """Stream an eval's selected cases (``plan.selection``): dataset lines, or agent case directories."""
+    yield from plan.selection.apply(ev.id, _all_cases(plan, ev, check))
+
+
+def _all_cases(plan: RunPlan, ev: EvalPlan, check: bool) -> Iterator[Any]:
     if ev.cases is not None:
         yield from load_cases(ev.cases, plan.registry_root)
         return

@@ -8,6 +8,7 @@ from typing import Any
 
 from evalhydra.config.schema import RunConfig, ServiceConfig
 from evalhydra.core.values import ToolSpec
+from evalhydra.plan.selection import CaseSelection
 from evalhydra.registry.datasets import CaseTemplate
 
 __all__ = ["EvalPlan", "RunPlan"]
@@ -61,6 +62,7 @@ class RunPlan:
     job_num: int | None = None  # its job number in that sweep
     models: tuple[str, ...] = ()  # agent CLIs: every model of the run (``service.models``); else (model,)
     cache: CachePlan | None = None  # the response cache (``cache.enabled``)
+    selection: CaseSelection = field(default_factory=CaseSelection)  # run.limit, run.cases, …
 
     @property
     def run_models(self) -> tuple[str, ...]:

@@ -17,12 +17,14 @@ clock: the same store gives the same bytes.
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tabulate import tabulate
 
 from evalhydra.core.text import visible
+from evalhydra.plan.selection import selection_in
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.compare import is_improvement, is_regression
@@ -79,6 +81,13 @@ def _generated(runs: Sequence[dict[str, Any]]) -> str:
     return max(stamps) if any(stamps) else DASH
 
 
+def _json_or_none(text: Any) -> Any:
+    try:
+        return json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
 def _header(data: ReportData) -> str:
     lines = ["# evalhydra report", ""]
     for run in data.runs:
@@ -86,6 +95,10 @@ def _header(data: ReportData) -> str:
             f"- **Run** `{escape_cell(run['run_id'])}`: {escape_cell(run.get('status'))}, started"
             f" {escape_cell(run.get('started_at'))}, finished {escape_cell(run.get('finished_at') or DASH)},"
             f" config `{escape_cell(run.get('fingerprint'))}`")
+        selected = selection_in(_json_or_none(run.get("config")))
+        if selected:
+            lines.append(f"- **Selection** of `{escape_cell(run['run_id'])}`: {escape_cell(selected)}"
+                         " (a subset of the cases: not the whole eval)")
     lines.append(f"- **Generated**: {_generated(data.runs)}")
     t = data.cases.overall()
     scored = t.n - t.errors
