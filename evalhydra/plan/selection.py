@@ -102,16 +102,21 @@ def selection_of(run: RunConfig) -> CaseSelection:
         EvalHydraError: A limit that is no positive count or share, an unknown ``run.rerun``.
     """
     limit = run.limit
-    if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int | float) or not math.isfinite(limit) \
-                or limit <= 0 or (limit >= 1 and limit != int(limit)):
-            raise EvalHydraError(f"run.limit={limit}: must be a whole number of cases (run.limit=20) or a "
-                                 "share of them in (0, 1) (run.limit=0.1).")
+    if limit is not None and not _is_count_or_share(limit):
+        raise EvalHydraError(f"run.limit={limit}: must be a whole number of cases (run.limit=20) or a "
+                             "share of them in (0, 1) (run.limit=0.1).")
     if run.rerun is not None and run.rerun not in RERUN_CHOICES:
         raise EvalHydraError(f"run.rerun={run.rerun}: unknown.", "Use run.rerun=failed.")
     return CaseSelection(limit=None if limit is None else float(limit), patterns=tuple(map(str, run.cases)),
                          tags=tuple(map(str, run.tags)), shuffle=bool(run.shuffle), seed=int(run.seed),
                          rerun=run.rerun)
+
+
+def _is_count_or_share(limit: Any) -> bool:
+    """A positive whole number, or a share in (0, 1)."""
+    if isinstance(limit, bool) or not isinstance(limit, int | float) or not math.isfinite(limit):
+        return False
+    return 0 < limit < 1 or (limit >= 1 and limit == int(limit))
 
 
 def selection_in(config: Any) -> str:
