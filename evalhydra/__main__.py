@@ -44,13 +44,31 @@ def main(argv: list[str] | None = None) -> None:
             gc.enable()  # an error before the job (exit 2), --help: as the caller had it
 
 
+def _load_dotenv() -> None:
+    """Read ``.env`` in the working directory into the environment, never over a variable that is
+    set (python-dotenv): keys and URLs for a project's services, read at call time, never stored."""
+    if os.path.isfile(".env"):
+        from dotenv import load_dotenv
+
+        load_dotenv(".env", override=False)
+
+
 def _main(args: list[str]) -> None:
+    _load_dotenv()
     if args[:1] in (["--version"], ["-V"]):
         print(f"evalhydra {__version__}")
         raise SystemExit(ExitCode.OK)
     from evalhydra.cli.commands import SUBCOMMANDS, usage  # imports httpx (evalhydra.cli)
 
-    if args and args[0] in SUBCOMMANDS:
+    if args[:1] == ["check"]:
+        if args[1:2] in (["-h"], ["--help"]):
+            print(CHECK_HELP)
+            raise SystemExit(ExitCode.OK)
+        from evalhydra.cli.jobs import check_only
+
+        check_only()
+        args = [*args[1:], "hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=none"]
+    elif args and args[0] in SUBCOMMANDS:
         raise SystemExit(_subcommand(args))
     if args[:1] == ["run"]:  # `evalhydra run eval=smoke`, as `inspect eval` and `promptfoo eval` read
         args = args[1:]
@@ -66,8 +84,25 @@ def _main(args: list[str]) -> None:
     raise SystemExit(run_app(args))
 
 
+#: ``evalhydra check --help``.
+CHECK_HELP = """usage: evalhydra check [HYDRA_OVERRIDES...]
+
+Send one minimal chat request (and GET /models, where served) to the run's service and each of
+its judges, as the same overrides would run them: reachable, the key accepted, the model served,
+and the latency. Exit 0 when every endpoint answered, 3 when one did not. Nothing is stored.
+
+Example: evalhydra check service=openai service.model=gpt-4o-mini
+         evalhydra check --config-dir conf service=my_model eval=capitals registry=.
+"""
+
+
 def _subcommand(args: list[str]) -> int:
     from evalhydra.cli.startup import resume_gc
+
+    if args[0] == "init":
+        from evalhydra.cli.init import main as init_main
+
+        return init_main(args[1:])
 
     if args[0] == "rejudge":  # takes Hydra overrides after its options
         from evalhydra.cli.rejudge import main as rejudge_main

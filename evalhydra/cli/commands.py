@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from evalhydra.job.exit_codes import ExitCode
 
-__all__ = ["STORE_COMMANDS", "SUBCOMMANDS", "CommandParser", "usage"]
+__all__ = ["RUN_COMMANDS", "STORE_COMMANDS", "SUBCOMMANDS", "CommandParser", "usage"]
 
 #: Commands over the store (:mod:`evalhydra.cli.store_commands`).
 STORE_COMMANDS: dict[str, str] = {
@@ -29,8 +29,14 @@ STORE_COMMANDS: dict[str, str] = {
     "batches": "the store's batch jobs: list, cancel",
     "import": "import OpenAI Evals API definitions into a registry",
 }
-#: Every subcommand: the store commands and ``rejudge`` (:mod:`evalhydra.cli.rejudge`).
-SUBCOMMANDS: dict[str, str] = {**STORE_COMMANDS, "rejudge": "score a run's stored outputs again"}
+#: Commands that take a run's Hydra overrides: ``rejudge`` (:mod:`evalhydra.cli.rejudge`) and ``check``.
+RUN_COMMANDS: dict[str, str] = {
+    "rejudge": "score a run's stored outputs again",
+    "check": "send one request to each endpoint of a run: reachable, key, model, latency",
+}
+#: Every subcommand: the store commands, the run commands and ``init`` (:mod:`evalhydra.cli.init`).
+SUBCOMMANDS: dict[str, str] = {**STORE_COMMANDS, **RUN_COMMANDS,
+                               "init": "write a starter project: an eval, its dataset, a service"}
 
 
 def usage() -> str:

@@ -17,12 +17,14 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.job.check import check_plan, print_checks
 from evalhydra.job.exit_codes import ExitCode
 from evalhydra.job.run import run_plan
 from evalhydra.plan.build import build_plan
 
 __all__ = [
     "JOB_EXIT_FILE",
+    "check_only",
     "note_exit_code",
     "record_job_exit",
     "run_config",
@@ -46,6 +48,8 @@ def run_config(
     """
     try:
         plan = build_plan(cfg, overrides)
+        if _CHECK_ONLY:
+            return print_checks(check_plan(plan))
         if sweep_dir:  # a sweep job: its runs row names Hydra's sweep directory itself (not the job
             # folder's parent: a swept value may hold "/") and its job number
             plan = replace(plan, sweep_dir=sweep_dir, job_num=job_num)
@@ -56,6 +60,15 @@ def run_config(
     if sweep_dir and output_dir:
         record_job_exit(Path(output_dir), code)
     return code
+
+
+#: ``evalhydra check``: jobs check their endpoints instead of running.
+_CHECK_ONLY: set[bool] = set()
+
+
+def check_only() -> None:
+    """Make this process's jobs check their endpoints (``evalhydra check``) instead of running."""
+    _CHECK_ONLY.add(True)
 
 
 #: A sweep job's exit code, in its output folder (the launching process reads them all).

@@ -1,8 +1,10 @@
-"""Registry-relative paths for matcher files (rubric prompts, schemas, validators).
+"""Paths of matcher files (rubric prompts, schemas, validators).
 
-The rules are zig_eval's: the path must be relative; ``/`` and ``\\`` both split
-segments; empty, ``.`` and ``..`` segments are rejected; and the real path must
-stay under the registry root (symlinks are fine when they stay inside).
+A relative path follows zig_eval's rules: ``/`` and ``\\`` both split segments; empty, ``.``
+and ``..`` segments are rejected; and the real path must stay under the registry root
+(symlinks are fine when they stay inside). An absolute path is taken as written: only
+evalhydra's own eval formats can give one (the plan resolves a file beside a ``--config-dir``
+eval to its absolute path; the registry loader refuses absolute paths in zig_eval files).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ __all__ = ["resolve_registry_path"]
 
 
 def _check_segments(rel: str, where: str, what: str) -> list[str]:
-    if not rel or rel.startswith(("/", "\\")) or (len(rel) > 1 and rel[1] == ":"):
+    if not rel or rel.startswith("\\") or (len(rel) > 1 and rel[1] == ":"):
         raise EvalHydraError(
             f"{where}: {what} path {rel!r} must be relative to the registry root",
             "Write it like 'prompts/evaluator.prompt.md'.",
@@ -45,6 +47,10 @@ def resolve_registry_path(root: Path, rel: str, *, where: str, what: str) -> Pat
     Raises:
         EvalHydraError: The path is unsafe, escapes the root, or is not a file.
     """
+    if rel.startswith("/"):
+        if not Path(rel).is_file():
+            raise EvalHydraError(f"{where}: {what} file {rel!r} not found")
+        return Path(rel).resolve()
     segments = _check_segments(rel, where, what)
     base = root.resolve()
     path = base.joinpath(*segments).resolve()

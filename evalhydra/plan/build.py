@@ -32,6 +32,7 @@ from evalhydra.matchers.factory import (
     with_judge_service,
 )
 from evalhydra.plan.cells import digest
+from evalhydra.plan.files import place_matcher_files
 from evalhydra.plan.model import CachePlan, EvalPlan, RunPlan
 from evalhydra.plan.selection import selection_of
 from evalhydra.registry.datasets import CaseTemplate
@@ -285,7 +286,8 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
             matcher = with_judge_service(matcher, conf.judge_service)
         if conf.judge.include_reasoning:  # set only when asked, so other cells keep their keys
             matcher = with_judge_options(matcher, include_reasoning=True)
-        matcher = validate_matcher(matcher, f"{where}: matcher", registry_root=root)
+        matcher = validate_matcher(place_matcher_files(matcher, spec.get("base_dir"), root),
+                                   f"{where}: matcher", registry_root=root)
     attempts = spec.get("max_attempts", 1)
     if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 10:
         raise EvalHydraError(f"{where}: max_attempts={attempts!r}: must be an integer in 1..10.")

@@ -33,6 +33,7 @@ __all__ = [
     "default_registry_root",
     "default_eval_id",
     "is_zig_eval_file",
+    "MATCHER_FILE_OPTIONS",
     "is_registry",
     "registry_origin",
     "load_registry",
@@ -52,6 +53,8 @@ REQUIRED_EVAL_FIELDS = (
 )
 EVAL_KEYS = REQUIRED_EVAL_FIELDS + ("service_allowlist", "tools", "max_attempts", "cases", "prompt",
                                     "messages", "params")
+#: Each matcher kind's option that names a file (relative to the registry root in zig_eval).
+MATCHER_FILE_OPTIONS = {"rubric": "prompt", "json_schema": "schema", "custom": "validator"}
 #: Keys a services.json entry may set: every field of the service schema.
 SERVICE_KEYS = tuple(f.name for f in dataclasses.fields(ServiceConfig))
 
@@ -98,6 +101,15 @@ def registry_origin(root: Path) -> str:
     return "registry="
 
 
+class DuplicateEvalError(EvalHydraError):
+    """Two eval files claim one id."""
+
+    def __init__(self, eval_id: str, path: Path, other: str) -> None:
+        self.eval_id = eval_id
+        super().__init__(f"{path}: duplicate eval id '{eval_id}' (also in {other}).",
+                         "Give one of them another id.")
+
+
 @dataclass(frozen=True)
 class Registry:
     """Services and eval definitions found under one registry root."""
@@ -106,10 +118,14 @@ class Registry:
     services: dict[str, dict[str, Any]]
     evals: dict[str, dict[str, Any]]
     broken: dict[str, EvalHydraError] = dataclasses.field(default_factory=dict)  # file -> why it won't load
+    conflicts: dict[str, EvalHydraError] = dataclasses.field(default_factory=dict)  # id in two files
 
     def broken_for(self, name: str) -> EvalHydraError | None:
-        """The load error of an eval file that would define eval (or group) ``name``: its
-        default id (its path under ``evals/``) is ``name`` or in group ``name``."""
+        """The load error of an eval file that would define eval (or group) ``name``: an id two
+        files claim, or a file whose default id (its path under ``evals/``) is ``name`` or in
+        group ``name``."""
+        if name in self.conflicts:
+            return self.conflicts[name]
         for path, error in self.broken.items():
             eval_id = default_eval_id(self.root, Path(path))
             if name in (eval_id, eval_id.split(".")[0]):
@@ -151,7 +167,12 @@ def _registry_stamp(root: Path) -> tuple[float, ...]:
 @cache
 def _load_registry_cached(root: Path, stamp: tuple[float, ...]) -> Registry:
     evals, broken = _load_evals(root)
-    return Registry(root=root, services=_load_services(root), evals=evals, broken=broken)
+    conflicts: dict[str, EvalHydraError] = {}
+    for error in broken.values():
+        if isinstance(error, DuplicateEvalError):
+            conflicts[error.eval_id] = error
+            evals.pop(error.eval_id, None)  # neither file wins: selecting the id says why
+    return Registry(root=root, services=_load_services(root), evals=evals, broken=broken, conflicts=conflicts)
 
 
 def _read_definition(path: Path) -> Any:
@@ -273,8 +294,7 @@ def _load_evals(root: Path) -> tuple[dict[str, dict[str, Any]], dict[str, EvalHy
         try:
             spec = _eval_spec(_read_definition(path), root, path)
             if spec["id"] in evals:
-                raise EvalHydraError(f"{path}: duplicate eval id '{spec['id']}' (also in "
-                                     f"{evals[spec['id']]['source']}).", "Give one of them another id.")
+                raise DuplicateEvalError(spec["id"], path, evals[spec["id"]]["source"])
         except EvalHydraError as exc:
             broken[str(path)] = exc
             continue
@@ -313,6 +333,9 @@ def _eval_spec(raw: Any, root: Path, path: Path) -> dict[str, Any]:
     problems += [f"required field '{name}' is missing or empty (add \"{name}\" with a non-empty value"
                  f"{', as zig_eval requires' if zig else ''})" for name in required if spec.get(name) is None]
     problems += _field_problems(spec)
+    if zig:
+        problems += [f"matcher {key} '{value}' is absolute: zig_eval paths are relative to the registry root"
+                     for key, value in _matcher_files(spec.get("matcher")) if value.startswith("/")]
     if problems:
         raise EvalHydraError(f"{where}: {'; '.join(problems)}.",
                              "Every eval field is described in docs/eval-files.md.")
@@ -330,6 +353,17 @@ def default_eval_id(root: Path, path: Path) -> str:
     """An eval's id when its file names none: its path under ``evals/`` without the suffix,
     folders joined by dots (``evals/smoke/reply_ok.yaml`` is ``smoke.reply_ok``)."""
     return ".".join(path.relative_to(root / "evals").with_suffix("").parts)
+
+
+def _matcher_files(matcher: Any) -> list[tuple[str, str]]:
+    """(option, path) of every file a matcher (and its parts) names."""
+    if not isinstance(matcher, dict):
+        return []
+    key = MATCHER_FILE_OPTIONS.get(str(matcher.get("kind")))
+    found = [(key, matcher[key])] if key and isinstance(matcher.get(key), str) else []
+    for part in matcher.get("parts") or []:
+        found += _matcher_files(part)
+    return found
 
 
 def _field_problems(spec: dict[str, Any]) -> list[str]:

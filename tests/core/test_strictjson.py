@@ -85,7 +85,7 @@ def test_a_definition_with_a_repeated_key_names_the_file_and_line(tmp_path: Path
     (root / "evals" / "g" / "e.json").write_text(spec)
     line = spec.splitlines().index('  "group": "h",') + 1
     with pytest.raises(EvalHydraError, match=rf"e\.json:{line}: invalid JSON: duplicate object key 'group'"):
-        load_registry(root)
+        load_registry(root).eval("g.e")
 
 
 def test_a_dataset_line_with_a_repeated_key_is_refused(tmp_path: Path) -> None:

@@ -457,7 +457,7 @@ def test_max_attempts_in_yaml_with_a_deterministic_matcher(compose: Compose, tmp
     (bad / "evals/loop/exact.yaml").write_text(
         (bad / "evals/loop/exact.yaml").read_text().replace("max_attempts: 2", "max_attempts: 11"))
     with pytest.raises(EvalHydraError, match=r"exact\.yaml: max_attempts must be an integer in 1\.\.10"):
-        load_registry(bad)
+        load_registry(bad).eval("loop.exact")
 
 
 # -- 8: custom matchers ------------------------------------------------------------------------

@@ -93,7 +93,7 @@ async def test_json_schema_from_registry_files(tmp_path: Path) -> None:
     [
         ({"type": "no-such-type"}, r"^m: invalid JSON schema at \$\.type: "),
         ("missing.json", r"^m: schema file 'missing.json' not found"),
-        ("/etc/passwd", r"must be relative to the registry root"),
+        ("/nonexistent/x.json", r"^m: schema file '/nonexistent/x.json' not found"),
         ("../x.json", r"has an empty, '\.' or '\.\.' segment"),
         ("bad.json", r"^m: cannot load schema file 'bad.json'"),
         ("list.json", r"^m: schema must be a JSON object"),

@@ -239,7 +239,7 @@ def test_contamination_markers() -> None:
         ("p.md", "## System\nonly system", r"^p\.md: prompt file has no '## User' section"),
         ("missing.md", None, r"^m: rubric prompt file 'missing\.md' not found"),
         ("../p.md", None, r"^m: rubric prompt path '\.\./p\.md' has an empty"),
-        ("/abs/p.md", None, r"^m: rubric prompt path '/abs/p\.md' must be relative"),
+        ("/abs/p.md", None, r"^m: rubric prompt file '/abs/p\.md' not found"),  # absolute: as written
         ("a//p.md", None, r"has an empty, '\.' or '\.\.' segment"),
     ],
 )

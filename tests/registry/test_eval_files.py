@@ -159,3 +159,46 @@ def test_evals_here_are_pointed_at_and_a_sweep_without_m_says_add_m(tmp_path: Pa
     assert (
         sweep.stderr.splitlines()[0] == "error: service=mock,mock_slow: comma-separated values sweep: add -m."
     )
+
+
+SCHEMA = '{"type": "object", "required": ["answer"]}'
+JSON_CASE = '{"id": "a", "input": "Reply in JSON with an answer field set to OK."}\n'
+
+
+def test_a_schema_file_beside_a_registry_eval_or_a_config_dir_eval(tmp_path: Path) -> None:
+    root = _own_registry(
+        tmp_path / "reg",
+        {"j.yaml": "dataset_path: j.jsonl\nmatcher: {kind: json_schema, schema: answer.schema.json}\n"},
+        {"evals/j.jsonl": JSON_CASE, "evals/answer.schema.json": SCHEMA},
+    )
+    res = run_cli(f"registry={root}", "eval=j", "run.progress=false", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "1 passed" in res.stdout
+    conf = tmp_path / "conf"
+    (conf / "eval").mkdir(parents=True)
+    (conf / "eval" / "j.yaml").write_text(
+        "dataset_path: j.jsonl\nmatcher:\n  kind: json_schema\n  schema: answer.schema.json\n"
+    )
+    (conf / "eval" / "j.jsonl").write_text(JSON_CASE)
+    (conf / "eval" / "answer.schema.json").write_text(SCHEMA)
+    res = run_cli("--config-dir", str(conf), "eval=j", "run.progress=false", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "1 passed" in res.stdout
+
+
+def test_zig_eval_files_refuse_absolute_matcher_paths(tmp_path: Path) -> None:
+    (tmp_path / "services.json").write_text("[]")
+    spec = {
+        "id": "g.e",
+        "group": "g",
+        "description": "d",
+        "dataset_path": "data/x.jsonl",
+        "split": "test",
+        "default_run_count": 1,
+        "matcher": {"kind": "json_schema", "schema": str(tmp_path / "s.json")},
+    }
+    _own_registry(tmp_path, {"g/e.json": json.dumps(spec)}, {"data/x.jsonl": JSON_CASE, "s.json": SCHEMA})
+    with pytest.raises(
+        EvalHydraError, match="matcher schema '.*s.json' is absolute: zig_eval paths are relative"
+    ):
+        load_registry(tmp_path).eval("g.e")

@@ -88,8 +88,9 @@ def test_eval_validation(tmp_path: Path, change: dict[str, object], message: str
         evals={"g/e.json": {**smoke_eval(), **change}},
         data={"data/g/e/test.jsonl": '{"id":"a","input":"x"}\n'},
     )
+    registry = load_registry(root)  # a broken eval stops only the run that selects it
     with pytest.raises(EvalHydraError, match=message):
-        load_registry(root)
+        registry.eval("g.e")
 
 
 def test_a_numeric_case_id_is_refused_as_in_zig_eval(tmp_path: Path) -> None:
@@ -105,7 +106,7 @@ def test_duplicate_eval_id_and_service_name(tmp_path: Path) -> None:
         tmp_path / "r1", evals={"g/a.json": smoke_eval(), "g/b.json": smoke_eval()}, data=data
     )
     with pytest.raises(EvalHydraError, match="duplicate eval id 'g.e'"):
-        load_registry(root)
+        load_registry(root).eval("g.e")  # neither file wins
     svc = {"name": "s", "base_url": "http://x", "default_model": "m", "timeout_ms": 1}
     root = write_registry(tmp_path / "r2", evals={}, data={}, services=[svc, svc])
     with pytest.raises(EvalHydraError, match="duplicate service name 's'"):
@@ -132,7 +133,7 @@ def test_invalid_json_definition_names_line(tmp_path: Path) -> None:
     (root / "evals" / "bad.json").parent.mkdir(parents=True, exist_ok=True)
     (root / "evals" / "bad.json").write_text('{\n  "id": "x",\n  oops\n}')
     with pytest.raises(EvalHydraError, match=r"bad\.json:3: invalid JSON"):
-        load_registry(root)
+        load_registry(root).eval("bad")
 
 
 def test_datasets_stream_without_loading_the_file(tmp_path: Path) -> None:
