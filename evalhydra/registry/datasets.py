@@ -21,9 +21,11 @@ from evalhydra.core.messages import MessageError, check_messages, fill, is_conve
 from evalhydra.core.values import Attachment, Case, ExpectedToolCall
 from evalhydra.registry.attachments import attachment_mime, check_attachment_path, check_text
 
-__all__ = ["MAX_DATASET_BYTES", "CaseTemplate", "dataset_file", "iter_cases", "locate_file"]
+__all__ = ["DATASET_FIELDS", "MAX_DATASET_BYTES", "CaseTemplate", "dataset_file", "iter_cases", "locate_file"]
 
 MAX_DATASET_BYTES = 8 << 20
+#: The fields of a dataset line the loader reads (any other field is kept for templates).
+DATASET_FIELDS = ("id", "input", "ideal", "expected_tool_calls", "attachments", "tags", "expected", "item")
 #: What loading trims, as zig_eval does: space, tab, CR and LF (not NO-BREAK SPACE or other
 #: Unicode spaces, which can be part of an answer).
 WHITESPACE = " \t\r\n"
