@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import traceback
 from pathlib import Path
 
 import hydra
@@ -45,7 +46,8 @@ def run_app(args: list[str]) -> int:
     try:
         hydra_main()
     except Exception as exc:
-        error = None if full_error else (explain(exc, list(SUBCOMMANDS)) or _setup_error(exc))
+        error = None if full_error else (explain(exc, list(SUBCOMMANDS)) or launcher_error(exc, args)
+                                         or _setup_error(exc))
         if error is None:
             raise
         print(f"error: {error}", file=sys.stderr)
@@ -68,6 +70,26 @@ def _setup_error(exc: BaseException) -> EvalHydraError | None:
     return EvalHydraError(f"cannot make the run's output folder{where}: {exc.strerror or exc}.",
                           "Set hydra.run.dir (hydra.sweep.dir for -m) to a folder you can write, or "
                           "leave it at its default (outputs/).")
+
+
+#: Where a launcher's own code lives: an exception raised there is the launcher's, not a job's.
+_LAUNCHER_CODE = ("hydra_plugins/hydra_joblib_launcher", "hydra_plugins/hydra_ray_launcher",
+                  "hydra_plugins/hydra_submitit_launcher", "/submitit/", "/ray/", "/joblib/")
+
+
+def launcher_error(exc: BaseException, args: list[str]) -> EvalHydraError | None:
+    """A launcher that cannot start the sweep's jobs (no SLURM here, no Ray cluster at the
+    address): one line blaming the launcher, with the fix. None for anything else."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not any(marker in frame.filename for frame in frames for marker in _LAUNCHER_CODE):
+        return None
+    chosen = [a.partition("=")[2] for a in args if a.partition("=")[0].lstrip("+~") == "hydra/launcher"]
+    launcher = chosen[-1] if chosen else "the launcher"
+    detail = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return EvalHydraError(f"hydra/launcher={launcher} could not start the sweep's jobs: {type(exc).__name__}: "
+                          f"{detail}",
+                          "Run where that launcher's cluster is (SLURM's srun and sbatch; a Ray cluster at "
+                          "hydra.launcher.ray.init.address), or sweep on this machine: hydra/launcher=joblib.")
 
 
 @hydra.main(config_path="pkg://evalhydra.conf", config_name="config", version_base="1.3")

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalhydra.cli.jobs import note_exit_code, sweep_exit_code
 from evalhydra.config.defaults import SWEEP_REPORT_FORMATS
 from evalhydra.config.redact import redact, redact_overrides
+from evalhydra.reports.sweepsummary import sweep_summary
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Store, open_store
 
@@ -113,6 +114,7 @@ class SweepReport(Callback):
                 service, model = sweep_baseline(config)
                 write_run_reports(store, ids, out, formats=sweep_formats(config), baseline_service=service,
                                   baseline_models={service: model} if service and model else None)
+                print(sweep_summary(store, ids))
                 print(f"sweep report ({len(ids)} job{'s' if len(ids) != 1 else ''}): {out}")
         finally:
             store.close()

@@ -8,6 +8,7 @@ tests, ``rejudge`` and the Python API use :func:`compose_config`. Either way
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -142,6 +143,8 @@ def register() -> None:
         OmegaConf.register_new_resolver("env", keep_env_reference)
     if not OmegaConf.has_resolver("evalhydra_redacted"):
         OmegaConf.register_new_resolver("evalhydra_redacted", redacted_dirname)
+    if not OmegaConf.has_resolver("evalhydra_job_hash"):
+        OmegaConf.register_new_resolver("evalhydra_job_hash", job_hash)
 
 
 def redacted_dirname(override_dirname: str) -> str:
@@ -150,6 +153,14 @@ def redacted_dirname(override_dirname: str) -> str:
     if not override_dirname:
         return ""
     return ",".join(redact_overrides(override_dirname.split(","))).replace("=<redacted>", "=redacted")
+
+
+def job_hash(override_dirname: str) -> str:
+    """A sweep job's folder suffix: 8 hex digits of its overrides (secrets redacted first), so a
+    folder name never holds a URL, a path or a secret, and stays short:
+    ``${hydra.job.num}-${evalhydra_job_hash:${hydra.job.override_dirname}}`` gives ``3-1f0c9a2e``.
+    The job's overrides are in its ``.hydra/overrides.yaml`` and its ``runs`` row."""
+    return hashlib.sha256(redacted_dirname(override_dirname).encode()).hexdigest()[:8]
 
 
 def keep_env_reference(name: str) -> str:

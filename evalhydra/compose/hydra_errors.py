@@ -31,8 +31,11 @@ from evalhydra.config.schema import Config
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.registry.definitions import is_registry, load_registry
 
-__all__ = ["explain", "schema_keys"]
+__all__ = ["LAUNCHER_EXTRAS", "explain", "schema_keys"]
 
+#: Each Hydra launcher evalhydra documents, and the extra that installs it.
+LAUNCHER_EXTRAS = {"joblib": "joblib", "ray": "ray", "ray_aws": "ray", "submitit_slurm": "slurm",
+                   "submitit_local": "slurm"}
 _COULD_NOT_OVERRIDE = re.compile(r"Could not override '([^']+)'")
 _MERGING = re.compile(r"Error merging override (.+)")
 _IN_CONFIG = re.compile(r"In '([^']+)'")
@@ -112,6 +115,9 @@ def _missing_option(exc: MissingConfigException) -> EvalHydraError:
         broken = load_registry(active_root()).broken_for(name)
         if broken is not None:  # the file is there but does not load: say why
             return broken
+    if group == "hydra/launcher" and name in LAUNCHER_EXTRAS and name not in (exc.options or ()):
+        return EvalHydraError(f"hydra/launcher={name}: the launcher is not installed.",
+                              f"pip install 'evalhydra[{LAUNCHER_EXTRAS[name]}]'")
     if group and exc.options is not None:
         return EvalHydraError(f"{group}={name}: there is no {group} named '{name}'.",
                               _evals_here_hint(group) + did_you_mean(name, exc.options))

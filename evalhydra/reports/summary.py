@@ -200,7 +200,8 @@ def error_reasons(store: Store, run_ids: Sequence[str], limit: int = 3) -> Reaso
 def failing_cases(store: Store, run_ids: Sequence[str], limit: int = 5) -> list[dict[str, Any]]:
     """Scored failures (not infrastructure errors), the first ``limit`` in eval and case order."""
     sel = select_runs(store.conn, run_ids)
-    sql = f"""select eval_id, service_name, model, case_id, run_index, failure_reason
+    sql = f"""select eval_id, service_name, model, case_id, run_index, failure_reason, ideal,
+        substr(output, 1, 200) as output
         from {sel.table} where ({sel.where}) and not passed and not {INFRA_ERROR_SQL}
         order by eval_id, service_name, model, case_id, run_index limit ?"""
     return list(store.query(sql, [*sel.params, limit + 1]))
@@ -233,9 +234,28 @@ def _print_failing(rows: Sequence[Mapping[str, Any]], run_id: str, limit: int = 
     for r in rows[:limit]:
         reason = textwrap.shorten(r["failure_reason"], 100, placeholder=" …") if r["failure_reason"] else ""
         print(visible(f"  {r['eval_id']} {r['case_id']} trial {r['run_index']} on {r['service_name']}/"
-                      f"{r['model']}: {reason}".rstrip(": "), lines=False))
+                      f"{r['model']}: {reason}".rstrip(": ") + both_sides(r), lines=False))
     if len(rows) > limit:
         print(f"  … more: evalhydra results {run_id} --status FAIL")
+
+
+def _quoted(text: Any) -> str:
+    """``'text'`` on one line, cut at 60 characters."""
+    flat = " ".join(str(text).split())
+    return repr(flat if len(flat) <= 60 else flat[:59] + "…")
+
+
+def both_sides(row: Mapping[str, Any]) -> str:
+    """`` (expected 'Vienna' in output 'Springfield')``: what was expected and what came, for a
+    failing case's line; the output alone when the case has no ideal."""
+    output = row.get("output")
+    if output is None:
+        return ""
+    ideal = row.get("ideal")
+    if ideal is None:
+        return f" (output {_quoted(output)})"
+    joint = " in" if "includ" in str(row.get("failure_reason") or "") else ","
+    return f" (expected {_quoted(ideal)}{joint} output {_quoted(output)})"
 
 
 def _print_totals(store: Store, outcome: Any, stats: Sequence[Mapping[str, Any]]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
@@ -107,8 +108,9 @@ def test_multirun_sweep_writes_one_store_and_a_sweep_report(tmp_path: Path) -> N
     assert (tmp_path / "sweep" / "report" / "report.md").exists()
     page = (tmp_path / "sweep" / "report" / "report.html").read_text()  # the jobs asked for html
     assert "mock_slow" in page and "mock/" in page
-    job = "0-eval=smoke,report=[json,md,html],service.mock.latency_ms=0,service=mock,trials=2"
-    assert (tmp_path / "sweep" / job).is_dir()
+    jobs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.name != "report" and p.is_dir())
+    assert [re.fullmatch(r"(\d)-[0-9a-f]{8}", name) is not None for name in jobs] == [True, True], jobs
+    assert [name[0] for name in jobs] == ["0", "1"]
 
 
 def test_dataset_errors_stop_the_run_before_any_call(compose: Compose, tmp_path: Path) -> None:
