@@ -86,10 +86,10 @@ def launcher_error(exc: BaseException, args: list[str]) -> EvalHydraError | None
     chosen = [a.partition("=")[2] for a in args if a.partition("=")[0].lstrip("+~") == "hydra/launcher"]
     launcher = chosen[-1] if chosen else "the launcher"
     detail = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return EvalHydraError(f"hydra/launcher={launcher} could not start the sweep's jobs: {type(exc).__name__}: "
-                          f"{detail}",
-                          "Run where that launcher's cluster is (SLURM's srun and sbatch; a Ray cluster at "
-                          "hydra.launcher.ray.init.address), or sweep on this machine: hydra/launcher=joblib.")
+    return EvalHydraError(
+        f"hydra/launcher={launcher} could not start the sweep's jobs: {type(exc).__name__}: {detail}",
+        "Run where that launcher's cluster is (SLURM's srun and sbatch; a Ray cluster at "
+        "hydra.launcher.ray.init.address), or sweep on this machine: hydra/launcher=joblib.")
 
 
 @hydra.main(config_path="pkg://evalhydra.conf", config_name="config", version_base="1.3")

@@ -38,7 +38,8 @@ def test_every_matcher_and_its_options_are_documented() -> None:
         for kind in re.findall(r"`([^`]+)`", heading):
             assert _first_column(body) == MATCHER_KINDS[kind], kind
             for option in REQUIRED.get(kind, ()):
-                assert re.search(rf"^\| `{re.escape(option)}` \|[^|]+\| required", body, flags=re.M), (kind, option)
+                row = rf"^\| `{re.escape(option)}` \|[^|]+\| required"
+                assert re.search(row, body, flags=re.M), (kind, option)
 
 
 def test_every_dataset_field_is_documented() -> None:
