@@ -43,7 +43,9 @@ __all__ = [
     "case_rows",
     "collect_cases",
     "run_histograms",
+    "CAP_FAILING_CASES",
     "FAILING_SQL",
+    "failing_rows",
     "pass_k_table",
     "trial_rows",
 ]
@@ -331,6 +333,26 @@ def _decode(row: dict[str, Any]) -> dict[str, Any]:
 
 
 FAILING_SQL = f"{STATUS_SQL} in ('FAIL', 'TIMEOUT', 'ERROR')"
+#: Most failing test cases report.md lists (each with its first failing trial).
+CAP_FAILING_CASES = 10_000
+
+
+def failing_rows(conn: sqlite3.Connection, sel: Selection) -> list[dict[str, Any]]:
+    """The failing trials report.md lists, in zrb order: the first :data:`CAP_TRIALS`, and the
+    first failing trial of every failing (target, test case) beyond them, so the Failing / Timeout
+    table names every test case zrb's does (up to :data:`CAP_FAILING_CASES` cases)."""
+    first = trial_rows(conn, sel, extra=FAILING_SQL)
+    per_case = (f"{FAILING_SQL} and rowid in (select rid from (select rowid as rid, min(run_index)"
+                f" from {sel.table} where ({sel.where}) and {FAILING_SQL}"
+                " group by service_name, model, eval_id, case_id))")
+    rows = {_trial_key(r): r for r in trial_rows(conn, sel, extra=per_case, extra_params=sel.params,
+                                                  limit=CAP_FAILING_CASES)}
+    rows.update({_trial_key(r): r for r in first})
+    return [rows[key] for key in sorted(rows)]
+
+
+def _trial_key(row: dict[str, Any]) -> tuple[str, str, str, str, int]:
+    return (row["service_name"], row["model"], row["eval_id"], row["case_id"], int(row["run_index"]))
 
 
 def _pairs_in(keys: Sequence[tuple[str, str]]) -> tuple[str, list[str]]:

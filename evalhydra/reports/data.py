@@ -119,7 +119,7 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
                                           baseline_service=baseline_service, baseline_models=baseline_models)
     data.trials = agg.trial_rows(conn, sel)
     data.trials_total = data.cases.total
-    data.failing = agg.trial_rows(conn, sel, extra=agg.FAILING_SQL)
+    data.failing = agg.failing_rows(conn, sel)
     statuses = data.cases.overall().statuses
     data.failing_total = sum(statuses[s] for s in ("FAIL", "TIMEOUT", "ERROR"))
     _case_views(conn, sel, data)

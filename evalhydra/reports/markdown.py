@@ -375,10 +375,11 @@ def _failing(data: ReportData) -> str:
     rows = [[escape_cell(_target(r["service_name"], r["model"])),
              escape_cell(_case(r["eval_id"], r["case_id"])), str(r["run_index"]),
              escape_cell(r["error_kind"] or r["failure_reason"], 80), escape_cell(r["output"], 80)]
-            for r in data.failing]
+            for r in data.failing[:agg.CAP_TRIALS]]
     reasons = _table(rows, ["Model", "Test Case", "Trial", "Reason", "Output"])
-    return (section + _more(len(rows), data.failing_total, "failing trials")
-            + "\n\n### Why they failed\n\n" + reasons)
+    return (section + _more(len(data.failing), data.failing_total, "failing trials")
+            + "\n\n### Why they failed\n\n" + reasons
+            + _more(len(rows), data.failing_total, "failing trials"))
 
 
 def _checks(details: Any) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import smoke_eval, write_registry
 from tests.helpers import installed_script, run_cli
 
 VALIDATOR = """
@@ -142,3 +143,18 @@ def test_the_sweep_report_keeps_models_with_slashes_and_absolute_path_overrides(
         assert (tmp_path / "again" / name).read_bytes() == (
             tmp_path / "sweep" / "report" / name
         ).read_bytes(), name
+
+
+def test_the_failing_table_names_every_failing_test_case_as_zrb_does(tmp_path: Path) -> None:
+    """zrb lists every failing trial; report.md lists the first 200 and the first failing trial
+    of every other failing case, so no failing test case is missing from the table."""
+    case = '{{"id": "c{:02d}", "input": "Reply with exactly A.", "ideal": "B"}}\n'
+    lines = "".join(case.format(i) for i in range(30))
+    registry = write_registry(tmp_path / "reg", evals={"g/e.json": smoke_eval()},
+                              data={"data/g/e/test.jsonl": lines})
+    res = run_cli(f"registry={registry}", "eval=g.e", "trials=10", "run.progress=false", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    report = next((tmp_path / "outputs" / "runs").rglob("report.md")).read_text()
+    section = report.split("## Failing / Timeout Trials", 1)[1].split("\n## ", 1)[0].split("### Why", 1)[0]
+    listed = set(re.findall(r"^\| mock/mock-model \| (g\.e/c\d\d) \|", section, flags=re.M))
+    assert listed == {f"g.e/c{i:02d}" for i in range(30)}  # 300 failing trials over 30 cases

@@ -89,5 +89,7 @@ def test_failing_case_reasons_are_cut_at_a_word(tmp_path: Path, capsys: pytest.C
     print_run_summary(store, SimpleNamespace(run_id=RUN, executed=1, skipped=0), tmp_path / "out")
     store.close()
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "c1 trial 1" in ln)
-    assert line.endswith(" …") and line.split(": ", 1)[1].removesuffix(" …").split()[-1] in reason.split()
+    cut, sides = line.split(" (expected ", 1)  # the reason, then both sides quoted
+    assert cut.endswith(" …") and cut.split(": ", 1)[1].removesuffix(" …").split()[-1] in reason.split()
+    assert sides == "'c1', output 'wrong')"
 
