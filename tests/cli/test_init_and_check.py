@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from evalhydra.cli.init import STARTER_FILES, next_steps
+from tests.conftest import REPO
 from tests.helpers import chat_requests, mock_process, run_cli
 
 SECRET = "sk-from-dotenv-0123456789abcdef"
@@ -87,3 +88,16 @@ def test_check_of_the_default_run_checks_the_mock(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "the built-in mock" in res.stdout and "ok" in res.stdout
     assert run_cli("check", "--help", cwd=tmp_path).stdout.startswith("usage: evalhydra check")
+
+
+def test_the_minimal_eval_of_the_guide_runs_on_the_first_try(tmp_path: Path) -> None:
+    """docs/first-eval.md's eval file and dataset line, written as the page shows them."""
+    guide = (REPO / "docs" / "first-eval.md").read_text()
+    eval_file = guide.split("## The eval file", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    case_line = guide.split("## The dataset", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "capitals.yaml").write_text(eval_file)
+    (tmp_path / "evals" / "capitals.jsonl").write_text(case_line)
+    res = run_cli("registry=.", "eval=capitals", "run.progress=false", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "1 cell, 1 passed" in res.stdout
