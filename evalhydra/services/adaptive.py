@@ -5,11 +5,11 @@ every service, eval and judge of the run that sends there. Before each attempt a
 slot (:meth:`EndpointController.acquire`); after it, it reports what the endpoint said
 (:meth:`EndpointController.release`). The controller keeps:
 
-* a **concurrency limit**, between 1 and ``max_concurrency``: it starts at
-  :data:`INITIAL_LIMIT` and grows by one per success until the first refusal (slow start), then
-  by ``1 / limit`` per success (one per round trip); a 429, a 503 or a refused connection
-  halves it, once per round trip (a refusal of a request sent before the last cut does not
-  cut again);
+* a **concurrency limit**, between 1 and ``max_concurrency``: it starts at ``max_concurrency``
+  (an endpoint without a limit costs nothing) and is cut only on evidence of a limit: a 429, a
+  503 or a refused connection halves it, once per round trip (a refusal of a request sent
+  before the last cut does not cut again); each success then grows it by ``1 / limit`` (one per
+  round trip);
 * a **pause**: a 429's ``Retry-After`` (else its ``x-ratelimit-reset-requests``) stops every
   request to the endpoint until then, not just the refused one;
 * a **pace** from OpenAI's ``x-ratelimit-*`` headers, when the endpoint sends them: a copy of
@@ -30,11 +30,9 @@ from dataclasses import dataclass
 
 import trio
 
-__all__ = ["INITIAL_LIMIT", "EndpointController", "EndpointReport", "Feedback", "controller_for",
+__all__ = ["EndpointController", "EndpointReport", "Feedback", "controller_for",
            "controllers", "limits_status", "parse_duration", "refused_endpoints"]
 
-#: The concurrency limit a controller starts from (or ``max_concurrency`` when smaller).
-INITIAL_LIMIT = 8
 #: A token budget with less than this share left pauses the endpoint until it resets.
 TOKEN_RESERVE = 0.05
 #: The pace assumes the budget refills this much slower than the headers say: a refusal costs
@@ -100,11 +98,10 @@ class EndpointController:
 
     def __init__(self, max_concurrency: int) -> None:
         self.max_limit = max(1, int(max_concurrency))
-        self.limit = float(min(self.max_limit, INITIAL_LIMIT))
+        self.limit = float(self.max_limit)
         self.in_flight = 0
         self.refusals = 0  # 429s seen
         self.lowest = self.limit
-        self._slow_start = True
         self._paused_until = -math.inf
         self._last_cut = -math.inf
         self._refill = 0.0  # requests per second the provider's budget regains (0: unknown)
@@ -160,9 +157,8 @@ class EndpointController:
         now = trio.current_time()
         if feedback.refused:
             self._refused(sent_at, now, feedback)
-        elif feedback.ok:
-            step = 1.0 if self._slow_start else 1.0 / self.limit
-            self.limit = min(float(self.max_limit), self.limit + step)
+        elif feedback.ok and self.limit < self.max_limit:
+            self.limit = min(float(self.max_limit), self.limit + 1.0 / self.limit)
         if feedback.headers and sent_at >= self._budget_from:  # a later reply may come first
             self._budget_from = sent_at
             self._read_budget(feedback.headers, now)
@@ -182,7 +178,6 @@ class EndpointController:
             self.limit = max(1.0, self.limit / 2.0)
             self.lowest = min(self.lowest, self.limit)
             self._last_cut = now
-            self._slow_start = False
         wait = feedback.retry_after_s
         if wait is None and feedback.rate_limited and feedback.headers:
             wait = parse_duration(feedback.headers.get("x-ratelimit-reset-requests"))
@@ -258,5 +253,8 @@ def controller_for(endpoint: str, max_concurrency: int) -> EndpointController:
     if controller is None:
         controller = table[endpoint] = EndpointController(max_concurrency)
     else:
+        never_cut = controller.limit >= controller.max_limit
         controller.max_limit = max(controller.max_limit, int(max_concurrency))
+        if never_cut:  # no limit seen yet: the larger ceiling is the limit
+            controller.limit = float(controller.max_limit)
     return controller
