@@ -18,6 +18,11 @@ slot (:meth:`EndpointController.acquire`); after it, it reports what the endpoin
   :data:`PACE_MARGIN`; a send that finds it empty waits for it to refill, so the provider is
   not asked for what it would refuse. A token budget nearly spent pauses until its reset.
 
+Every wait a header sets (a pause, the pace's wait for a request, a token budget's reset) is at
+most the controller's ``cap_s``: ``retry.retry_after_cap_ms``, and never past
+``service.rate_limit_timeout_s``. A hostile or broken value (huge, negative, not a number, a date
+in the past or far future) cannot hold a run longer than that.
+
 Everything reads the run's clock, so tests run on trio's ``MockClock``.
 """
 
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 
 import trio
 
-__all__ = ["EndpointController", "EndpointReport", "Feedback", "controller_for",
+__all__ = ["DEFAULT_CAP_S", "EndpointController", "EndpointReport", "Feedback", "controller_for",
            "controllers", "limits_status", "parse_duration", "refused_endpoints"]
 
 #: A token budget with less than this share left pauses the endpoint until it resets.
@@ -38,6 +43,9 @@ TOKEN_RESERVE = 0.05
 #: The pace assumes the budget refills this much slower than the headers say: a refusal costs
 #: a whole ``Retry-After`` of the endpoint's time, a slower pace only this share of it.
 PACE_MARGIN = 0.05
+
+#: The longest wait a header may set when no cap is given (``retry.retry_after_cap_ms``'s default).
+DEFAULT_CAP_S = 60.0
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -60,6 +68,18 @@ def parse_duration(text: str | None) -> float | None:
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
     return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def _bounded(seconds: float | None, cap_s: float) -> float:
+    """``seconds`` within [0, cap_s]; 0 for None or a value that is no number."""
+    if seconds is None or math.isnan(seconds):
+        return 0.0
+    return min(max(0.0, seconds), cap_s)
+
+
+def _a_cap(cap_s: float) -> float:
+    """A usable cap: positive and finite, else :data:`DEFAULT_CAP_S`."""
+    return cap_s if math.isfinite(cap_s) and cap_s > 0 else DEFAULT_CAP_S
 
 
 def _number(text: str | None) -> float | None:
@@ -94,9 +114,11 @@ class EndpointController:
 
     Args:
         max_concurrency: The most requests in flight the limit may grow to.
+        cap_s: The longest wait any header may set.
     """
 
-    def __init__(self, max_concurrency: int) -> None:
+    def __init__(self, max_concurrency: int, cap_s: float = DEFAULT_CAP_S) -> None:
+        self.cap_s = _a_cap(cap_s)
         self.max_limit = max(1, int(max_concurrency))
         self.limit = float(self.max_limit)
         self.in_flight = 0
@@ -141,7 +163,7 @@ class EndpointController:
         self._budget = min(self._budget_cap, self._budget + (now - self._budget_at) * self._refill)
         self._budget_at = now
         self._budget -= 1.0
-        return -self._budget / self._refill if self._budget < 0 else 0.0
+        return _bounded(-self._budget / self._refill, self.cap_s) if self._budget < 0 else 0.0
 
     async def _wait_pause(self) -> None:
         while trio.current_time() < self._paused_until:
@@ -182,7 +204,11 @@ class EndpointController:
         if wait is None and feedback.rate_limited and feedback.headers:
             wait = parse_duration(feedback.headers.get("x-ratelimit-reset-requests"))
         if wait:
-            self._paused_until = max(self._paused_until, now + wait)
+            self._pause(now, wait)
+
+    def _pause(self, now: float, wait_s: float) -> None:
+        """Hold every request to the endpoint for ``wait_s`` (at most the cap) from ``now``."""
+        self._paused_until = max(self._paused_until, now + _bounded(wait_s, self.cap_s))
 
     def _read_budget(self, headers: Mapping[str, str], now: float) -> None:
         """Set our copy of the provider's budgets from the ``x-ratelimit-*`` headers."""
@@ -191,7 +217,8 @@ class EndpointController:
         reset = parse_duration(headers.get("x-ratelimit-reset-requests"))
         if limit is not None and remaining is not None:
             if reset and limit > remaining:
-                self._refill = (limit - remaining) / reset * (1.0 - PACE_MARGIN)
+                # a reset past the cap is no pace to keep: no wait for a request may exceed the cap
+                self._refill = max((limit - remaining) / reset * (1.0 - PACE_MARGIN), 1.0 / self.cap_s)
             if self._refill:
                 # the requests still in flight were sent after this one was counted
                 self._budget = remaining - (self.in_flight - 1)
@@ -200,7 +227,7 @@ class EndpointController:
         token_limit = _number(headers.get("x-ratelimit-limit-tokens"))
         token_reset = parse_duration(headers.get("x-ratelimit-reset-tokens"))
         if tokens is not None and token_limit and token_reset and tokens < TOKEN_RESERVE * token_limit:
-            self._paused_until = max(self._paused_until, now + token_reset)
+            self._pause(now, token_reset)
 
 
 _CONTROLLERS: trio.lowlevel.RunVar[dict[str, EndpointController]] = trio.lowlevel.RunVar("controllers")
@@ -236,13 +263,14 @@ def limits_status() -> str:
     return " ".join(f"limit {e.limit}/{e.ceiling} 429s {e.refusals}" for e in refused_endpoints())
 
 
-def controller_for(endpoint: str, max_concurrency: int) -> EndpointController:
+def controller_for(endpoint: str, max_concurrency: int, cap_s: float = DEFAULT_CAP_S) -> EndpointController:
     """The run's controller of ``endpoint``, made on first use (must run inside trio).
 
     Args:
         endpoint: The URL requests go to.
         max_concurrency: Its ceiling when this call makes it (a later service's larger one
             raises it).
+        cap_s: The longest wait a header may set (the shortest of the services' caps wins).
     """
     try:
         table = _CONTROLLERS.get()
@@ -251,8 +279,9 @@ def controller_for(endpoint: str, max_concurrency: int) -> EndpointController:
         _CONTROLLERS.set(table)
     controller = table.get(endpoint)
     if controller is None:
-        controller = table[endpoint] = EndpointController(max_concurrency)
+        controller = table[endpoint] = EndpointController(max_concurrency, cap_s)
     else:
+        controller.cap_s = min(controller.cap_s, _a_cap(cap_s))
         never_cut = controller.limit >= controller.max_limit
         controller.max_limit = max(controller.max_limit, int(max_concurrency))
         if never_cut:  # no limit seen yet: the larger ceiling is the limit

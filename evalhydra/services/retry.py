@@ -395,6 +395,8 @@ async def run_with_retries(
         rate_limit_timeout_s: With it (> 0), a 429 is the endpoint asking to wait, not the cell
             failing: it uses up no attempt, and is sent again (after the endpoint's pause, or
             a short backoff of its own) until the endpoint has refused this cell for that long.
+            A 429 whose ``Retry-After`` is longer than that (a spent daily quota) ends the cell
+            ``rate_limited`` at once.
 
     Returns:
         The outcome with every attempt recorded.
@@ -434,6 +436,8 @@ async def run_with_retries(
             records.append(last.record(len(records) + 1, (end - start) * 1000.0))
             if rate_limit_timeout_s and last.status_code == 429:
                 refused_since = end if refused_since is None else refused_since
+                if last.retry_after_s is not None and last.retry_after_s > rate_limit_timeout_s:
+                    break  # a spent quota: no retry within the bound can succeed
                 if end - refused_since < rate_limit_timeout_s:
                     attempt -= 1  # waiting for the limit is not the cell's failure
                     delay = 0.0 if last.retry_after_s else min(

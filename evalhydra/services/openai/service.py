@@ -323,12 +323,19 @@ class OpenAICompatService:
                                    status_code=200, attempt_count=0,
                                    saved_usd=cost_usd(completion.usage, self.config.pricing))
 
+    def _wait_cap_s(self) -> float:
+        """The longest wait a header may set: ``retry.retry_after_cap_ms``, and never past
+        ``service.rate_limit_timeout_s``."""
+        cap = self.config.retry.retry_after_cap_ms / 1000.0
+        bound = self.config.rate_limit_timeout_s
+        return min(cap, bound) if bound and bound > 0 else cap
+
     def _endpoint_gate(self) -> EndpointController | None:
         """The run's controller of this endpoint (None with ``service.adaptive=false``)."""
         if not self.config.adaptive:
             return None
         if self._gate is None:
-            self._gate = controller_for(self._url, self.config.max_concurrency)
+            self._gate = controller_for(self._url, self.config.max_concurrency, self._wait_cap_s())
         return self._gate
 
     def _secrets(self) -> list[str]:

@@ -1,0 +1,83 @@
+"""Every wait a provider's header sets is bounded (issue 46, item 3), on trio's MockClock: a
+pause, the pace's wait for a request and a token budget's reset never pass the cap, whatever the
+value (huge, negative, not a number, a date far away); a spent quota ends the cell at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+import trio.testing
+
+from evalhydra.config.schema import RetryConfig, ServiceConfig
+from evalhydra.core.values import ChatRequest, ErrorKind
+from evalhydra.services.adaptive import EndpointController, Feedback, parse_duration
+from evalhydra.services.openai import OpenAICompatService
+
+HOSTILE = ["99999999h", "1e300", "inf", "-5", "nan", "Fri, 31 Dec 9999 23:59:59 GMT", "", "soon"]
+
+
+async def _next_send_after(gate: EndpointController) -> float:
+    start = trio.current_time()
+    gate.release(await gate.acquire(), Feedback())
+    return trio.current_time() - start
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+async def test_a_429s_reset_header_pauses_at_most_the_cap(autojump_clock: trio.testing.MockClock,
+                                                          value: str) -> None:
+    gate = EndpointController(8, cap_s=5.0)
+    refused = Feedback(refused=True, rate_limited=True, headers={"x-ratelimit-reset-requests": value})
+    gate.release(await gate.acquire(), refused)
+    assert await _next_send_after(gate) <= 5.0
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+async def test_a_spent_budget_with_a_far_reset_waits_at_most_the_cap(autojump_clock: trio.testing.MockClock,
+                                                                     value: str) -> None:
+    gate = EndpointController(8, cap_s=5.0)
+    spent = Feedback(headers={"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "0",
+                              "x-ratelimit-reset-requests": value, "x-ratelimit-limit-tokens": "1000000",
+                              "x-ratelimit-remaining-tokens": "1", "x-ratelimit-reset-tokens": value})
+    gate.release(await gate.acquire(), spent)
+    for _ in range(3):  # each request of a spent budget, and the token pause
+        assert await _next_send_after(gate) <= 5.0 + 1e-9
+
+
+async def test_a_nonsense_cap_falls_back_to_the_default() -> None:
+    assert EndpointController(4, cap_s=float("nan")).cap_s == 60.0
+    assert EndpointController(4, cap_s=-1).cap_s == 60.0
+    assert EndpointController(4, cap_s=120).cap_s == 120  # a cap above the default is the user's
+
+
+def test_durations_that_are_no_durations_are_none_or_zero() -> None:
+    assert parse_duration("nan") == 0.0 and parse_duration("-5") == 0.0
+    assert parse_duration("soon") is None and parse_duration("") is None
+
+
+class Quota:
+    """A provider whose daily quota is spent: every request is refused for a day."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.times.append(trio.current_time())
+        return httpx.Response(429, json={"error": {"message": "daily quota exceeded"}},
+                              headers={"retry-after": "86400"})
+
+
+async def test_a_spent_daily_quota_ends_the_cell_rate_limited_at_once(
+        autojump_clock: trio.testing.MockClock) -> None:
+    upstream = Quota()
+    config = ServiceConfig(name="svc", base_url="http://upstream.test", retry=RetryConfig(max_attempts=3),
+                           rate_limit_timeout_s=600)
+    service = OpenAICompatService(config, registry_root=Path("."), transport=httpx.MockTransport(upstream))
+    try:
+        done = await service.complete(ChatRequest(user_content="Say OK"))
+    finally:
+        await service.aclose()
+    assert done.error_kind is ErrorKind.RATE_LIMITED
+    assert upstream.times == [0.0]  # no ten-minute wait for a day-long refusal
