@@ -43,7 +43,7 @@ from evalhydra.execute.agent_cell import AgentCellRunner
 from evalhydra.execute.chat_cell import ChatCellRunner
 from evalhydra.execute.gcpace import RunGcPace
 from evalhydra.execute.jobqueue import JobQueue
-from evalhydra.execute.progress import Progress
+from evalhydra.execute.progress import HEARTBEAT_S, Progress
 from evalhydra.execute.rows import crashed_row
 from evalhydra.execute.services import build_matchers, open_services
 from evalhydra.execute.writer import RowSink, store_writer
@@ -287,8 +287,8 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
         outer.start_soon(partial(store_writer, rows, store, claims_of=claims_of))
         try:
             async with trio.open_nursery() as helpers:
-                if progress.enabled and plan.service.batch.enabled:  # cells wait on batches for hours
-                    helpers.start_soon(_tick, progress)
+                if progress.enabled:  # a line at least every HEARTBEAT_S, whatever the cells do
+                    await helpers.start(_heartbeat, progress)
                 async with open_runner(helpers) as runner:
                     chat = plan.service.kind != "command"  # an agent's TIMEOUT is no dead endpoint
                     watch = DeadEndpointWatch(FAIL_FAST_CELLS if plan.run.fail_fast and chat else 0)
@@ -301,11 +301,19 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
             rows.close()  # the writer writes what is pending, then ends
 
 
-async def _tick(progress: Progress) -> None:
-    """Refresh the progress line while no cell finishes (cells waiting on a batch for hours)."""
-    while True:
-        await trio.sleep(1.0)
-        progress.tick()
+async def _heartbeat(progress: Progress, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                     ) -> None:
+    """The status on the run's clock while cells run: off a terminal a line every
+    :data:`HEARTBEAT_S` seconds (a hung server, a rate limit, a batch waiting for hours all
+    still print), on one a refresh of the bar every second."""
+    progress.heartbeat_task = True
+    task_status.started()
+    try:
+        while True:
+            await trio.sleep(1.0 if progress.tty else HEARTBEAT_S)
+            progress.heartbeat()
+    finally:
+        progress.heartbeat_task = False
 
 
 async def _work(work: _Work, source: _Source) -> None:
@@ -425,7 +433,11 @@ async def _worker(work: _Work, jobs: JobQueue[CellJob]) -> None:
         if _over_budget(work):
             outcome.budget_exhausted = True
             continue  # the budget is spent: drain queued cells without starting them
-        ran = await _run_cell(work, job)
+        work.progress.in_flight += 1
+        try:
+            ran = await _run_cell(work, job)
+        finally:
+            work.progress.in_flight -= 1
         if ran is None:  # left in a batch still pending at the provider: nothing to store
             work.progress.skip(1)
             continue
