@@ -49,7 +49,7 @@ from evalhydra.execute.services import build_matchers, open_services
 from evalhydra.execute.writer import RowSink, store_writer
 from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
-from evalhydra.services.adaptive import EndpointReport, limits_status, refused_endpoints
+from evalhydra.services.adaptive import SILENT_PREFIX, EndpointReport, limits_status, refused_endpoints
 from evalhydra.services.batch import BatchDeferred, batch_status
 from evalhydra.store.claims import Claims
 from evalhydra.store.db import Store
@@ -275,7 +275,9 @@ class DeadEndpointWatch:
             self.answered = True
             return False
         self.failed += 1
-        self.reason = self.reason or (row.failure_reason or row.error_kind or "")
+        reason = row.failure_reason or row.error_kind or ""
+        if not self.reason or reason.startswith(SILENT_PREFIX):  # the silent endpoint's words win
+            self.reason = reason
         return self.failed >= self.threshold
 
 
@@ -449,8 +451,9 @@ async def _worker(work: _Work, jobs: JobQueue[CellJob]) -> None:
         work.progress.advance(passed=bool(row.passed), error=is_error)
         await rows.put((row,), ((work.run_id, job.key),), attempts)
         if work.watch.saw(row):
-            outcome.dead_endpoint = (f"the first {work.watch.failed} cells all failed to connect or timed "
-                                     f"out ({work.watch.reason}) and none was answered")
+            outcome.dead_endpoint = (f"{work.watch.reason}" if work.watch.reason.startswith(SILENT_PREFIX)
+                                     else f"the first {work.watch.failed} cells all failed to connect or "
+                                          f"timed out ({work.watch.reason}) and none was answered")
             work.stop.cancel()
     rows.hurry()  # no cell is left to start: write the last ones as they come
 

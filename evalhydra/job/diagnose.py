@@ -15,6 +15,7 @@ from typing import Any
 from evalhydra.plan.cells import endpoint_of
 from evalhydra.plan.model import RunPlan
 from evalhydra.reports.selection import select_runs
+from evalhydra.services.adaptive import SILENT_PREFIX
 from evalhydra.store.db import Store
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
@@ -35,7 +36,11 @@ def fix_hints(plan: RunPlan, store: Store, run_id: str) -> list[str]:
     if counts.get("rate_limited"):
         hints.append(f"{counts['rate_limited']} cells were rate limited (429); set service.rate_limit.rpm "
                      "or lower run.concurrency, then run again.")
-    if counts.get("timeout"):
+    if counts.get("silent"):
+        hints.append(f"service '{svc.name}': the server accepted connections but never replied; check its "
+                     "log (a hung worker, a model still loading) and that it answers one request "
+                     "(evalhydra check with the same overrides), then run again.")
+    elif counts.get("timeout"):
         hints.append(f"{counts['timeout']} cells timed out (service.timeout_ms={svc.timeout_ms}); "
                      "raise it or lower run.concurrency.")
     return hints
@@ -77,10 +82,12 @@ def _unauthorized(plan: RunPlan, n: int) -> str:
 def _error_counts(store: Store, run_id: str) -> dict[str, int]:
     """Infrastructure errors of the cells this run sent, by error kind (and ``"401"``)."""
     sel = select_runs(store.conn, [run_id])
-    sql = (f"select error_kind, status_code, count(*) from {sel.table} where ({sel.where}) "
-           f"and {INFRA_ERROR_SQL} and run_id = ? group by 1, 2")
+    sql = (f"select error_kind, status_code, failure_reason like ? || '%', count(*) from {sel.table} "
+           f"where ({sel.where}) and {INFRA_ERROR_SQL} and run_id = ? group by 1, 2, 3")
     counts: dict[str, int] = {}
-    for kind, status, n in store.conn.execute(sql, [*sel.params, run_id]):
+    for kind, status, silent, n in store.conn.execute(sql, [SILENT_PREFIX, *sel.params, run_id]):
         key = "401" if status == 401 else str(kind)
         counts[key] = counts.get(key, 0) + int(n)
+        if silent:
+            counts["silent"] = counts.get("silent", 0) + int(n)
     return counts

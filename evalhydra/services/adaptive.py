@@ -18,6 +18,12 @@ slot (:meth:`EndpointController.acquire`); after it, it reports what the endpoin
   :data:`PACE_MARGIN`; a send that finds it empty waits for it to refill, so the provider is
   not asked for what it would refuse. A token budget nearly spent pauses until its reset.
 
+An endpoint that has never answered is not trusted with parallel retries: its first timed-out
+attempt drops the limit to one request (a probe), and when that probe times out too the
+endpoint is **silent**: every cell waiting for it ends at once (:class:`EndpointSilent`) instead
+of spending its own retries, so a server that accepts connections and never replies is named
+within two timeouts. Its first answer restores the requested concurrency.
+
 Every wait a header sets (a pause, the pace's wait for a request, a token budget's reset) is at
 most the controller's ``cap_s``: ``retry.retry_after_cap_ms``, and never past
 ``service.rate_limit_timeout_s``. A hostile or broken value (huge, negative, not a number, a date
@@ -35,14 +41,40 @@ from dataclasses import dataclass
 
 import trio
 
-__all__ = ["DEFAULT_CAP_S", "EndpointController", "EndpointReport", "Feedback", "controller_for",
-           "controllers", "limits_status", "parse_duration", "refused_endpoints"]
+__all__ = [
+    "DEFAULT_CAP_S",
+    "SILENT_PREFIX",
+    "EndpointController",
+    "EndpointReport",
+    "EndpointSilent",
+    "Feedback",
+    "controller_for",
+    "controllers",
+    "limits_status",
+    "parse_duration",
+    "refused_endpoints",
+    "silent_reason",
+]
 
 #: A token budget with less than this share left pauses the endpoint until it resets.
 TOKEN_RESERVE = 0.05
 #: The pace assumes the budget refills this much slower than the headers say: a refusal costs
 #: a whole ``Retry-After`` of the endpoint's time, a slower pace only this share of it.
 PACE_MARGIN = 0.05
+
+#: How the failure reason of a cell of a silent endpoint begins.
+SILENT_PREFIX = "connected, but no reply within"
+
+
+def silent_reason(timeout_s: float | None) -> str:
+    """A silent endpoint's failure reason: what happened and what to ask."""
+    within = f"{timeout_s:g} s" if timeout_s else "the timeout"
+    return f"{SILENT_PREFIX} {within}: is the server hung or still loading a model?"
+
+
+class EndpointSilent(Exception):  # noqa: N818 (a state of the endpoint, not a bug)
+    """The endpoint has never answered, and its probe timed out too: no cell should wait for it."""
+
 
 #: The longest wait a header may set when no cap is given (``retry.retry_after_cap_ms``'s default).
 DEFAULT_CAP_S = 60.0
@@ -98,6 +130,7 @@ class Feedback:
         ok: The endpoint answered (any reply that is not a refusal).
         refused: A 429, a 503 or a refused connection: the endpoint is over its limit.
         rate_limited: The refusal was a 429.
+        timed_out: The attempt ran out of time with no reply.
         retry_after_s: The reply's ``Retry-After``.
         headers: The reply's ``x-ratelimit-*`` headers (names lower-cased).
     """
@@ -105,6 +138,7 @@ class Feedback:
     ok: bool = True
     refused: bool = False
     rate_limited: bool = False
+    timed_out: bool = False
     retry_after_s: float | None = None
     headers: Mapping[str, str] | None = None
 
@@ -132,6 +166,9 @@ class EndpointController:
         self._budget_at = 0.0
         self._budget_from = -math.inf  # when the request whose reply set the copy was sent
         self._lot = trio.lowlevel.ParkingLot()
+        self.answered = False  # any reply seen (a 429 too): the server is alive
+        self.silent = False  # never answered, and a probe timed out: cells stop waiting for it
+        self._first_silence = math.inf  # when the first unanswered attempt timed out
 
     @property
     def current(self) -> int:
@@ -142,6 +179,8 @@ class EndpointController:
         """Wait for a slot (and the end of any pause, and the pace); return the send time, which
         :meth:`release` takes back."""
         while True:
+            if self.silent:
+                raise EndpointSilent
             await self._wait_pause()
             if self.in_flight < self.current:
                 break
@@ -177,6 +216,10 @@ class EndpointController:
             feedback: What the endpoint said.
         """
         now = trio.current_time()
+        if feedback.timed_out and not self.answered:
+            self._unanswered(sent_at, now)
+        elif feedback.ok and not self.answered:
+            self._first_answer()
         if feedback.refused:
             self._refused(sent_at, now, feedback)
         elif feedback.ok and self.limit < self.max_limit:
@@ -185,6 +228,23 @@ class EndpointController:
             self._budget_from = sent_at
             self._read_budget(feedback.headers, now)
         self._free()
+
+    def _unanswered(self, sent_at: float, now: float) -> None:
+        """A timeout before any answer: probe with one request; a probe that times out too (sent
+        after the first silence) makes the endpoint silent and wakes every waiting cell."""
+        if sent_at >= self._first_silence:
+            self.silent = True
+            self._lot.unpark_all()
+            return
+        self._first_silence = min(self._first_silence, now)
+        self.limit = 1.0
+
+    def _first_answer(self) -> None:
+        """The endpoint answered: a probe's limit of one was no evidence of a rate limit."""
+        self.answered = True
+        if self._first_silence < math.inf:
+            self.limit = float(self.max_limit)
+            self._lot.unpark(count=self.max_limit)
 
     def cancel(self) -> None:
         """Give the slot back after an attempt that ended without an answer to learn from."""

@@ -59,7 +59,7 @@ import trio
 from evalhydra.config.schema import RetryConfig
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.values import AttemptRecord, ErrorKind
-from evalhydra.services.adaptive import Feedback
+from evalhydra.services.adaptive import EndpointSilent, Feedback, silent_reason
 
 __all__ = [
     "DEADLINE_REASON",
@@ -345,7 +345,7 @@ def feedback_of(result: AttemptResult[Any], retry_after_cap_s: float = math.inf)
                or (result.error_kind is ErrorKind.CONNECT_ERROR and result.error_message == "ConnectError"))
     wait = result.retry_after_s
     return Feedback(ok=result.status_code is not None, refused=refused,
-                    rate_limited=result.status_code == 429,
+                    rate_limited=result.status_code == 429, timed_out=result.error_kind is ErrorKind.TIMEOUT,
                     retry_after_s=None if wait is None else min(wait, retry_after_cap_s),
                     headers=result.limit_headers)
 
@@ -416,7 +416,14 @@ async def run_with_retries(
             attempt += 1
             if before_attempt is not None:
                 await before_attempt()
-            sent_at = await gate.acquire() if gate is not None else 0.0
+            try:
+                sent_at = await gate.acquire() if gate is not None else 0.0
+            except EndpointSilent:  # never answered, and its probe timed out: no cell waits for it
+                last = AttemptResult(error_kind=ErrorKind.TIMEOUT, error_message=silent_reason(timeout_s))
+                start = now()
+                records.append(last.record(len(records) + 1, 0.0))
+                t0 = t0 if len(records) > 1 else start
+                break
             start = now()
             if not records:
                 t0 = start

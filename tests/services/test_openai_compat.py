@@ -530,7 +530,8 @@ async def test_retry_after_http_date_is_honoured(
 
 
 async def test_retry_after_is_capped(tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
-    upstream = Upstream(status(429, **{"Retry-After": "3600"}), ok())
+    # within service.rate_limit_timeout_s (600 s): waited, capped (a longer one is a spent quota)
+    upstream = Upstream(status(429, **{"Retry-After": "300"}), ok())
     retry = RetryConfig(max_attempts=2, backoff_ms=100, retry_after_cap_ms=1500)
     await call(make_cfg(retry=retry), upstream, tmp_path)
     assert upstream.times == pytest.approx([0.0, 1.5])
