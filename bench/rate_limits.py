@@ -1,15 +1,18 @@
 """Runs against a rate-limited provider: does every cell get scored, how
 close to the limit does the run go, and how often is the provider refused?
 
-The provider is the built-in mock in its own process: a token bucket of ``--rps`` requests per
-second with a burst of 20 in front of a 50 ms chat server, refusing with ``429``,
-``Retry-After: 1`` and OpenAI's ``x-ratelimit-*`` headers. evalhydra runs as a user would, from
-the command line, with ``run.concurrency=256 service.max_concurrency=256`` and the registry's
-retry policy (3 attempts, 429 retried). Two scenarios:
+The provider is the built-in mock in its own process: a token bucket of 150 requests per
+second with a burst of 20 in front of a 50 ms chat server, refusing with ``429`` and the headers
+of one provider's dialect (``--rate-limit-dialect``: ``openai``, OpenAI's ``x-ratelimit-*`` with
+the time to a full budget and ``Retry-After: 1``; ``bucket``, the same names with the time to the
+next request and ``Retry-After`` in whole seconds; ``anthropic``, ``anthropic-ratelimit-*`` with
+RFC 3339 resets; ``azure``, ``retry-after-ms``; ``bare``, no header). evalhydra runs as a user
+would, from the command line, with ``run.concurrency=256 service.max_concurrency=256`` and a retry
+policy of 3 attempts, 429 retried. Scenarios:
 
-1. ``steady``: 3,000 cells at 150 requests/s (the limit's own time: 20 s);
+1. ``steady-DIALECT``: 3,000 cells at 150 requests/s (the limit's own time: 20 s), per dialect;
 2. ``drop``: 1,500 cells, the limit dropping from 150 to 50 requests/s after 5 s (750 at 150/s
-   then 750 at 50/s: 20 s).
+   then 750 at 50/s: 20 s), OpenAI's dialect.
 
 Each prints the wall time of the run (its ``runs`` row, so without the interpreter's start-up),
 its ratio to the limit's time, cells scored, and the refusals as a share of admitted requests,
@@ -17,7 +20,7 @@ with ``service.adaptive=true`` (the default) and, for contrast, ``false``.
 
 Usage::
 
-    python bench/rate_limits.py [--scenario steady|drop|both] [--no-contrast]
+    python bench/rate_limits.py [--scenario NAME ...] [--no-contrast]
 
 Targets: steady: all scored, wall ≤ 1.25 × 20 s, 429s ≤ 15 % of admitted; drop: all scored,
 wall ≤ 1.3 × 20 s (its 429s are reported: the requests in flight when the rate drops are refused).
@@ -41,10 +44,12 @@ sys.path.insert(0, str(REPO))
 
 from tests.helpers import mock_process, numbered_registry  # noqa: E402
 
+DIALECTS = ("openai", "bucket", "anthropic", "azure", "bare")
 SCENARIOS = {
     # name: (cells, mock flags, the limit's own time in seconds, wall target ratio, 429 share target
     # or None)
-    "steady": (3000, ["--rate-limit-rps", "150"], 3000 / 150, 1.25, 0.15),
+    **{f"steady-{dialect}": (3000, ["--rate-limit-rps", "150", "--rate-limit-dialect", dialect], 3000 / 150,
+                             1.25, 0.15) for dialect in DIALECTS},
     "drop": (1500, ["--rate-limit-rps", "150", "--rate-limit-later-rps", "50",
                     "--rate-limit-later-after-s", "5"], 5 + (1500 - 5 * 150) / 50, 1.3, None),
 }
@@ -91,11 +96,11 @@ def run(name: str, adaptive: bool, work: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenario", choices=["steady", "drop", "both"], default="both")
+    parser.add_argument("--scenario", choices=list(SCENARIOS), nargs="*", default=list(SCENARIOS))
     parser.add_argument("--no-contrast", action="store_true",
                         help="skip the runs with service.adaptive=false")
     args = parser.parse_args()
-    names = ["steady", "drop"] if args.scenario == "both" else [args.scenario]
+    names = args.scenario
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             for adaptive in ([True] if args.no_contrast else [True, False]):

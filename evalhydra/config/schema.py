@@ -99,6 +99,7 @@ class MockBehaviour:
     rate_limit_retry_after_s: float | None = 1.0
     rate_limit_later_rps: float = 0.0  # > 0: the rate after rate_limit_later_after_s
     rate_limit_later_after_s: float = 0.0
+    rate_limit_dialect: str = "openai"  # openai | bucket | anthropic | azure | bare: the headers it sends
     batch_delay_s: float = 0.0  # a batch is processed this long after it is created
     batch_fail_every: int = 0  # > 0: every n-th line of a batch goes to its error file
     batch_outcome: str | None = None  # expired (half the lines done) | failed (validation) | stuck

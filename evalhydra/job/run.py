@@ -160,9 +160,10 @@ def _exit_code(plan: RunPlan, outcome: RunOutcome, stats: list[dict[str, Any]], 
     if outcome.budget_exhausted:
         print(f"stopped scheduling: run.max_cost_usd={plan.run.max_cost_usd} reached.", file=sys.stderr)
     for endpoint in outcome.rate_limited:  # part of the summary: how the run lived within the limits
+        paced = f"paced at {endpoint.pace:.0f} requests/s, " if endpoint.pace else ""
         print(f"rate limited: {endpoint.endpoint} refused {plural(endpoint.refusals, 'request')} (429),"
-              f" each sent again after its wait; adaptive concurrency ended at {endpoint.limit} in flight"
-              f" (lowest {endpoint.lowest}, ceiling {endpoint.ceiling}).")
+              f" each sent again after its wait; {paced}adaptive concurrency ended at {endpoint.limit} in"
+              f" flight (lowest {endpoint.lowest}, ceiling {endpoint.ceiling}).")
     if outcome.dead_endpoint:
         unsent = outcome.total - outcome.executed - outcome.skipped
         print(f"stopped sending to service '{plan.service.name}': {outcome.dead_endpoint}; {unsent} "

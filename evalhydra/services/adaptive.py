@@ -6,23 +6,33 @@ slot (:meth:`EndpointController.acquire`); after it, it reports what the endpoin
 (:meth:`EndpointController.release`). The controller keeps:
 
 * a **concurrency limit**, between 1 and ``max_concurrency``: it starts at ``max_concurrency``
-  (an endpoint without a limit costs nothing) and is cut only on evidence of a limit: a 429, a
-  503 or a refused connection halves it, once per round trip (a refusal of a request sent
-  before the last cut does not cut again); each success then grows it by ``1 / limit`` (one per
-  round trip);
-* a **pause**: a 429's ``Retry-After`` (else its ``x-ratelimit-reset-requests``) stops every
-  request to the endpoint until then, not just the refused one;
-* a **pace** from OpenAI's ``x-ratelimit-*`` headers, when the endpoint sends them: a copy of
-  the provider's request budget, set from each reply to ``remaining`` less the requests sent
-  since, refilling at the rate the headers imply (``(limit − remaining) / reset``) less
-  :data:`PACE_MARGIN`; a send that finds it empty waits for it to refill, so the provider is
-  not asked for what it would refuse. A token budget nearly spent pauses until its reset.
+  (an endpoint without a limit costs nothing) and is cut only on evidence of overload: a 503 or
+  a refused connection halves it, once per round trip (a refusal of a request sent before the
+  last cut does not cut again); each success then grows it by ``1 / limit`` (one per round trip);
+* a **pace** in requests per second, one of two estimates of the provider's rate:
+  - *learned from admitted throughput*, which wins once a refusal has taught it: on a round
+    trip's first 429, the replies admitted in the last :data:`WINDOW_S` seconds, less
+    :data:`PACE_MARGIN`; while no request is refused it rises by :data:`PROBE_GAIN` a second, so
+    a limit that rises again is found. Every dialect gets it, bare 429s included (vLLM,
+    LiteLLM), and a header whose reset means something else (the time to the next request, not
+    to a full budget) cannot mislead it;
+  - *from the budget headers* before any refusal, when the endpoint sends them (OpenAI's
+    ``x-ratelimit-*``; Anthropic's ``anthropic-ratelimit-*``, whose RFC 3339 resets count only
+    from :data:`COARSE_RESET_S` away): the rate they imply (``(limit − remaining) / reset``)
+    less :data:`PACE_MARGIN`, so a provider that says its budget is not refused at all.
+  Sends are spaced at the pace (a bucket of one request refilling at it); a send that finds it
+  empty waits. A token budget nearly spent pauses until its reset;
+* a **pause** of every request: only on evidence that the endpoint admits nothing now (a 429
+  when no reply was admitted in the last :data:`WINDOW_S` seconds: a spent budget or quota),
+  for its ``Retry-After`` (``retry-after-ms``, or the budget's reset). Otherwise a 429's
+  ``Retry-After`` is the refused request's own wait, and the pace spaces the others.
 
 An endpoint that has never answered is not trusted with parallel retries: its first timed-out
 attempt drops the limit to one request (a probe), and when that probe times out too the
 endpoint is **silent**: every cell waiting for it ends at once (:class:`EndpointSilent`) instead
 of spending its own retries, so a server that accepts connections and never replies is named
-within two timeouts. Its first answer restores the requested concurrency.
+within two timeouts. Silence lasts as long as the probe waited; then one new probe may go. The
+first answer restores the requested concurrency.
 
 Every wait a header sets (a pause, the pace's wait for a request, a token budget's reset) is at
 most the controller's ``cap_s``: ``retry.retry_after_cap_ms``, and never past
@@ -36,8 +46,11 @@ from __future__ import annotations
 
 import math
 import re
+import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 import trio
 
@@ -51,16 +64,24 @@ __all__ = [
     "controller_for",
     "controllers",
     "limits_status",
+    "budget_of",
     "parse_duration",
     "refused_endpoints",
+    "seconds_until",
     "silent_reason",
 ]
 
 #: A token budget with less than this share left pauses the endpoint until it resets.
 TOKEN_RESERVE = 0.05
-#: The pace assumes the budget refills this much slower than the headers say: a refusal costs
-#: a whole ``Retry-After`` of the endpoint's time, a slower pace only this share of it.
+#: The pace assumes the budget refills this much slower than measured or said: a refusal costs
+#: a whole ``Retry-After`` of the refused request's time, a slower pace only this share of it.
 PACE_MARGIN = 0.05
+#: The admitted throughput is measured over the replies of this many last seconds.
+WINDOW_S = 1.0
+#: A reset time written in whole seconds (RFC 3339) this close is too coarse to imply a rate.
+COARSE_RESET_S = 2.0
+#: A learned pace rises by this share of itself (as learned) a second while nothing is refused.
+PROBE_GAIN = 0.05
 
 #: How the failure reason of a cell of a silent endpoint begins.
 SILENT_PREFIX = "connected, but no reply within"
@@ -160,7 +181,14 @@ class EndpointController:
         self.lowest = self.limit
         self._paused_until = -math.inf
         self._last_cut = -math.inf
-        self._refill = 0.0  # requests per second the provider's budget regains (0: unknown)
+        self._refill = 0.0  # the pace: requests per second the provider's budget regains (0: none)
+        self._header_refill = 0.0  # the pace the budget headers imply (0: none)
+        self._learned = 0.0  # the pace learned from admitted throughput (0: no refusal yet)
+        self._learned_base = 0.0  # what the last refusal taught: the probe grows from it
+        self._learned_at = 0.0
+        self._admitted: deque[float] = deque()  # when replies were admitted, the last WINDOW_S
+        self._implied: deque[tuple[float, float]] = deque()  # (when, rate) the headers implied
+        self._started: float | None = None
         self._budget = 0.0  # our copy of the requests left in it (negative: owed by queued sends)
         self._budget_cap = 0.0
         self._budget_at = 0.0
@@ -168,6 +196,7 @@ class EndpointController:
         self._lot = trio.lowlevel.ParkingLot()
         self.answered = False  # any reply seen (a 429 too): the server is alive
         self.silent = False  # never answered, and a probe timed out: cells stop waiting for it
+        self._silent_until = -math.inf  # silent for as long as the probe waited; then a new probe
         self._first_silence = math.inf  # when the first unanswered attempt timed out
 
     @property
@@ -180,12 +209,16 @@ class EndpointController:
         :meth:`release` takes back."""
         while True:
             if self.silent:
-                raise EndpointSilent
+                if trio.current_time() < self._silent_until:
+                    raise EndpointSilent
+                self.silent = False  # a new probe: the server may have come up (limit still one)
             await self._wait_pause()
             if self.in_flight < self.current:
                 break
             await self._lot.park()
         self.in_flight += 1
+        if self._started is None:
+            self._started = trio.current_time()
         try:
             if self._refill:
                 wait = self._spend(trio.current_time())
@@ -199,6 +232,7 @@ class EndpointController:
 
     def _spend(self, now: float) -> float:
         """Take one request from our copy of the budget; seconds until it is really there."""
+        self._probe(now)
         self._budget = min(self._budget_cap, self._budget + (now - self._budget_at) * self._refill)
         self._budget_at = now
         self._budget -= 1.0
@@ -222,8 +256,10 @@ class EndpointController:
             self._first_answer()
         if feedback.refused:
             self._refused(sent_at, now, feedback)
-        elif feedback.ok and self.limit < self.max_limit:
-            self.limit = min(float(self.max_limit), self.limit + 1.0 / self.limit)
+        elif feedback.ok:
+            self._admitted.append(now)
+            if self.limit < self.max_limit:
+                self.limit = min(float(self.max_limit), self.limit + 1.0 / self.limit)
         if feedback.headers and sent_at >= self._budget_from:  # a later reply may come first
             self._budget_from = sent_at
             self._read_budget(feedback.headers, now)
@@ -234,6 +270,7 @@ class EndpointController:
         after the first silence) makes the endpoint silent and wakes every waiting cell."""
         if sent_at >= self._first_silence:
             self.silent = True
+            self._silent_until = now + (now - sent_at)
             self._lot.unpark_all()
             return
         self._first_silence = min(self._first_silence, now)
@@ -256,38 +293,108 @@ class EndpointController:
 
     def _refused(self, sent_at: float, now: float, feedback: Feedback) -> None:
         self.refusals += feedback.rate_limited
+        admitted, span = self._admitted_rate(now)
         if sent_at >= self._last_cut:  # once per round trip: replies to earlier sends are old news
-            self.limit = max(1.0, self.limit / 2.0)
-            self.lowest = min(self.lowest, self.limit)
             self._last_cut = now
+            if feedback.rate_limited and admitted and span >= WINDOW_S / 2:  # pace at what it admits
+                self._learned = self._learned_base = max(admitted * (1.0 - PACE_MARGIN), 1.0 / self.cap_s)
+                self._learned_at = now
+                self._set_pace(now)
+                self.limit = float(self.max_limit)  # the pace limits now, not the count in flight
+                self._lot.unpark(count=self.max_limit)
+            elif not feedback.rate_limited or not self._learned:  # overload, or no pace yet: fewer
+                self.limit = max(1.0, self.limit / 2.0)
+                self.lowest = min(self.lowest, self.limit)
+        if admitted:
+            return  # requests are being admitted: the refused one waits, the pace spaces the rest
         wait = feedback.retry_after_s
         if wait is None and feedback.rate_limited and feedback.headers:
-            wait = parse_duration(feedback.headers.get("x-ratelimit-reset-requests"))
+            wait = budget_of(feedback.headers, "requests")[2]
         if wait:
             self._pause(now, wait)
+
+    def _admitted_rate(self, now: float) -> tuple[float, float]:
+        """Replies admitted a second over the last :data:`WINDOW_S` (or since the first send or the
+        last pause), and that span: less than half a window is too little to learn a rate from."""
+        while self._admitted and self._admitted[0] < now - WINDOW_S:
+            self._admitted.popleft()
+        since = max(self._started if self._started is not None else now, self._paused_until)
+        span = min(WINDOW_S, max(now - since, 0.1))  # a pause admits nothing: not part of the rate
+        return len(self._admitted) / span, span
+
+    def _probe(self, now: float) -> None:
+        """Raise a learned pace while nothing is refused (by :data:`PROBE_GAIN` of what was learned,
+        a second, from one window after the refusal), so a limit that rose is found."""
+        quiet = now - self._learned_at - WINDOW_S
+        if self._learned and quiet > 0:
+            self._learned = self._learned_base * (1.0 + PROBE_GAIN * quiet)
+            self._set_pace(now)
+
+    def _set_pace(self, now: float) -> None:
+        """The pace: the rate learned from admitted throughput once a refusal has taught it, else
+        the rate the budget headers imply."""
+        pace = self._learned or self._header_refill
+        if pace and not self._refill:  # a new pace starts from an empty bucket of one request
+            self._budget, self._budget_at, self._budget_cap = 0.0, now, 1.0
+        elif pace and self._budget < 0:  # the sends already queued keep their times
+            self._budget *= pace / self._refill
+        self._refill = pace
+
+    @property
+    def pace(self) -> float:
+        """Requests a second the endpoint is paced at (0: not paced)."""
+        return self._refill
 
     def _pause(self, now: float, wait_s: float) -> None:
         """Hold every request to the endpoint for ``wait_s`` (at most the cap) from ``now``."""
         self._paused_until = max(self._paused_until, now + _bounded(wait_s, self.cap_s))
 
     def _read_budget(self, headers: Mapping[str, str], now: float) -> None:
-        """Set our copy of the provider's budgets from the ``x-ratelimit-*`` headers."""
-        limit = _number(headers.get("x-ratelimit-limit-requests"))
-        remaining = _number(headers.get("x-ratelimit-remaining-requests"))
-        reset = parse_duration(headers.get("x-ratelimit-reset-requests"))
-        if limit is not None and remaining is not None:
-            if reset and limit > remaining:
-                # a reset past the cap is no pace to keep: no wait for a request may exceed the cap
-                self._refill = max((limit - remaining) / reset * (1.0 - PACE_MARGIN), 1.0 / self.cap_s)
-            if self._refill:
-                # the requests still in flight were sent after this one was counted
-                self._budget = remaining - (self.in_flight - 1)
-                self._budget_cap, self._budget_at = limit, now
-        tokens = _number(headers.get("x-ratelimit-remaining-tokens"))
-        token_limit = _number(headers.get("x-ratelimit-limit-tokens"))
-        token_reset = parse_duration(headers.get("x-ratelimit-reset-tokens"))
+        """Learn the provider's rate from its budget headers (any dialect), and pause when its
+        token budget is nearly spent."""
+        limit, remaining, reset = budget_of(headers, "requests")
+        if limit is not None and remaining is not None and reset and limit > remaining:
+            # The lowest rate implied over the last window: a provider whose reset is the time to
+            # its next request (not to a full budget) implies its true rate only when nearly full.
+            self._implied.append((now, (limit - remaining) / reset))
+            while self._implied[0][0] < now - WINDOW_S:
+                self._implied.popleft()
+            implied = min(rate for _, rate in self._implied)
+            # a reset past the cap is no pace to keep: no wait for a request may exceed the cap
+            self._header_refill = max(implied * (1.0 - PACE_MARGIN), 1.0 / self.cap_s)
+            self._set_pace(now)
+        token_limit, tokens, token_reset = budget_of(headers, "tokens")
         if tokens is not None and token_limit and token_reset and tokens < TOKEN_RESERVE * token_limit:
             self._pause(now, token_reset)
+
+
+def budget_of(headers: Mapping[str, str], kind: str) -> tuple[float | None, float | None, float | None]:
+    """(limit, remaining, seconds to a full budget) of the ``requests`` or ``tokens`` budget, from
+    OpenAI's ``x-ratelimit-*`` (``6m0s``, ``20ms``) or Anthropic's ``anthropic-ratelimit-*``
+    (an RFC 3339 reset time); None for what the headers do not say."""
+    limit = _number(headers.get(f"x-ratelimit-limit-{kind}"))
+    remaining = _number(headers.get(f"x-ratelimit-remaining-{kind}"))
+    reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))
+    if limit is None and remaining is None and reset is None:
+        limit = _number(headers.get(f"anthropic-ratelimit-{kind}-limit"))
+        remaining = _number(headers.get(f"anthropic-ratelimit-{kind}-remaining"))
+        reset = seconds_until(headers.get(f"anthropic-ratelimit-{kind}-reset"))
+        if reset is not None and reset < COARSE_RESET_S:  # whole seconds say too little this close
+            reset = None
+    return limit, remaining, reset
+
+
+def seconds_until(stamp: str | None) -> float | None:
+    """Seconds from now to an RFC 3339 time (0 for one past); None when it is none."""
+    if not stamp:
+        return None
+    try:
+        when = datetime.fromisoformat(stamp.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 _CONTROLLERS: trio.lowlevel.RunVar[dict[str, EndpointController]] = trio.lowlevel.RunVar("controllers")
@@ -310,17 +417,19 @@ class EndpointReport:
     lowest: int
     ceiling: int
     refusals: int
+    pace: float = 0.0  # requests a second at the end (0: not paced)
 
 
 def refused_endpoints() -> list[EndpointReport]:
     """The run's endpoints that refused requests (429), as the summary reports them."""
-    return [EndpointReport(url, c.current, max(1, int(c.lowest)), c.max_limit, c.refusals)
+    return [EndpointReport(url, c.current, max(1, int(c.lowest)), c.max_limit, c.refusals, c.pace)
             for url, c in sorted(controllers().items()) if c.refusals]
 
 
 def limits_status() -> str:
     """The progress bar's note on endpoints that refused requests: their limit now and 429s."""
-    return " ".join(f"limit {e.limit}/{e.ceiling} 429s {e.refusals}" for e in refused_endpoints())
+    return " ".join(f"limit {e.limit}/{e.ceiling} 429s {e.refusals}"
+                    + (f" pace {e.pace:.0f}/s" if e.pace else "") for e in refused_endpoints())
 
 
 def controller_for(endpoint: str, max_concurrency: int, cap_s: float = DEFAULT_CAP_S) -> EndpointController:

@@ -74,6 +74,7 @@ __all__ = [
     "error_name",
     "feedback_of",
     "parse_retry_after",
+    "retry_after_header",
     "run_with_retries",
 ]
 
@@ -153,6 +154,20 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if seconds is None or not math.isfinite(seconds):
         return None
     return max(0.0, seconds)
+
+
+def retry_after_header(headers: Any) -> float | None:
+    """Seconds a reply asks to wait: Azure's ``retry-after-ms`` (milliseconds), else
+    ``Retry-After`` (seconds or an HTTP-date); None when it names no wait it can be read as."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            value = float(millis) / 1000.0
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value):
+            return max(0.0, value)
+    return parse_retry_after(headers.get("retry-after"))
 
 
 def _http_date_delay(text: str, now: float) -> float | None:
@@ -447,9 +462,12 @@ async def run_with_retries(
                     break  # a spent quota: no retry within the bound can succeed
                 if end - refused_since < rate_limit_timeout_s:
                     attempt -= 1  # waiting for the limit is not the cell's failure
-                    delay = 0.0 if last.retry_after_s else min(
-                        _RATE_LIMIT_BACKOFF_CAP_S, RATE_LIMIT_BACKOFF_S * 2 ** min(len(records), 16))
-                    delay = rng.uniform(0.5 * delay, delay)
+                    if last.retry_after_s is not None:  # the refused request's own wait, as asked
+                        delay = min(last.retry_after_s, policy.retry_after_cap_ms / 1000.0)
+                    else:
+                        delay = min(_RATE_LIMIT_BACKOFF_CAP_S,
+                                    RATE_LIMIT_BACKOFF_S * 2 ** min(len(records), 16))
+                        delay = rng.uniform(0.5 * delay, delay)
                     if end + delay >= deadline:
                         break
                     if delay > 0:

@@ -5,6 +5,7 @@ against the mock's rate limit.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,10 @@ from tests.helpers import numbered_registry
 
 OK = Feedback()
 REFUSED = Feedback(refused=True, rate_limited=True)
+OVERLOADED = Feedback(refused=True)  # a 503 or a refused connection
 
 
-async def test_full_concurrency_until_a_refusal_then_one_per_round_trip_never_past_the_ceiling(
+async def test_full_concurrency_until_overload_then_one_per_round_trip_never_past_the_ceiling(
         autojump_clock: trio.testing.MockClock) -> None:
     gate = EndpointController(max_concurrency=40)
     assert gate.limit == 40  # no limit seen: the requested concurrency from the first request
@@ -41,7 +43,7 @@ async def test_full_concurrency_until_a_refusal_then_one_per_round_trip_never_pa
     for sent in held:
         gate.release(sent, OK)
     assert gate.limit == 40
-    gate.release(await gate.acquire(), REFUSED)
+    gate.release(await gate.acquire(), OVERLOADED)
     assert gate.limit == 20
     before = gate.limit
     for _ in range(20):  # after a refusal: 1 / limit per success, one per round trip
@@ -52,21 +54,51 @@ async def test_full_concurrency_until_a_refusal_then_one_per_round_trip_never_pa
     assert gate.limit == 40
 
 
-async def test_refusals_of_one_round_trip_halve_the_limit_once(
+async def test_overload_of_one_round_trip_halves_the_limit_once(
         autojump_clock: trio.testing.MockClock) -> None:
     gate = EndpointController(max_concurrency=8)
     sent = [await gate.acquire() for _ in range(8)]
     await trio.sleep(0.05)
     for at in sent:  # every request of the window is refused
-        gate.release(at, REFUSED)
-    assert gate.limit == 4 and gate.refusals == 8
+        gate.release(at, OVERLOADED)
+    assert gate.limit == 4
     later = await gate.acquire()
-    gate.release(later, REFUSED)  # sent after the cut: a new round trip, a new cut
+    gate.release(later, OVERLOADED)  # sent after the cut: a new round trip, a new cut
     assert gate.limit == 2
     for _ in range(10):
         sent_at = await gate.acquire()
-        gate.release(sent_at, REFUSED)
+        gate.release(sent_at, OVERLOADED)
     assert gate.limit == 1  # never below one
+
+
+async def test_a_429_paces_at_the_admitted_rate_and_leaves_the_concurrency_alone(
+        autojump_clock: trio.testing.MockClock) -> None:
+    gate = EndpointController(max_concurrency=64)
+    for _ in range(100):  # 100 replies admitted over one second
+        gate.release(await gate.acquire(), OK)
+        await trio.sleep(0.01)
+    gate.release(await gate.acquire(), REFUSED)  # bare: no header, no Retry-After
+    assert gate.limit == 64 and gate.refusals == 1
+    assert gate.pace == pytest.approx(100 * (1 - PACE_MARGIN), rel=0.02)
+    times = []
+    for _ in range(10):
+        sent_at = await gate.acquire()
+        times.append(sent_at)
+        gate.release(sent_at, Feedback(ok=False))
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert gaps == pytest.approx([1 / gate.pace] * 9, rel=0.02)
+
+
+async def test_a_learned_pace_rises_while_nothing_is_refused(autojump_clock: trio.testing.MockClock) -> None:
+    gate = EndpointController(max_concurrency=64)
+    for _ in range(50):
+        gate.release(await gate.acquire(), OK)
+        await trio.sleep(0.02)
+    gate.release(await gate.acquire(), REFUSED)
+    first = gate.pace
+    for _ in range(400):  # eight seconds at the pace, none refused: 5 % of it a second after one
+        gate.release(await gate.acquire(), OK)
+    assert gate.pace > first * 1.2
 
 
 async def test_the_limit_holds_requests_back(autojump_clock: trio.testing.MockClock) -> None:
@@ -85,16 +117,23 @@ async def test_the_limit_holds_requests_back(autojump_clock: trio.testing.MockCl
     assert started == [0, 0, 1, 1, 2]
 
 
-async def test_retry_after_pauses_every_request_to_the_endpoint(
+async def test_retry_after_pauses_every_request_only_when_nothing_is_admitted(
         autojump_clock: trio.testing.MockClock) -> None:
     gate = EndpointController(max_concurrency=8)
     gate.release(await gate.acquire(), Feedback(refused=True, rate_limited=True, retry_after_s=2.0))
-    other = await gate.acquire()  # another cell's request waits out the pause too
+    other = await gate.acquire()  # nothing admitted: a spent budget, every request waits it out
     assert other == pytest.approx(2.0)
     gate.release(other, OK)
+    await trio.sleep(5)  # the admitted reply leaves the window
     headers = {"x-ratelimit-reset-requests": "1.5s"}  # no Retry-After: the budget's reset
     gate.release(await gate.acquire(), Feedback(refused=True, rate_limited=True, headers=headers))
-    assert await gate.acquire() == pytest.approx(3.5)
+    assert await gate.acquire() == pytest.approx(8.5)
+    busy = EndpointController(max_concurrency=8)
+    for _ in range(20):
+        busy.release(await busy.acquire(), OK)
+    start = trio.current_time()
+    busy.release(await busy.acquire(), Feedback(refused=True, rate_limited=True, retry_after_s=2.0))
+    assert await busy.acquire() - start < 0.5  # requests are admitted: only the refused one waits
 
 
 async def test_the_budget_headers_pace_sends_before_the_provider_refuses(
@@ -207,7 +246,8 @@ def test_the_summary_and_the_progress_line_name_the_refusals(tmp_path: Path,
     assert result.ok and all(r["passed"] == 1 for r in result.rows())
     out = capsys.readouterr().out
     line = next(text for text in out.splitlines() if text.startswith("rate limited: "))
-    assert "(429), each sent again after its wait; adaptive concurrency ended at" in line
+    assert re.search(r"\(429\), each sent again after its wait; (paced at \d+ requests/s, )?adaptive "
+                     r"concurrency ended at \d+ in flight", line), line
     progress = Progress(10, enabled=False)
     progress.extra = lambda: "limit 4/64 429s 3"
     assert progress.line().endswith("resumed=0  limit 4/64 429s 3")

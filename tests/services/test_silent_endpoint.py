@@ -34,6 +34,11 @@ async def test_a_timeout_before_any_answer_leaves_one_probe_then_the_endpoint_is
     assert gate.silent
     with pytest.raises(EndpointSilent):
         await gate.acquire()
+    await trio.sleep(61)  # silent as long as the probe waited (61 s); then one new probe may go
+    again = await gate.acquire()
+    assert gate.current == 1
+    gate.release(again, Feedback())  # the server came up
+    assert gate.current == 64 and not gate.silent
 
 
 async def test_an_answer_to_the_probe_restores_the_requested_concurrency(

@@ -43,6 +43,8 @@ _SWITCHES: list[tuple[str, str, Any, str]] = [
     ("--rate-limit-later-rps", "rate_limit_later_rps", float,
      "the budget's rate after --rate-limit-later-after-s"),
     ("--rate-limit-later-after-s", "rate_limit_later_after_s", float, "when the later rate starts (s)"),
+    ("--rate-limit-dialect", "rate_limit_dialect", str,
+     "the budget's headers: openai (default), bucket, anthropic, azure or bare"),
     ("--stream-split-bytes", "stream_split_bytes", int,
      "send streams in pieces of N bytes (default: one per event)"),
     ("--batch-delay-s", "batch_delay_s", float, "process a batch (/v1/batches) X s after its creation"),

@@ -11,6 +11,10 @@ time until it is full again). ``rate_limit_later_rps`` replaces the rate once
 
 from __future__ import annotations
 
+import math
+import time
+from datetime import UTC, datetime
+
 import trio
 
 from evalhydra.services.mock.settings import MockSettings
@@ -54,12 +58,63 @@ class RequestBudget:
             self.admitted += 1
         else:
             self.refused += 1
-        reset = (burst - self._tokens) / rate
-        headers: tuple[Header, ...] = (
-            (b"x-ratelimit-limit-requests", b"%d" % burst),
-            (b"x-ratelimit-remaining-requests", b"%d" % int(self._tokens)),
-            (b"x-ratelimit-reset-requests", f"{reset:.3f}s".encode()),
-        )
-        if not admitted and settings.rate_limit_retry_after_s is not None:
-            headers += ((b"retry-after", f"{settings.rate_limit_retry_after_s:g}".encode()),)
-        return admitted, headers
+        full = (burst - self._tokens) / rate  # seconds until the bucket is full
+        following = max(0.0, 1.0 - self._tokens) / rate  # seconds until the next token
+        return admitted, _DIALECTS[settings.rate_limit_dialect](
+            settings, int(burst), int(self._tokens), full, following, admitted)
+
+
+def _openai_duration(seconds: float) -> bytes:
+    """OpenAI's way of writing a reset: ``20ms`` below a second, else ``1m2.5s``-style."""
+    if seconds < 1.0:
+        return f"{seconds * 1000:.0f}ms".encode()
+    minutes, rest = divmod(seconds, 60.0)
+    return (f"{minutes:.0f}m{rest:.3g}s" if minutes else f"{rest:.3g}s").encode()
+
+
+def _openai(settings: MockSettings, limit: int, left: int, full: float, following: float,
+            admitted: bool) -> tuple[Header, ...]:
+    headers: tuple[Header, ...] = ((b"x-ratelimit-limit-requests", b"%d" % limit),
+                                   (b"x-ratelimit-remaining-requests", b"%d" % left),
+                                   (b"x-ratelimit-reset-requests", _openai_duration(full)))
+    if not admitted and settings.rate_limit_retry_after_s is not None:
+        headers += ((b"retry-after", f"{settings.rate_limit_retry_after_s:g}".encode()),)
+    return headers
+
+
+def _bucket(settings: MockSettings, limit: int, left: int, full: float, following: float,
+            admitted: bool) -> tuple[Header, ...]:
+    headers: tuple[Header, ...] = ((b"x-ratelimit-limit-requests", b"%d" % limit),
+                                   (b"x-ratelimit-remaining-requests", b"%d" % left),
+                                   (b"x-ratelimit-reset-requests", _openai_duration(following)))
+    if not admitted:
+        headers += ((b"retry-after", b"%d" % max(1, math.ceil(following))),)
+    return headers
+
+
+def _anthropic(settings: MockSettings, limit: int, left: int, full: float, following: float,
+               admitted: bool) -> tuple[Header, ...]:
+    when = datetime.fromtimestamp(time.time() + full, UTC).isoformat(timespec="seconds")
+    when = when.replace("+00:00", "Z")
+    headers: tuple[Header, ...] = ((b"anthropic-ratelimit-requests-limit", b"%d" % limit),
+                                   (b"anthropic-ratelimit-requests-remaining", b"%d" % left),
+                                   (b"anthropic-ratelimit-requests-reset", when.encode()))
+    if not admitted:
+        headers += ((b"retry-after", b"%d" % max(1, math.ceil(following))),)
+    return headers
+
+
+def _azure(settings: MockSettings, limit: int, left: int, full: float, following: float,
+           admitted: bool) -> tuple[Header, ...]:
+    headers: tuple[Header, ...] = ((b"x-ratelimit-remaining-requests", b"%d" % left),)
+    if not admitted:
+        headers += ((b"retry-after-ms", b"%d" % max(1, math.ceil(following * 1000))),)
+    return headers
+
+
+def _bare(settings: MockSettings, limit: int, left: int, full: float, following: float,
+          admitted: bool) -> tuple[Header, ...]:
+    return ()
+
+
+_DIALECTS = {"openai": _openai, "bucket": _bucket, "anthropic": _anthropic, "azure": _azure, "bare": _bare}

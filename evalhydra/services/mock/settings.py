@@ -15,7 +15,7 @@ from evalhydra.config.schema import MockBehaviour
 from evalhydra.services.mock.batches import BATCH_OUTCOMES
 from evalhydra.services.mock.streaming import REASONING_SHAPES, STREAM_FAULTS
 
-__all__ = ["FAULTS", "MockSettings"]
+__all__ = ["DIALECTS", "FAULTS", "MockSettings"]
 
 #: Values of :attr:`MockSettings.fault`, each forcing one misbehaviour on every
 #: chat request (after ``fail_first_n``):
@@ -48,6 +48,9 @@ FAULTS = (
     "html",
     *STREAM_FAULTS,
 )
+
+#: The providers whose rate-limit headers the mock can speak (:mod:`evalhydra.services.mock.limits`).
+DIALECTS = ("openai", "bucket", "anthropic", "azure", "bare")
 
 _RATES = ("fail_rate", "hang_rate", "malformed_rate", "reset_rate", "oversized_rate")
 
@@ -91,6 +94,8 @@ class MockSettings(MockBehaviour):
         rate_limit_later_rps: When > 0, the rate once ``rate_limit_later_after_s`` have passed
             since the first chat request.
         rate_limit_later_after_s: See ``rate_limit_later_rps``.
+        rate_limit_dialect: Which provider's headers the budget speaks (one of
+            :data:`DIALECTS`).
         batch_delay_s: A batch (``/v1/batches``) is processed this long after it is created.
         batch_fail_every: When > 0, every n-th line of a batch goes to its error file.
         batch_outcome: When set, how every batch ends instead of ``completed``: one of
@@ -119,6 +124,9 @@ class MockSettings(MockBehaviour):
         if min(rates) < 0 or self.rate_limit_burst < 1:
             raise ValueError("rate_limit_rps, rate_limit_later_rps and rate_limit_later_after_s must be >= 0,"
                              " rate_limit_burst >= 1")
+        if self.rate_limit_dialect not in DIALECTS:
+            raise ValueError(f"rate_limit_dialect must be one of {', '.join(DIALECTS)}, got "
+                             f"{self.rate_limit_dialect!r}")
         if self.batch_delay_s < 0 or self.batch_fail_every < 0:
             raise ValueError("batch_delay_s and batch_fail_every must be >= 0")
         if self.batch_outcome is not None and self.batch_outcome not in BATCH_OUTCOMES:

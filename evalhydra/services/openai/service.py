@@ -74,7 +74,7 @@ from evalhydra.services.retry import (
     RetryOutcome,
     RetryPolicy,
     classify_status,
-    parse_retry_after,
+    retry_after_header,
     run_with_retries,
 )
 
@@ -373,7 +373,7 @@ class OpenAICompatService:
                     streamed = await self._read_stream(response, model, started)
                 else:
                     raw = await read_capped(response, MAX_RESPONSE_BYTES)
-                retry_after = None if status == 200 else response.headers.get("retry-after")
+                retry_after = None if status == 200 else retry_after_header(response.headers)
                 limits = _limit_headers(response.headers.raw) if self.config.adaptive else None
             finally:
                 await aclose_response(response)
@@ -386,7 +386,7 @@ class OpenAICompatService:
                 status_code=status,
                 error_kind=classify_status(status),
                 error_message=upstream_error_message(raw or b""),
-                retry_after_s=parse_retry_after(retry_after),
+                retry_after_s=retry_after,
                 limit_headers=limits,
             )
         if raw is None:
@@ -476,10 +476,11 @@ def completion_from_record(record: dict[str, Any]) -> Completion:
 
 
 def _limit_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str] | None:
-    """A reply's ``x-ratelimit-*`` headers (names lower-cased), or None without any."""
+    """A reply's budget headers, ``x-ratelimit-*`` and ``anthropic-ratelimit-*`` (names
+    lower-cased), or None without any."""
     found = None
     for name, value in raw:
-        if name[:12].lower() == b"x-ratelimit-":
+        if name[:12].lower() == b"x-ratelimit-" or name[:20].lower() == b"anthropic-ratelimit-":
             found = found or {}
             found[name.decode("latin-1").lower()] = value.decode("latin-1")
     return found
