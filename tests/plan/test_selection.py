@@ -93,16 +93,17 @@ def test_limit_sends_limit_times_trials_then_a_full_run_reuses_them(tmp_path: Pa
             f"service.base_url={url}",
             "run.progress=false",
         )
-        limited = run_cli(*common, "run.limit=3", cwd=tmp_path)
+        limited = run_cli(*common, "run.limit=3", "hydra.run.dir=outputs/runs/limited", cwd=tmp_path)
         assert limited.returncode == 0, limited.stderr
         assert chat_requests(url) == 3 * 2
         assert "selection: limit=3" in limited.stdout
-        full = run_cli(*common, cwd=tmp_path)
+        full = run_cli(*common, "hydra.run.dir=outputs/runs/full", cwd=tmp_path)
         assert full.returncode == 0, full.stderr
         assert chat_requests(url) == 10 * 2  # the 6 finished cells were reused, 14 sent
         assert "6 resumed from the store" in full.stdout
-    reports = sorted((tmp_path / "outputs" / "runs").rglob("report.md"))
-    assert sum("**Selection**" in path.read_text() for path in reports) == 1  # the limited run's only
+    runs = tmp_path / "outputs" / "runs"
+    assert "**Selection**" in (runs / "limited" / "report.md").read_text()
+    assert "**Selection**" not in (runs / "full" / "report.md").read_text()
 
 
 def test_rerun_failed_runs_exactly_the_failed_cases(tmp_path: Path) -> None:
