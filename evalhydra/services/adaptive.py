@@ -78,6 +78,8 @@ TOKEN_RESERVE = 0.05
 PACE_MARGIN = 0.05
 #: The admitted throughput is measured over the replies of this many last seconds.
 WINDOW_S = 1.0
+#: A rate is learned only from at least this much sending (a shorter span says too little).
+MIN_SPAN_S = 0.3
 #: A reset time written in whole seconds (RFC 3339) this close is too coarse to imply a rate.
 COARSE_RESET_S = 2.0
 #: A learned pace rises by this share of itself (as learned) a second while nothing is refused.
@@ -296,7 +298,7 @@ class EndpointController:
         admitted, span = self._admitted_rate(now)
         if sent_at >= self._last_cut:  # once per round trip: replies to earlier sends are old news
             self._last_cut = now
-            if feedback.rate_limited and admitted and span >= WINDOW_S / 2:  # pace at what it admits
+            if feedback.rate_limited and admitted and span >= MIN_SPAN_S:  # pace at what it admits
                 self._learned = self._learned_base = max(admitted * (1.0 - PACE_MARGIN), 1.0 / self.cap_s)
                 self._learned_at = now
                 self._set_pace(now)
@@ -315,7 +317,7 @@ class EndpointController:
 
     def _admitted_rate(self, now: float) -> tuple[float, float]:
         """Replies admitted a second over the last :data:`WINDOW_S` (or since the first send or the
-        last pause), and that span: less than half a window is too little to learn a rate from."""
+        last pause), and that span (under :data:`MIN_SPAN_S` too little to learn a rate from)."""
         while self._admitted and self._admitted[0] < now - WINDOW_S:
             self._admitted.popleft()
         since = max(self._started if self._started is not None else now, self._paused_until)
