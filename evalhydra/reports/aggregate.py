@@ -342,6 +342,8 @@ def failing_rows(conn: sqlite3.Connection, sel: Selection) -> list[dict[str, Any
     first failing trial of every failing (target, test case) beyond them, so the Failing / Timeout
     table names every test case zrb's does (up to :data:`CAP_FAILING_CASES` cases)."""
     first = trial_rows(conn, sel, extra=FAILING_SQL)
+    if len(first) < CAP_TRIALS:
+        return first  # every failing trial: nothing is left out
     per_case = (f"{FAILING_SQL} and rowid in (select rid from (select rowid as rid, min(run_index)"
                 f" from {sel.table} where ({sel.where}) and {FAILING_SQL}"
                 " group by service_name, model, eval_id, case_id))")

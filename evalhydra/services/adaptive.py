@@ -259,7 +259,10 @@ class EndpointController:
         if feedback.refused:
             self._refused(sent_at, now, feedback)
         elif feedback.ok:
-            self._admitted.append(now)
+            admitted = self._admitted
+            admitted.append(now)
+            while admitted[0] < now - WINDOW_S:  # the window only: a run never refused stays small
+                admitted.popleft()
             if self.limit < self.max_limit:
                 self.limit = min(float(self.max_limit), self.limit + 1.0 / self.limit)
         if feedback.headers and sent_at >= self._budget_from:  # a later reply may come first
