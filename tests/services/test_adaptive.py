@@ -34,6 +34,16 @@ REFUSED = Feedback(refused=True, rate_limited=True)
 OVERLOADED = Feedback(refused=True)  # a 503 or a refused connection
 
 
+async def send_times(gate: EndpointController, n: int) -> list[float]:
+    """When ``n`` requests in a row are let through (each ends with no answer to learn from)."""
+    times = []
+    for _ in range(n):
+        sent_at = await gate.acquire()
+        times.append(sent_at)
+        gate.release(sent_at, Feedback(ok=False))
+    return times
+
+
 async def test_full_concurrency_until_overload_then_one_per_round_trip_never_past_the_ceiling(
         autojump_clock: trio.testing.MockClock) -> None:
     gate = EndpointController(max_concurrency=40)
@@ -80,11 +90,7 @@ async def test_a_429_paces_at_the_admitted_rate_and_leaves_the_concurrency_alone
     gate.release(await gate.acquire(), REFUSED)  # bare: no header, no Retry-After
     assert gate.limit == 64 and gate.refusals == 1
     assert gate.pace == pytest.approx(100 * (1 - PACE_MARGIN), rel=0.02)
-    times = []
-    for _ in range(10):
-        sent_at = await gate.acquire()
-        times.append(sent_at)
-        gate.release(sent_at, Feedback(ok=False))
+    times = await send_times(gate, 10)
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert gaps == pytest.approx([1 / gate.pace] * 9, rel=0.02)
 
@@ -143,11 +149,7 @@ async def test_the_budget_headers_pace_sends_before_the_provider_refuses(
     budget = {"x-ratelimit-limit-requests": "20", "x-ratelimit-remaining-requests": "0",
               "x-ratelimit-reset-requests": "200ms"}
     gate.release(await gate.acquire(), Feedback(headers=budget))
-    times = []
-    for _ in range(10):
-        sent_at = await gate.acquire()
-        times.append(sent_at)
-        gate.release(sent_at, Feedback(ok=False))
+    times = await send_times(gate, 10)
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert gaps == pytest.approx([1 / (100 * (1 - PACE_MARGIN))] * 9)
     assert times[0] == pytest.approx(1 / (100 * (1 - PACE_MARGIN)))
