@@ -77,9 +77,17 @@ def service_option(registry: Registry, name: str) -> dict[str, Any]:
 
 
 def eval_option(registry: Registry, name: str) -> dict[str, Any]:
-    """The ``eval`` node for an eval id, or a suite node for a group."""
+    """The ``eval`` node for an eval id, or a suite node for a group.
+
+    Raises:
+        EvalHydraError: A file of the group (or the eval's own) does not load: selected, it stops
+            the run.
+    """
     if name in registry.evals:
         return _eval_node(registry.evals[name])
+    broken = registry.broken_for(name)
+    if broken is not None:
+        raise broken
     members = registry.groups().get(name)
     if not members:
         raise EvalHydraError(f"Unknown eval '{name}'.")

@@ -57,31 +57,32 @@ def locate_file(root: Path, rel: str, base: Path | None, *, where: str, what: st
     A relative path named inside the registry must stay inside it.
 
     Raises:
-        EvalHydraError: Not found (naming every place tried), or escaping the registry.
+        EvalHydraError: Escaping the registry, or not found (naming every place tried).
     """
     real_root = root.resolve()
     written = Path(rel).expanduser()
+    inside = base is None or base.resolve().is_relative_to(real_root)
     if written.is_absolute():
         if base is None:
-            raise EvalHydraError(f"{where}: {what} '{rel}' is absolute; zig_eval paths are relative to "
-                                 "the registry root.", "Give a path inside the registry, e.g. "
-                                 "data/<group>/<eval>/test.jsonl.")
+            raise EvalHydraError(f"{where}: {what}_path '{rel}' is absolute; zig_eval paths are relative to "
+                                 "the registry root.", _INSIDE_HINT)
         candidates = [written.resolve()]
     else:
         candidates = [(b / rel).resolve() for b in dict.fromkeys(
             [*([base.resolve()] if base is not None else []), real_root])]
+        if inside and not any(c.is_relative_to(real_root) for c in candidates):
+            raise EvalHydraError(f"{where}: {what}_path '{rel}' escapes the registry root.", _INSIDE_HINT)
     for path in candidates:
-        if path.is_file():
-            inside = base is None or base.resolve().is_relative_to(real_root)
-            if not written.is_absolute() and inside and not path.is_relative_to(real_root):
-                raise EvalHydraError(f"{where}: {what} '{rel}' escapes the registry root.",
-                                     "Give a path inside the registry, e.g. data/<group>/<eval>/test.jsonl.")
+        if path.is_file() and (written.is_absolute() or not inside or path.is_relative_to(real_root)):
             return path
     tried = " or ".join(str(c) for c in candidates)
-    hint = (f"{what} is relative to the file that names it ({base}), or to the registry root."
-            if base is not None
-            else f"{what} is relative to the registry root, e.g. data/<group>/<eval>/test.jsonl.")
+    hint = (f"{what}_path is relative to the file that names it ({base}), or to the registry root."
+            if base is not None else f"{what}_path is relative to the registry root, e.g. "
+                                     "data/<group>/<eval>/test.jsonl.")
     raise EvalHydraError(f"{where}: {what} file not found: {tried}.", hint)
+
+
+_INSIDE_HINT = "Give a path inside the registry, e.g. data/<group>/<eval>/test.jsonl."
 
 
 @dataclass(frozen=True)

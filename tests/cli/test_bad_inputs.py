@@ -435,7 +435,7 @@ CATALOGUE: dict[str, Bad] = {
     ),
     "eval file nested too deep": Bad(_eval_text('{"id": "g.e", "x": ' + _DEEP + "}"), "e.json", "JSON"),
     "eval file with YAML aliases": Bad(
-        lambda root: _reg_args(_registry(root, files={"evals/h/bomb.yaml": _BOMB})), "bomb.yaml",
+        lambda root: _reg_args(_registry(root, files={"evals/h/bomb.yaml": _BOMB}), "h.bomb"), "bomb.yaml",
         "alias"
     ),
     "attachment path with a NUL": Bad(_attachment("a\x00b.txt"), "NUL", "relative"),
