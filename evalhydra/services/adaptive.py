@@ -24,8 +24,10 @@ slot (:meth:`EndpointController.acquire`); after it, it reports what the endpoin
   empty waits. A token budget nearly spent pauses until its reset;
 * a **pause** of every request: only on evidence that the endpoint admits nothing now (a 429
   when no reply was admitted in the last :data:`WINDOW_S` seconds: a spent budget or quota),
-  for its ``Retry-After`` (``retry-after-ms``, or the budget's reset). Otherwise a 429's
-  ``Retry-After`` is the refused request's own wait, and the pace spaces the others.
+  for its ``Retry-After`` (``retry-after-ms``, or the budget's reset); with no pace learned yet
+  the limit drops to :data:`RESTART_LIMIT`, so the pause does not end in every cell at once.
+  Otherwise a 429's ``Retry-After`` is the refused request's own wait, and the pace spaces the
+  others.
 
 An endpoint that has never answered is not trusted with parallel retries: its first timed-out
 attempt drops the limit to one request (a probe), and when that probe times out too the
@@ -78,6 +80,8 @@ TOKEN_RESERVE = 0.05
 PACE_MARGIN = 0.05
 #: The admitted throughput is measured over the replies of this many last seconds.
 WINDOW_S = 1.0
+#: Requests in flight after a pause, until a pace is learned (the pace then lifts the limit).
+RESTART_LIMIT = 8
 #: A rate is learned only from at least this much sending (a shorter span says too little).
 MIN_SPAN_S = 0.3
 #: A reset time written in whole seconds (RFC 3339) this close is too coarse to imply a rate.
@@ -317,6 +321,9 @@ class EndpointController:
             wait = budget_of(feedback.headers, "requests")[2]
         if wait:
             self._pause(now, wait)
+            if not self._refill:  # no pace yet: after the pause, a few at once, not every cell
+                self.limit = min(self.limit, float(RESTART_LIMIT))
+                self.lowest = min(self.lowest, self.limit)
 
     def _admitted_rate(self, now: float) -> tuple[float, float]:
         """Replies admitted a second over the last :data:`WINDOW_S` (or since the first send or the

@@ -368,6 +368,8 @@ def feedback_of(result: AttemptResult[Any], retry_after_cap_s: float = math.inf)
 #: A rate-limited attempt's own wait when the endpoint names none: this times 2^n, capped.
 RATE_LIMIT_BACKOFF_S = 0.1
 _RATE_LIMIT_BACKOFF_CAP_S = 5.0
+#: With a ``Retry-After``, the refused request's own backoff is a floor of at most this.
+_RETRY_AFTER_FLOOR_CAP_S = 1.0
 
 
 async def run_with_retries(
@@ -462,12 +464,14 @@ async def run_with_retries(
                     break  # a spent quota: no retry within the bound can succeed
                 if end - refused_since < rate_limit_timeout_s:
                     attempt -= 1  # waiting for the limit is not the cell's failure
-                    if last.retry_after_s is not None:  # the refused request's own wait, as asked
-                        delay = min(last.retry_after_s, policy.retry_after_cap_ms / 1000.0)
-                    else:
-                        delay = min(_RATE_LIMIT_BACKOFF_CAP_S,
-                                    RATE_LIMIT_BACKOFF_S * 2 ** min(len(records), 16))
-                        delay = rng.uniform(0.5 * delay, delay)
+                    # the refused request's own wait: at least what it was asked (capped), and never
+                    # sooner than its own backoff (a provider asking for milliseconds is not
+                    # stormed by every refused cell at once)
+                    delay = min(_RATE_LIMIT_BACKOFF_CAP_S, RATE_LIMIT_BACKOFF_S * 2 ** min(len(records), 16))
+                    delay = rng.uniform(0.5 * delay, delay)
+                    if last.retry_after_s is not None:  # the floor is at most a second
+                        asked = min(last.retry_after_s, policy.retry_after_cap_ms / 1000.0)
+                        delay = max(min(delay, _RETRY_AFTER_FLOOR_CAP_S), asked)
                     if end + delay >= deadline:
                         break
                     if delay > 0:
