@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -249,9 +250,11 @@ def _evalhydra(url: str, n: int, c: int, workdir: Path, transport: str) -> dict[
     gc.freeze()
     plan = build_plan(cfg)
     store = open_store(plan.store_path)
+    _mock_post(url, "reset")  # the server's counters, this side's alone
     start, cpu = time.perf_counter(), _cpu_s()
     outcome = trio.run(lambda: execute(plan, store, total=count_cells(plan)))
     wall, cpu = time.perf_counter() - start, _cpu_s() - cpu
+    most_in_flight = int(_mock_get(url, "stats")["max_in_flight"])
     passed = store.conn.execute("select sum(passed) from results").fetchone()[0]
     stored = store.conn.execute("select count(*) from results").fetchone()[0]
     start = time.perf_counter()
@@ -259,8 +262,22 @@ def _evalhydra(url: str, n: int, c: int, workdir: Path, transport: str) -> dict[
     report_s = time.perf_counter() - start
     peak_rss_mb = _peak_rss_mb()  # the run's and its reports' peak, before the store floor
     return {"wall_s": wall, "cpu_s": cpu, "ok": passed, "stored": stored, "cells": cells,
-            "report_s": report_s, "peak_rss_mb": peak_rss_mb,
+            "report_s": report_s, "peak_rss_mb": peak_rss_mb, "most_in_flight": most_in_flight,
             "store_floor_us": _store_floor_us(store, workdir / "floor.db")}
+
+
+def _mock_get(url: str, what: str) -> dict[str, Any]:
+    """``GET <url>/_mock/<what>`` of the mock the sides send to."""
+    with urllib.request.urlopen(f"{url}/_mock/{what}", timeout=10) as reply:
+        return dict(json.load(reply))
+
+
+def _mock_post(url: str, what: str) -> None:
+    """``POST <url>/_mock/<what>`` (``reset``: zero the server's counters)."""
+    request = urllib.request.Request(f"{url}/_mock/{what}", data=b"{}", method="POST",
+                                     headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10):
+        pass
 
 
 def _store_floor_us(store: Any, path: Path) -> float:
@@ -378,7 +395,8 @@ def _print_table(results: dict[str, list[dict[str, Any]]], args: argparse.Namesp
         r = min(rs, key=lambda x: abs(x["wall_s"] - wall[side]))
         ratio = f"{wall[side] / floor:6.3f}" if floor else "     -"
         eff = ideal / wall[side] if wall[side] else 0.0
-        extra = f"  stored={r['stored']} report={r['report_s']:.2f} s" if "stored" in r else ""
+        extra = (f"  stored={r['stored']} report={r['report_s']:.2f} s most in flight={r['most_in_flight']}"
+                 if "stored" in r else "")
         print(f"{side:16s} {wall[side]:8.2f} {ratio} {eff:6.3f} {r['cpu_s'] / args.n * 1e6:10.1f} "
               f"{r['peak_rss_mb']:8.1f}  {r['ok']}{extra}")
     if "evalhydra-lean" in wall:

@@ -4,6 +4,7 @@ value (huge, negative, not a number, a date far away); a spent quota ends the ce
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -15,6 +16,7 @@ from evalhydra.config.schema import RetryConfig, ServiceConfig
 from evalhydra.core.values import ChatRequest, ErrorKind
 from evalhydra.services.adaptive import EndpointController, Feedback, parse_duration
 from evalhydra.services.openai import OpenAICompatService
+from tests.helpers import mock_process, numbered_registry, run_cli
 
 HOSTILE = ["99999999h", "1e300", "inf", "-5", "nan", "Fri, 31 Dec 9999 23:59:59 GMT", "", "soon"]
 
@@ -81,3 +83,15 @@ async def test_a_spent_daily_quota_ends_the_cell_rate_limited_at_once(
         await service.aclose()
     assert done.error_kind is ErrorKind.RATE_LIMITED
     assert upstream.times == [0.0]  # no ten-minute wait for a day-long refusal
+
+
+def test_a_run_against_a_spent_quota_ends_at_once_with_exit_3_and_a_fix(tmp_path: Path) -> None:
+    registry = numbered_registry(tmp_path / "reg", 40)
+    with mock_process("--fail-rate", "1", "--fail-status", "429", "--retry-after-s", "86400") as url:
+        started = time.monotonic()
+        res = run_cli(f"registry={registry}", "eval=g.e", "service=mock", "service.mock.enabled=false",
+                      f"service.base_url={url}", "run.progress=false", cwd=tmp_path, timeout=120)
+        wall = time.monotonic() - started
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert wall < 30  # no cell waited for a day, nor for service.rate_limit_timeout_s
+    assert "cells were rate limited (429)" in res.stdout + res.stderr
