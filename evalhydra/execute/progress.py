@@ -90,10 +90,6 @@ class Progress:
             f"errors={self.errors} resumed={self.skipped}{'  ' + extra if extra else ''}"
         )
 
-    def tick(self) -> None:
-        """Show the status again if it is due, though no cell finished (a long wait on a batch)."""
-        self._maybe_print()
-
     def heartbeat(self) -> None:
         """The runner's beat, every :data:`HEARTBEAT_S` seconds of the run's clock: off a terminal,
         a status line now, whether or not any cell finished; on one, a refresh of the bar."""

@@ -1,9 +1,9 @@
 """Matcher files named by an eval in evalhydra's own format, placed where they were written.
 
 A rubric prompt, a JSON schema file or a validator named by a YAML eval (or a ``--config-dir``
-eval) is looked for beside that file first, then at the registry root (zig_eval's rule). One
-found beside the file is rewritten as the matchers read paths: relative to the registry root
-when it is inside it (so a cell's key is the same on every machine), else absolute.
+eval) is found as a dataset is (:func:`~evalhydra.registry.datasets.locate_file`: beside that
+file first, then at the registry root) and rewritten as the matchers read paths: relative to the
+registry root when it is inside it (so a cell's key is the same on every machine), else absolute.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.registry.datasets import locate_file
 from evalhydra.registry.definitions import MATCHER_FILE_OPTIONS
 
 __all__ = ["place_matcher_files"]
@@ -32,11 +34,12 @@ def place_matcher_files(matcher: dict[str, Any], base_dir: str | Path | None, ro
 
 
 def _placed(rel: str, base: Path, root: Path) -> str:
+    """Where :func:`~evalhydra.registry.datasets.locate_file` finds ``rel`` (beside the eval's
+    file, then the registry root), as a registry-relative path when it is inside the registry;
+    ``rel`` itself when nothing is found (the matcher's own check says why)."""
+    try:
+        found = locate_file(root, rel, base, where="", what="matcher file")
+    except EvalHydraError:
+        return rel
     real_root = root.resolve()
-    beside = (base / rel).resolve()
-    if (real_root / rel).is_file() or not beside.is_file():
-        return rel  # the registry root's file, or none: the matcher's own check says which
-    if beside.is_relative_to(real_root):
-        return beside.relative_to(real_root).as_posix()
-    # a file outside the registry: only a file outside it (a --config-dir eval's) may name one
-    return rel if base.resolve().is_relative_to(real_root) else str(beside)
+    return found.relative_to(real_root).as_posix() if found.is_relative_to(real_root) else str(found)

@@ -195,8 +195,7 @@ class EndpointController:
         self._admitted: deque[float] = deque()  # when replies were admitted, the last WINDOW_S
         self._implied: deque[tuple[float, float]] = deque()  # (when, rate) the headers implied
         self._started: float | None = None
-        self._budget = 0.0  # our copy of the requests left in it (negative: owed by queued sends)
-        self._budget_cap = 0.0
+        self._budget = 0.0  # requests the pace allows now, at most one (negative: owed by queued sends)
         self._budget_at = 0.0
         self._budget_from = -math.inf  # when the request whose reply set the copy was sent
         self._lot = trio.lowlevel.ParkingLot()
@@ -239,7 +238,7 @@ class EndpointController:
     def _spend(self, now: float) -> float:
         """Take one request from our copy of the budget; seconds until it is really there."""
         self._probe(now)
-        self._budget = min(self._budget_cap, self._budget + (now - self._budget_at) * self._refill)
+        self._budget = min(1.0, self._budget + (now - self._budget_at) * self._refill)
         self._budget_at = now
         self._budget -= 1.0
         return _bounded(-self._budget / self._refill, self.cap_s) if self._budget < 0 else 0.0
@@ -347,7 +346,7 @@ class EndpointController:
         the rate the budget headers imply."""
         pace = self._learned or self._header_refill
         if pace and not self._refill:  # a new pace starts from an empty bucket of one request
-            self._budget, self._budget_at, self._budget_cap = 0.0, now, 1.0
+            self._budget, self._budget_at = 0.0, now
         elif pace and self._budget < 0:  # the sends already queued keep their times
             self._budget *= pace / self._refill
         self._refill = pace
@@ -382,8 +381,8 @@ class EndpointController:
 
 def budget_of(headers: Mapping[str, str], kind: str) -> tuple[float | None, float | None, float | None]:
     """(limit, remaining, seconds to a full budget) of the ``requests`` or ``tokens`` budget, from
-    OpenAI's ``x-ratelimit-*`` (``6m0s``, ``20ms``) or Anthropic's ``anthropic-ratelimit-*``
-    (an RFC 3339 reset time); None for what the headers do not say."""
+    OpenAI's ``x-ratelimit-*`` (durations in minutes, seconds, milliseconds) or Anthropic's
+    ``anthropic-ratelimit-*`` (an RFC 3339 reset time); None for what the headers do not say."""
     limit = _number(headers.get(f"x-ratelimit-limit-{kind}"))
     remaining = _number(headers.get(f"x-ratelimit-remaining-{kind}"))
     reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))

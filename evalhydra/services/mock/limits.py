@@ -65,7 +65,7 @@ class RequestBudget:
 
 
 def _openai_duration(seconds: float) -> bytes:
-    """OpenAI's way of writing a reset: ``20ms`` below a second, else ``1m2.5s``-style."""
+    """OpenAI's way of writing a reset: milliseconds below a second, else minutes and seconds."""
     if seconds < 1.0:
         return f"{seconds * 1000:.0f}ms".encode()
     minutes, rest = divmod(seconds, 60.0)
