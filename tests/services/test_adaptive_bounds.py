@@ -5,6 +5,7 @@ value (huge, negative, not a number, a date far away); a spent quota ends the ce
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -14,8 +15,9 @@ import trio.testing
 
 from evalhydra.config.schema import RetryConfig, ServiceConfig
 from evalhydra.core.values import ChatRequest, ErrorKind
-from evalhydra.services.adaptive import EndpointController, Feedback, parse_duration
+from evalhydra.services.adaptive import EndpointController, Feedback, budget_of, parse_duration
 from evalhydra.services.openai import OpenAICompatService
+from evalhydra.services.retry import retry_after_header
 from tests.helpers import mock_process, numbered_registry, run_cli
 
 HOSTILE = ["99999999h", "1e300", "inf", "-5", "nan", "Fri, 31 Dec 9999 23:59:59 GMT", "", "soon"]
@@ -95,3 +97,23 @@ def test_a_run_against_a_spent_quota_ends_at_once_with_exit_3_and_a_fix(tmp_path
     assert res.returncode == 3, res.stdout + res.stderr
     assert wall < 30  # no cell waited for a day, nor for service.rate_limit_timeout_s
     assert "cells were rate limited (429)" in res.stdout + res.stderr
+
+
+def test_provider_headers_as_the_providers_document_them() -> None:
+    in_a_minute = (datetime.now(UTC) + timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    anthropic = {"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "49",
+                 "anthropic-ratelimit-requests-reset": in_a_minute,
+                 "anthropic-ratelimit-tokens-limit": "40000", "anthropic-ratelimit-tokens-remaining": "39000",
+                 "anthropic-ratelimit-tokens-reset": in_a_minute, "retry-after": "12"}
+    limit, remaining, reset = budget_of(anthropic, "requests")
+    assert (limit, remaining) == (50, 49) and reset == pytest.approx(60, abs=2)
+    assert budget_of(anthropic, "tokens")[:2] == (40000, 39000)
+    openai = {"x-ratelimit-limit-requests": "10000", "x-ratelimit-remaining-requests": "9999",
+              "x-ratelimit-reset-requests": "6ms", "x-ratelimit-reset-tokens": "6m0s",
+              "x-ratelimit-limit-tokens": "30000000", "x-ratelimit-remaining-tokens": "29999990"}
+    assert budget_of(openai, "requests") == (10000, 9999, pytest.approx(0.006))
+    assert budget_of(openai, "tokens")[2] == 360.0
+    azure = httpx.Headers({"retry-after": "1", "retry-after-ms": "250",
+                           "x-ratelimit-remaining-requests": "0"})
+    assert retry_after_header(azure) == 0.25  # the finer one wins
+    assert retry_after_header(httpx.Headers({"retry-after": "2"})) == 2.0
