@@ -90,10 +90,16 @@ async def _inflate_capped(response: httpx.Response, cap: int, encoding: str) -> 
     return bytes(out)
 
 
-async def _inflated(response: httpx.Response, encoding: str, cap: int) -> AsyncIterator[bytes]:
-    """The decoded chunks of a gzip/deflate body; :class:`BodyTooLarge` past ``cap`` decoded bytes."""
+#: Decoded bytes a compressed body may reach before :func:`aiter_capped`'s ``max_ratio`` applies.
+RATIO_FLOOR = 1 << 20
+
+
+async def _inflated(response: httpx.Response, encoding: str, cap: int,
+                    max_ratio: float | None = None) -> AsyncIterator[bytes]:
+    """The decoded chunks of a gzip/deflate body; :class:`BodyTooLarge` past ``cap`` decoded bytes
+    or, past :data:`RATIO_FLOOR`, ``max_ratio`` times the bytes received."""
     inflater = zlib.decompressobj(_INFLATE_WBITS[encoding])
-    size = 0
+    size = received = 0
     first = True
     try:
         async with aclosing(aiter(response.stream)) as chunks:  # type: ignore[arg-type,type-var]
@@ -101,12 +107,16 @@ async def _inflated(response: httpx.Response, encoding: str, cap: int) -> AsyncI
                 if first and encoding == "deflate" and chunk[:1] not in (b"x", b"X"):
                     inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as httpx accepts
                 first = False
+                received += len(chunk)
                 data = chunk
                 while data:
                     part = inflater.decompress(data, cap + 1 - size)
                     size += len(part)
                     if size > cap:
-                        raise BodyTooLarge
+                        raise BodyTooLarge(f"it decodes to more than {cap} bytes")
+                    if max_ratio is not None and size > RATIO_FLOOR and size > max_ratio * received:
+                        raise BodyTooLarge(f"it inflates to more than {max_ratio:g} times its "
+                                           f"{encoding} size")
                     if part:
                         yield part
                     data = inflater.unconsumed_tail
@@ -114,19 +124,26 @@ async def _inflated(response: httpx.Response, encoding: str, cap: int) -> AsyncI
         raise httpx.DecodingError(f"invalid {encoding} body: {exc}", request=response.request) from None
 
 
-async def aiter_capped(response: httpx.Response, cap: int) -> AsyncIterator[bytes]:
+async def aiter_capped(response: httpx.Response, cap: int, *,
+                       max_ratio: float | None = None) -> AsyncIterator[bytes]:
     """The body's decoded chunks as they arrive (a streamed reply), at most ``cap`` bytes of them.
 
     A gzip or deflate body is inflated here, the cap applied to its decoded size, as
     :func:`read_capped` does for a whole body.
 
+    Args:
+        response: A response whose body is not read yet.
+        cap: Most decoded bytes.
+        max_ratio: Most decoded bytes per byte received, once past :data:`RATIO_FLOOR` (a
+            compressed body; None: no such bound).
+
     Raises:
-        BodyTooLarge: Once the decoded body passes ``cap`` bytes.
+        BodyTooLarge: Once the decoded body passes ``cap`` bytes (or ``max_ratio``).
         httpx.DecodingError: A compressed body that does not inflate.
     """
     encoding = _content_encoding(response.headers.raw)
     if encoding in _INFLATE_WBITS:
-        async with aclosing(_inflated(response, encoding, cap)) as parts:  # type: ignore[type-var]
+        async with aclosing(_inflated(response, encoding, cap, max_ratio)) as parts:  # type: ignore[type-var]
             async for part in parts:
                 yield part
         return
@@ -135,5 +152,5 @@ async def aiter_capped(response: httpx.Response, cap: int) -> AsyncIterator[byte
         async for chunk in chunks:
             size += len(chunk)
             if size > cap:
-                raise BodyTooLarge
+                raise BodyTooLarge(f"it is longer than {cap} bytes")
             yield chunk

@@ -11,10 +11,15 @@ from typing import Any
 
 import httpx
 
+from evalhydra.http.body import BodyTooLarge, aiter_capped, read_capped
+from evalhydra.services.batch.lines import MAX_INFLATE_RATIO, MAX_LINE_BYTES, BatchLines
 from evalhydra.services.openai.payload import api_base
 from evalhydra.services.openai.response import upstream_error_message
 
-__all__ = ["BatchApi", "BatchApiError", "api_base"]
+__all__ = ["BatchApi", "BatchApiError", "MalformedBatch", "api_base", "checked_batch"]
+
+#: Most bytes read of a refused call's body (for its message).
+_ERROR_BODY_BYTES = 64 << 10
 
 
 class BatchApiError(Exception):
@@ -34,6 +39,40 @@ class BatchApiError(Exception):
     def transient(self) -> bool:
         """Worth trying again: no answer, 408, 409, 429 or a 5xx."""
         return self.status is None or self.status in (408, 409, 429) or self.status >= 500
+
+
+class MalformedBatch(BatchApiError):  # noqa: N818 (a BatchApiError like the others)
+    """The provider answered with an object that is no batch (no ``id``, a ``status`` that is no
+    string …): not worth asking again, not gone."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(200, message)
+
+
+def checked_batch(found: dict[str, Any], where: str) -> dict[str, Any]:
+    """A batch object from the provider, its fields of the types a batch's have.
+
+    ``request_counts`` that are not an object of integers are dropped (they are only shown);
+    ``errors`` that are not an object are dropped.
+
+    Raises:
+        MalformedBatch: No string ``id`` or ``status``, or a file id that is no string.
+    """
+    if not isinstance(found.get("id"), str) or not found["id"]:
+        raise MalformedBatch(f"{where}: the provider's batch has no id")
+    if not isinstance(found.get("status"), str):
+        raise MalformedBatch(f"{where}: the provider's batch {found['id']} has no status string")
+    for name in ("input_file_id", "output_file_id", "error_file_id"):
+        if found.get(name) is not None and not isinstance(found[name], str):
+            raise MalformedBatch(f"{where}: the provider's batch {found['id']} has a {name} "
+                                 "that is no string")
+    batch = dict(found)
+    counts = batch.get("request_counts")
+    batch["request_counts"] = {k: v for k, v in counts.items() if type(v) is int and 0 <= v < 1 << 62} \
+        if isinstance(counts, dict) else {}
+    if not isinstance(batch.get("errors"), dict):
+        batch["errors"] = None
+    return batch
 
 
 class BatchApi:
@@ -61,17 +100,19 @@ class BatchApi:
     async def create(self, input_file_id: str, completion_window: str,
                      metadata: dict[str, str]) -> dict[str, Any]:
         """Create a batch of chat completions from an uploaded file."""
-        return await self._call("POST", "batches", json={
+        found = await self._call("POST", "batches", json={
             "input_file_id": input_file_id, "endpoint": "/v1/chat/completions",
             "completion_window": completion_window, "metadata": metadata})
+        return checked_batch(found, "POST /batches")
 
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         """A batch as the provider has it now."""
-        return await self._call("GET", f"batches/{batch_id}")
+        return checked_batch(await self._call("GET", f"batches/{batch_id}"), f"GET /batches/{batch_id}")
 
     async def cancel(self, batch_id: str) -> dict[str, Any]:
         """Ask the provider to cancel a batch."""
-        return await self._call("POST", f"batches/{batch_id}/cancel")
+        return checked_batch(await self._call("POST", f"batches/{batch_id}/cancel"),
+                             f"POST /batches/{batch_id}/cancel")
 
     async def find(self, metadata_key: str, value: str, *, pages: int = 20) -> dict[str, Any] | None:
         """The newest batch whose ``metadata[metadata_key]`` is ``value`` (a batch created just
@@ -80,18 +121,31 @@ class BatchApi:
         for _ in range(pages):
             params = {"limit": "100", **({"after": after} if after else {})}
             page = await self._call("GET", "batches", params=params)
-            for batch in page.get("data") or []:
-                if (batch.get("metadata") or {}).get(metadata_key) == value:
-                    return dict(batch)
-            if not page.get("has_more") or not page.get("last_id"):
+            data = page.get("data")
+            for batch in data if isinstance(data, list) else []:
+                metadata = batch.get("metadata") if isinstance(batch, dict) else None
+                if isinstance(metadata, dict) and metadata.get(metadata_key) == value:
+                    return checked_batch(batch, "GET /batches")
+            if page.get("has_more") is not True or not isinstance(page.get("last_id"), str):
                 return None
             after = str(page["last_id"])
         return None
 
-    async def content(self, file_id: str) -> bytes:
-        """A file's content (a batch's output or error file)."""
-        response = await self._send("GET", f"files/{file_id}/content")
-        return response.content
+    async def read_file(self, file_id: str, lines: BatchLines) -> None:
+        """Read a batch's output or error file into ``lines`` as it downloads, within the caps of
+        :mod:`evalhydra.services.batch.lines` (a file past them is refused from there on)."""
+        path = f"files/{file_id}/content"
+        try:
+            async with self._client.stream("GET", path) as response:
+                if response.status_code >= 300:
+                    message = upstream_error_message(await read_capped(response, _ERROR_BODY_BYTES) or b"")
+                    status = response.status_code
+                    raise BatchApiError(status, f"GET /{path}: {status} {message}")
+                await _split_lines(response, lines)
+        except httpx.DecodingError as exc:
+            lines.refuse(str(exc))
+        except httpx.HTTPError as exc:
+            raise BatchApiError(None, f"GET /{path}: {type(exc).__name__}: {exc}") from None
 
     async def delete(self, file_id: str) -> None:
         """Delete a file at the provider (one already gone is fine)."""
@@ -124,3 +178,31 @@ class BatchApi:
             message = upstream_error_message(response.content)
             raise BatchApiError(response.status_code, f"{method} /{path}: {response.status_code} {message}")
         return response
+
+
+async def _split_lines(response: httpx.Response, lines: BatchLines) -> None:
+    """Feed the body's lines to ``lines``; a line past :data:`MAX_LINE_BYTES` is skipped to its end."""
+    pending = bytearray()
+    skipping = False
+    try:
+        async for chunk in aiter_capped(response, lines.max_bytes, max_ratio=MAX_INFLATE_RATIO):
+            pending += chunk
+            start = 0
+            while (end := pending.find(b"\n", start)) >= 0:
+                if not skipping:
+                    lines.feed(bytes(pending[start:end]))
+                skipping = False
+                start = end + 1
+            del pending[:start]
+            if len(pending) > MAX_LINE_BYTES:
+                if not skipping:
+                    lines.too_long(bytes(pending[:4096]))
+                skipping = True
+                pending.clear()
+            if lines.refused:
+                return
+    except BodyTooLarge as exc:
+        lines.refuse(str(exc))
+        return
+    if pending and not skipping:
+        lines.feed(bytes(pending))

@@ -31,6 +31,7 @@ import trio
 from evalhydra.config.schema import BatchConfig
 from evalhydra.core.values import ErrorKind
 from evalhydra.services.batch.api import BatchApi, BatchApiError
+from evalhydra.services.batch.lines import BatchLines
 from evalhydra.store.batches import BatchLedger, BatchRecord
 
 __all__ = ["BatchDeferred", "BatchQueue", "LineOutcome", "estimate_line_usd"]
@@ -293,34 +294,39 @@ class BatchQueue:
                 break
             await trio.sleep(self.config.poll_interval_s)
             batch = await self._with_retries(partial(self.api.retrieve, record.batch_id))
-        output, errors = await self._download(batch)
+        output = await self._download(record, batch.get("output_file_id"), "output")
+        errors = await self._download(record, batch.get("error_file_id"), "error")
         message = _batch_errors(batch)
         collected = time.time()
         await trio.to_thread.run_sync(partial(
-            self.ledger.update, record.batch_key, status=batch["status"], output=output, errors=errors,
-            output_file_id=batch.get("output_file_id"), error_file_id=batch.get("error_file_id"),
-            collected_at=collected, message=message))
+            self.ledger.update, record.batch_key, status=batch["status"], output=output.text(),
+            errors=errors.text(), output_file_id=batch.get("output_file_id"),
+            error_file_id=batch.get("error_file_id"), collected_at=collected, message=message))
         record.collected_at, record.message = collected, message
         if not self.config.keep_files:  # the lines are in the store now; before the run can end
             await self._delete_files(record, batch)
-        self._deliver(record, str(batch["status"]), output, errors)
+        self._answer(record, batch["status"], output, errors)
 
     async def _saw(self, record: BatchRecord, tracked: _Tracked, batch: dict[str, Any]) -> None:
         """Note a batch's status and counts (in the ledger when they changed)."""
-        counts = {k: int(v) for k, v in (batch.get("request_counts") or {}).items() if isinstance(v, int)}
+        counts = batch["request_counts"]
         if batch["status"] != tracked.status or counts != tracked.counts:
-            tracked.status, tracked.counts = str(batch["status"]), counts
+            tracked.status, tracked.counts = batch["status"], counts
             await trio.to_thread.run_sync(partial(
                 self.ledger.update, record.batch_key, batch_id=record.batch_id, status=tracked.status,
                 request_counts=counts))
 
-    async def _download(self, batch: dict[str, Any]) -> tuple[str, str]:
-        texts = []
-        for name in ("output_file_id", "error_file_id"):
-            file_id = batch.get(name)
-            raw = await self._with_retries(partial(self.api.content, file_id)) if file_id else b""
-            texts.append(raw.decode("utf-8", "replace"))
-        return texts[0], texts[1]
+    async def _download(self, record: BatchRecord, file_id: str | None, name: str) -> BatchLines:
+        """The checked lines of one of a batch's files (none without the file)."""
+
+        async def read() -> BatchLines:
+            lines = BatchLines(record.custom_ids, self._mask, name=name)
+            if file_id:
+                await self.api.read_file(file_id, lines)
+            return lines
+
+        found: BatchLines = await self._with_retries(read)
+        return found
 
     async def _delete_files(self, record: BatchRecord, batch: dict[str, Any]) -> None:
         """Delete the batch's files at the provider (a failure leaves them: they expire there)."""
@@ -347,15 +353,20 @@ class BatchQueue:
     # -- answering cells ------------------------------------------------------------
 
     def _deliver(self, record: BatchRecord, status: str, output: str, errors: str) -> None:
-        """Answer every request of a finished batch from its output and error files."""
-        done = _lines_by_id(output)
-        failed = _lines_by_id(errors)
+        """Answer every request of a finished batch from its files' text as the ledger kept it
+        (checked again: a ledger written before lines were checked may hold anything)."""
+        self._answer(record, status, BatchLines.of_text(output, record.custom_ids, self._mask),
+                     BatchLines.of_text(errors, record.custom_ids, self._mask, name="error"))
+
+    def _answer(self, record: BatchRecord, status: str, done: BatchLines, failed: BatchLines) -> None:
+        """Answer every request of a finished batch from its files' checked lines."""
         latency = ((record.collected_at or time.time()) - (record.submitted_at or time.time())) * 1000.0
         missing_kind, missing_message = _MISSING.get(status, _MISSING["completed"])
         again: list[_Waiter] = []
         for custom_id in record.custom_ids:
-            line = done.get(custom_id) or failed.get(custom_id)
-            outcome = self._line_outcome(line, latency) if line is not None else LineOutcome(
+            line = (done.own(custom_id) or failed.own(custom_id)  # a line beats a file's refusal
+                    or done.get(custom_id) or failed.get(custom_id))
+            outcome = _line_outcome(line, latency) if line is not None else LineOutcome(
                 error_kind=missing_kind, message=self._mask(record.message or missing_message)
                 if status == "failed" else missing_message, latency_ms=latency)
             if outcome.error_kind is not None and self._resend(custom_id, outcome):
@@ -374,15 +385,6 @@ class BatchQueue:
             return False
         self._resubmitted.add(custom_id)
         return True
-
-    def _line_outcome(self, line: dict[str, Any], latency: float) -> LineOutcome:
-        response = line.get("response") if isinstance(line.get("response"), dict) else None
-        status = response.get("status_code") if response else None
-        if status == 200 and isinstance(response, dict) and isinstance(response.get("body"), dict):
-            return LineOutcome(200, json.dumps(response["body"]).encode(), latency_ms=latency)
-        return LineOutcome(status if isinstance(status, int) else None,
-                           error_kind=ErrorKind.BATCH_LINE_FAILED, message=self._mask(_line_error(line)),
-                           latency_ms=latency)
 
     async def _lost(self, record: BatchRecord, *, forget: bool = False) -> None:
         """The provider does not know the batch (it was never created, or it is gone): its cells
@@ -459,35 +461,18 @@ def _line(waiter: _Waiter) -> bytes:
         json.dumps(waiter.custom_id).encode(), waiter.body)
 
 
-def _lines_by_id(text: str) -> dict[str, dict[str, Any]]:
-    """A batch output or error file's lines by ``custom_id`` (unreadable lines are skipped)."""
-    found: dict[str, dict[str, Any]] = {}
-    for raw in text.splitlines():
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
-            found[line["custom_id"]] = line
-    return found
-
-
-def _line_error(line: dict[str, Any]) -> str:
-    """The provider's reason for a failed line."""
-    error = line.get("error")
-    if isinstance(error, dict) and error.get("message"):
-        return f"batch line failed: {error.get('code') or 'error'}: {error['message']}"
-    response = line.get("response")
-    body = response.get("body") if isinstance(response, dict) else None
-    inner = body.get("error") if isinstance(body, dict) else None
-    if isinstance(inner, dict) and inner.get("message"):
-        return f"batch line failed: {response.get('status_code')}: {inner['message']}"  # type: ignore[union-attr]
-    return "batch line failed"
+def _line_outcome(line: dict[str, Any], latency: float) -> LineOutcome:
+    """A checked line (:class:`BatchLines`) as what its request gets."""
+    if "body" in line:
+        return LineOutcome(200, json.dumps(line["body"]).encode(), latency_ms=latency)
+    return LineOutcome(line["status_code"], error_kind=ErrorKind.BATCH_LINE_FAILED, message=line["message"],
+                       latency_ms=latency)
 
 
 def _batch_errors(batch: dict[str, Any]) -> str | None:
     """A failed batch's validation errors in one line."""
-    errors = (batch.get("errors") or {}).get("data") if isinstance(batch.get("errors"), dict) else None
-    if not errors:
+    errors = batch["errors"].get("data") if isinstance(batch.get("errors"), dict) else None
+    if not errors or not isinstance(errors, list):
         return None
-    return "; ".join(f"line {e.get('line')}: {e.get('message')}" for e in errors[:3] if isinstance(e, dict))
+    shown = [f"line {e.get('line')}: {e.get('message')}" for e in errors[:3] if isinstance(e, dict)]
+    return "; ".join(shown)[:2000] or None
