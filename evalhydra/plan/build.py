@@ -40,7 +40,7 @@ from evalhydra.registry.definitions import Registry, load_registry, resolve_regi
 from evalhydra.services.cache import default_cache_path, parse_expiry
 from evalhydra.services.mock.settings import MockSettings
 
-__all__ = ["build_plan"]
+__all__ = ["build_plan", "known_service_sources"]
 
 
 def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
@@ -376,7 +376,7 @@ def _judges(
     names = set().union(*(judge_services_of(e.matcher) for e in evals))
     if not names and not conf.judge_service:
         return {}  # no judge named anywhere: the service files need not be read
-    known = _known_service_sources(registry)
+    known = known_service_sources(registry)
     judges = {}
     for name in sorted(names):
         if name == service.name:
@@ -394,15 +394,16 @@ def _judges(
     return judges
 
 
-def _known_service_sources(registry: Registry) -> dict[str, Callable[[], ServiceConfig]]:
-    """Services a judge may name (``service/*.yaml`` of every config directory, then the
-    registry's), each read and type-checked only when asked for."""
+def known_service_sources(registry: Registry | None,
+                          extra_dirs: Sequence[Path] = ()) -> dict[str, Callable[[], ServiceConfig]]:
+    """The configured services (``service/*.yaml`` of every config directory and of
+    ``extra_dirs``, then the registry's), each read and type-checked only when asked for."""
     base = OmegaConf.structured(ServiceConfig)
     found: dict[str, Callable[[], ServiceConfig]] = {}
-    for directory in config_dirs():
+    for directory in [*config_dirs(), *extra_dirs]:
         for path in sorted(Path(directory, "service").glob("*.yaml")):
             found[path.stem] = partial(_service_from, base, path)
-    for name, spec in registry.services.items():
+    for name, spec in (registry.services if registry else {}).items():
         found[name] = partial(_service_from, base, spec)
     return found
 

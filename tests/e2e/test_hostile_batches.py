@@ -9,6 +9,7 @@ before it is kept, so a rerun cannot replay a poisoned line.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 import evalhydra
-from tests.helpers import numbered_registry
+from tests.helpers import numbered_registry, run_cli
 from tests.services.hostile_batches import HostileBatches, hostile_batches
 
 KEY = "sk-hostile-batch-key-123456"
@@ -160,3 +161,25 @@ def test_the_ledger_keeps_no_secret_a_provider_echoes(server: HostileBatches, tm
     kept = stored(tmp_path / "s.db", "select * from batches")
     assert kept and KEY not in json.dumps(kept) and "***" in (kept[0]["errors"] or "")
     assert KEY not in json.dumps(stored(tmp_path / "s.db"))
+
+
+def test_batches_cancel_sends_a_key_only_where_a_configured_service_sends_it(server: HostileBatches,
+                                                                             tmp_path: Path) -> None:
+    evalhydra.evaluate(overrides(server, tmp_path))
+    conn = sqlite3.connect(tmp_path / "s.db")  # a store that names a URL and a key variable
+    with conn:
+        conn.execute("update batches set status = 'in_progress', api_key_env = 'HOSTILE_KEY', endpoint = ?",
+                     [server.url])
+    conn.close()
+    env = {**os.environ, "HOSTILE_KEY": KEY}
+    server.authorizations.clear()
+    refused = run_cli("batches", "cancel", "--store", str(tmp_path / "s.db"), cwd=tmp_path, env=env)
+    assert refused.returncode == 3 and "no configured service sends HOSTILE_KEY" in refused.stdout
+    assert server.authorizations == []  # nothing was sent, least of all the key
+    conf = tmp_path / "conf" / "service"
+    conf.mkdir(parents=True)
+    (conf / "hostile.yaml").write_text(f"name: hostile\nbase_url: {server.url}\napi_key_env: HOSTILE_KEY\n")
+    done = run_cli("batches", "cancel", "--store", str(tmp_path / "s.db"), "--config-dir",
+                   str(tmp_path / "conf"), cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert server.authorizations == [f"Bearer {KEY}"] and "cancelling" in done.stdout

@@ -73,6 +73,7 @@ class HostileBatches(ThreadingHTTPServer):
         self.asked: dict[str, list[tuple[str, int]]] = {}  # file id -> (custom_id, case number)
         self.batches: dict[str, dict[str, Any]] = {}
         self.downloads = 0
+        self.authorizations: list[str] = []  # every Authorization header received
 
     @property
     def url(self) -> str:
@@ -120,7 +121,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path == "/v1/files":
+        self.server.authorizations.append(self.headers.get("Authorization") or "")
+        if self.path.endswith("/cancel"):
+            self._json({**self.server.batches[self.path.split("/")[3]], "status": "cancelling"})
+        elif self.path == "/v1/files":
             file_id = f"f{len(self.server.asked)}"
             self.server.asked[file_id] = [(json.loads(cid), int(n)) for cid, n in _ASKED.findall(body)]
             self._json({"id": file_id, "object": "file", "purpose": "batch"})
