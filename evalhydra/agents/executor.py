@@ -43,7 +43,7 @@ from evalhydra.agents.models import (
 )
 from evalhydra.agents.process import run_bounded
 from evalhydra.agents.trace import trace_from_history
-from evalhydra.agents.usage import TokenUsage, cost_usd, last_json_object, parse_usage
+from evalhydra.agents.usage import TokenUsage, UsageOutOfRange, cost_usd, last_json_object, parse_usage
 from evalhydra.agents.zrb_compat import trace_for_validator
 from evalhydra.config.schema import ServiceConfig
 
@@ -216,7 +216,13 @@ async def _judge(cell: _Cell, duration: float, exit_code: int) -> TrialResult:
     if template == "claude-code":
         _snapshot_json_output(log, cell.paths.history_file)
     trace = trace_from_history(cell.paths.history_file)
-    usage = parse_usage(log, template)
+    try:
+        usage = parse_usage(log, template)
+    except UsageOutOfRange as exc:
+        with cell.paths.stdout_log.open("a", encoding="utf-8") as out:
+            out.write(f"\n[ERROR: invalid_response: {exc}]\n")
+        return cell.result("ERROR", duration, exit_code, tool_calls=list(trace.tool_names),
+                           tool_call_count=len(trace.tool_names), trace=trace)
     marker = verification_marker(log) if cell.cfg.honor_verification_marker else None
     if marker is None and exit_code != 0:
         status, verdict = "ERROR", None

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalhydra.config.schema import PricingConfig
+from evalhydra.core.values import MAX_TOKEN_COUNT
 
 __all__ = [
+    "UsageOutOfRange",
     "TokenUsage",
     "cost_usd",
     "last_json_object",
@@ -110,8 +112,8 @@ def _uncached_input_usage(input_tokens: int, output_tokens: int, cache: int) -> 
 
 def _int(value: Any) -> int:
     try:
-        return int(value or 0)
-    except (TypeError, ValueError):
+        return max(0, int(value or 0))
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinity
         return 0
 
 
@@ -123,14 +125,31 @@ _PARSERS = {
 
 
 def parse_usage(text: str, template: str | None) -> TokenUsage:
-    """Parse usage the way ``template`` reports it (None: try all three)."""
+    """Parse usage the way ``template`` reports it (None: try all three).
+
+    Raises:
+        UsageOutOfRange: A count past :data:`~evalhydra.core.values.MAX_TOKEN_COUNT`.
+    """
     if template in _PARSERS:
-        return _PARSERS[template](text)
+        return _in_range(_PARSERS[template](text))
     for parser in _PARSERS.values():
         usage = parser(text)
         if usage != TokenUsage():
-            return usage
+            return _in_range(usage)
     return TokenUsage()
+
+
+class UsageOutOfRange(ValueError):  # noqa: N818 (a ValueError like int()'s)
+    """An agent reported a token count past any real one."""
+
+
+def _in_range(usage: TokenUsage) -> TokenUsage:
+    for name in ("total_tokens", "input_tokens", "output_tokens", "cache_read_tokens"):
+        value = getattr(usage, name)
+        if value > MAX_TOKEN_COUNT:
+            shown = str(value) if value < 10**30 else f"a {len(str(value))}-digit number"
+            raise UsageOutOfRange(f"the agent reported {name}={shown}, past any real count")
+    return usage
 
 
 def last_json_object(text: str) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any, TypeVar, dataclass_transform, overload
 
 __all__ = [
+    "MAX_TOKEN_COUNT",
     "PASSING",
     "immutable",
     "Attachment",
@@ -56,6 +57,11 @@ def immutable(cls: type[_T] | None = None, /, *, kw_only: bool = False) -> Any:
 
 #: The statuses that pass: zig_eval's PASS and the agent validators' EXCELLENT and PASS.
 PASSING = frozenset({"EXCELLENT", "PASS"})
+
+
+#: The largest token count a reply or an agent may report: far past any real call, and small enough
+#: that the store's sums over millions of cells stay within SQLite's 64-bit integers.
+MAX_TOKEN_COUNT = 10**12
 
 
 class ErrorKind(StrEnum):

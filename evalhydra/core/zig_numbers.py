@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -20,7 +21,10 @@ def fixed(value: float, places: int) -> str:
 
 
 def json_number(value: float) -> str:
-    """A float as zig_eval's JSON writes it: integral values without a fraction."""
+    """A float as zig_eval's JSON writes it: integral values without a fraction (a NaN or an
+    infinity, which JSON cannot hold, as ``null``)."""
+    if not math.isfinite(value):
+        return "null"
     return str(int(value)) if value.is_integer() else repr(value)
 
 

@@ -18,7 +18,7 @@ from evalhydra.core import strictjson
 from evalhydra.core.values import PASSING, Case, Completion, ErrorKind, MatchResult, Usage
 from evalhydra.matchers.factory import judge_services_of
 from evalhydra.plan.cells import CellJob
-from evalhydra.store.rows import ResultRow, now_iso
+from evalhydra.store.rows import ResultRow, checked_row, now_iso
 
 __all__ = [
     "CELL_CRASHED",
@@ -60,7 +60,7 @@ def chat_row(
     if case.attachments:  # named in report.html's case details
         verdict["details"] = {**(verdict["details"] or {}),
                               "attachments": [a.label or a.path for a in case.attachments]}
-    return ResultRow(
+    return checked_row(ResultRow(
         cell_key=job.key,
         run_id=run_id,
         group=job.eval.group,
@@ -92,7 +92,7 @@ def chat_row(
         status_code=completion.status_code,
         **verdict,
         **_accounting_fields(match, calls, judge_service),
-    )
+    ))
 
 
 def _accounting_fields(
@@ -178,7 +178,7 @@ def agent_row(
     verdict = trial.verification_result or {}
     passed = trial.status in PASSING
     score = verdict.get("score")
-    return ResultRow(
+    return checked_row(ResultRow(
         cell_key=job.key,
         run_id=run_id,
         group=job.eval.group,
@@ -221,7 +221,7 @@ def agent_row(
         trial_dir=trial.trial_dir,
         case_hash=case.content_hash,
         evaluated_at=now_iso(),
-    )
+    ))
 
 
 def rejudged_row(job: CellJob, run_id: str, parent_run_id: str, match: MatchResult,
@@ -231,7 +231,7 @@ def rejudged_row(job: CellJob, run_id: str, parent_run_id: str, match: MatchResu
     attempts, retried = job.parent.candidate_attempts, job.parent.candidate_retried
     verdict = verdict_fields(match, match.error_kind, job.eval.matcher)
     verdict["details"] = {**(match.details or {}), "rejudge": _rejudge_info(job, parent_run_id)}
-    return _rejudge_base(
+    return checked_row(_rejudge_base(
         job,
         run_id,
         attempt_count=attempts + (judge.attempt_count if judge else 0),
@@ -245,7 +245,7 @@ def rejudged_row(job: CellJob, run_id: str, parent_run_id: str, match: MatchResu
         judge_completion_tokens=judge.usage.completion_tokens if judge else None,
         judge_cost_usd=judge.cost_usd if judge else None,
         **verdict,
-    )
+    ))
 
 
 def copied_row(job: CellJob, run_id: str, parent_run_id: str) -> ResultRow:

@@ -135,10 +135,17 @@ _COMPUTE: dict[str, Callable[[str, str, str], float]] = {
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """The cosine of two vectors (0 when either is zero)."""
+    """The cosine of two vectors (0 when either is zero); each is scaled by its largest component
+    first, so components near the float range cannot overflow to a NaN."""
+    a, b = _unit_scaled(a), _unit_scaled(b)
     dot = math.fsum(x * y for x, y in zip(a, b, strict=True))
     norm = math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b))
     return dot / norm if norm else 0.0
+
+
+def _unit_scaled(vector: Sequence[float]) -> list[float]:
+    largest = max((abs(x) for x in vector), default=0.0)
+    return [x / largest for x in vector] if largest and math.isfinite(largest) else list(vector)
 
 
 def _nltk_has_wordnet() -> bool:

@@ -71,6 +71,11 @@ _HISTORY = (f"(case when attempt_history is null then {_SINGLE}"
             f" else {_json_or('attempt_history', 'array', '[]')} end)")
 _RUBRIC = _json_or("rubric_scores", "object", "{}")
 
+def _finite(column: str) -> str:
+    """The column, or null when it holds an infinity (JSON has none; a NaN is stored as null)."""
+    return f"(case when abs({column}) <= 1.7976931348623157e308 then {column} end)"
+
+
 # Numbers: a missing cost, threshold or token count is written as an integer (0 or 1)
 # rather than a float; SQLite formats integers much faster, and both are JSON numbers.
 # ``?1`` is the run id, ``?2`` the time of a result that has none.
@@ -91,9 +96,10 @@ def _record(category: bool, fix: bool) -> str:
   'rubric_scores', {_RUBRIC}, {optional}
   'attempts', max(1, coalesce(attempts, 1)),
   'attempt_history', {_HISTORY},
-  'total_cost_usd', max(0, coalesce(cost_usd, 0) + coalesce(judge_cost_usd, 0)),
+  'total_cost_usd', max(0, coalesce({_finite("cost_usd")}, 0) + coalesce({_finite("judge_cost_usd")}, 0)),
   'cost_breakdown', json_object(
-    'generation_usd', coalesce(cost_usd, 0), 'evaluation_usd', coalesce(judge_cost_usd, 0),
+    'generation_usd', coalesce({_finite("cost_usd")}, 0),
+    'evaluation_usd', coalesce({_finite("judge_cost_usd")}, 0),
     'input_tokens', coalesce(prompt_tokens, 0) + coalesce(judge_prompt_tokens, 0),
     'output_tokens', coalesce(completion_tokens, 0) + coalesce(judge_completion_tokens, 0)),
   'evaluated_at', coalesce(evaluated_at, ?2), 'contamination_warning', json('false'))"""

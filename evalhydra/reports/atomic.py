@@ -7,13 +7,14 @@ file (and no temp file) behind.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["FILE_MODE", "stream_atomic", "write_json_atomic", "write_text_atomic"]
+__all__ = ["FILE_MODE", "finite_json", "stream_atomic", "write_json_atomic", "write_text_atomic"]
 
 
 def _file_mode() -> int:
@@ -47,5 +48,21 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON (indent 2, UTF-8, trailing newline) atomically."""
-    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    """Write ``obj`` as JSON (indent 2, UTF-8, trailing newline) atomically; a NaN or an infinity
+    (which JSON cannot hold) is written as ``null``."""
+    try:
+        text = json.dumps(obj, indent=2, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:  # a non-finite number from a store an older evalhydra wrote
+        text = json.dumps(finite_json(obj), indent=2, ensure_ascii=False, default=str)
+    write_text_atomic(path, text + "\n")
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN and infinity replaced by None (containers copied)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(item) for item in value]
+    return value

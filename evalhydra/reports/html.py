@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from evalhydra.core import strictjson
 from evalhydra.reports import aggregate as agg
+from evalhydra.reports.atomic import finite_json
 from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.data import ReportData
 from evalhydra.reports.runsummary import header_facts, summary_of, target_rows
@@ -132,7 +133,10 @@ _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
 def _script_json(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except ValueError:  # a NaN or an infinity, which JSON.parse refuses: shown as null
+        text = json.dumps(finite_json(value), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     return text.translate(_SCRIPT_SAFE)
 
 

@@ -415,10 +415,10 @@ def failing_stats(stats: Iterable[dict[str, Any]], gates: Gates) -> list[dict[st
         if not s.get("scored", 1):
             continue
         limit = threshold_for(s, gates.fail_under, gates.per_eval)
-        if limit is not None and s["pass_rate"] < limit:
+        if limit is not None and not s["pass_rate"] >= limit:  # written so that a NaN fails
             failing.append({**s, "metric": "pass rate", "value": s["pass_rate"], "threshold": limit})
         hat = s.get("pass_hat_k")
-        if gates.pass_hat_k_under is not None and hat is not None and hat < gates.pass_hat_k_under:
+        if gates.pass_hat_k_under is not None and hat is not None and not hat >= gates.pass_hat_k_under:
             failing.append({**s, "metric": f"pass^{s['k']}", "value": hat,
                             "threshold": gates.pass_hat_k_under})
     return sorted(failing, key=lambda s: (s["value"] - s["threshold"], s["eval"], s["metric"]))

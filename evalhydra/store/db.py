@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import socket
@@ -29,6 +30,7 @@ from evalhydra.store.rows import (
     INFRA_ERROR_SQL,
     RESULT_FIELDS,
     ResultRow,
+    checked_row,
     now_iso,
     row_values,
 )
@@ -143,6 +145,9 @@ class Store:
             self.write_values(values, batch.members, attempts, settled=settled)
         except UnicodeEncodeError:  # a lone surrogate that slipped past the parsers: keep the row
             self.write_values(_scrubbed(values), batch.members, _scrubbed(attempts), settled=settled)
+        except OverflowError:  # a number no row builder checked: the cell is kept, as an error
+            values = [row_values(checked_row(r), lenient=True) for r in results]
+            self.write_values(values, batch.members, [_checked_attempt(a) for a in attempts], settled=settled)
 
     def write_values(self, results: Sequence[Sequence[Any]], members: Sequence[Sequence[Any]],
                      attempts: Sequence[Sequence[Any]], *,
@@ -458,6 +463,15 @@ def _chunk_sizes(total: int) -> list[int]:
 def _typed(row: ResultRow | Mapping[str, Any]) -> ResultRow:
     """Rows are :class:`ResultRow`; a mapping is checked column by column (unknown keys refused)."""
     return row if isinstance(row, ResultRow) else ResultRow.from_mapping(row)
+
+
+def _checked_attempt(values: list[Any]) -> list[Any]:
+    """An attempt row with any integer past 64 bits (or non-finite number) left out."""
+    return [None if isinstance(v, int | float) and not _fits(v) else v for v in values]
+
+
+def _fits(value: float) -> bool:
+    return -(1 << 63) <= value < (1 << 63) if isinstance(value, int) else math.isfinite(value)
 
 
 def _attempt_values(row: Mapping[str, Any]) -> list[Any]:

@@ -12,9 +12,10 @@ The infrastructure-error rule lives here in both of its forms, side by side:
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "RESULT_STATUSES",
     "ResultRow",
     "cap_output",
+    "checked_row",
     "infra_error_sql",
     "is_infra_error",
     "now_iso",
@@ -147,13 +149,16 @@ class ResultRow:
 RESULT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
 _FIELD_SET = frozenset(RESULT_FIELDS)
 _VALUES = attrgetter(*RESULT_FIELDS)
+#: The fields whose values are numbers (ints, floats or bools).
+_NUMBER_FIELDS = tuple(f.name for f in fields(ResultRow)
+                       if any(t in str(f.type) for t in ("int", "float", "bool")))
 #: Only these columns hold containers (stored as JSON text); the rest bind as is.
 _JSON_POSITIONS = [
     i for i, name in enumerate(RESULT_FIELDS)
     if name in ("input", "tool_calls", "details", "rubric_scores", "attempt_history", "grader_scores")
 ]
 _OUTPUT_POSITION = RESULT_FIELDS.index("output")
-_ROW_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
+_ROW_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, allow_nan=False)  # NaN is no JSON
 
 
 def row_values(row: ResultRow, *, lenient: bool = False) -> list[Any]:
@@ -200,6 +205,57 @@ def cap_output(text: str) -> str:
         return text
     return (f"{text[:MAX_STORED_OUTPUT_CHARS]}\n"
             f"[evalhydra: output cut at {MAX_STORED_OUTPUT_CHARS} of {len(text)} characters]")
+
+
+#: Numbers a SQLite INTEGER holds.
+_INT_LOW, _INT_HIGH = -(1 << 63), (1 << 63) - 1
+#: Fields holding what a matcher scored (a bad number there is the matcher's error).
+_SCORE_FIELDS = ("score", "pass_threshold")
+_SCORE_JSON = ("grader_scores", "rubric_scores")
+
+
+def checked_row(row: ResultRow) -> ResultRow:
+    """``row``, or when a number in it cannot be kept (an integer past SQLite's 64 bits, a NaN or an
+    infinity) that cell as an error with those numbers left out: a score is the matcher's error
+    (``matcher_error``), any other number came from outside (``invalid_response``)."""
+    bad = [name for name in _NUMBER_FIELDS if not _storable(getattr(row, name))]
+    bad += [name for name in _SCORE_JSON if getattr(row, name) and not _finite_json(getattr(row, name))]
+    if not bad:
+        return row
+    cleared: dict[str, Any] = {name: None for name in bad}
+    scores = [name for name in bad if name in _SCORE_FIELDS or name in _SCORE_JSON]
+    kind = "matcher_error" if scores and len(scores) == len(bad) else "invalid_response"
+    shown = ", ".join(f"{name}={_shown(getattr(row, name))}" for name in bad)
+    reason = (f"the matcher gave a score that is not a finite number ({shown})" if kind == "matcher_error"
+              else f"a number past what the store can hold ({shown})")
+    return replace(row, **cleared, status="ERROR", passed=False, error_kind=kind, failure_reason=reason)
+
+
+def _storable(value: Any) -> bool:
+    if type(value) is int:
+        return _INT_LOW <= value <= _INT_HIGH
+    if type(value) is float:
+        return math.isfinite(value)
+    return True
+
+
+def _finite_json(value: Any) -> bool:
+    """Whether every number in a JSON-bound container is finite and fits (walked without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif not _storable(item):
+            return False
+    return True
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if not isinstance(value, dict | list | tuple) else "a non-finite number"
+    return text if len(text) <= 40 else f"{text[:20]}…({len(text)} digits)"
 
 
 #: ``attempts`` table columns, in order.

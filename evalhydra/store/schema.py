@@ -415,7 +415,8 @@ GRADER_VIEWS: dict[str, str] = {
         select rc.run_id, r.cell_key, r."group", r.eval_id, r.service_name, r.model, r.case_id,
           r.run_index, g.key as grader, json_extract(g.value, '$.score') as score,
           json_extract(g.value, '$.passed') as passed
-        from run_cells rc join results r on r.cell_key = rc.cell_key, json_each(r.grader_scores) g
+        from run_cells rc join results r on r.cell_key = rc.cell_key,
+          json_each(case when json_valid(r.grader_scores) then r.grader_scores else '{}' end) g
         where r.grader_scores is not null""",
     # One row per run × eval × service × model × criterion: its pass rate and mean score.
     "grader_stats": """
@@ -436,9 +437,16 @@ def _migration_15(db: sqlite_utils.Database) -> None:
         db.create_view(name, sql, replace=True)
 
 
+def _migration_16(db: sqlite_utils.Database) -> None:
+    """The grader views skip a ``grader_scores`` that is not JSON (a NaN written before scores were
+    checked), rather than failing every query over them."""
+    for name, sql in GRADER_VIEWS.items():
+        db.create_view(name, sql, replace=True)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
-    _migration_14, _migration_15,
+    _migration_14, _migration_15, _migration_16,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

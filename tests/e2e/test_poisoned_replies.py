@@ -32,6 +32,11 @@ POISONS: dict[str, tuple[int, bytes]] = {
     "deep": (200, b'{"model":"m","choices":[{"message":{"role":"assistant","content":"OK","x":'
              + b"[" * 1000 + b"]" * 1000 + b"}}]}"),
     "escaped": (200, b'{"model":"m","choices":[{"message":{"role":"assistant","content":"\\ud800"}}]}'),
+    # usage counts past SQLite's 64-bit integers (issue 47, item 3)
+    "usage_2_64": (200, b'{"model":"m","choices":[{"message":{"role":"assistant","content":"OK"}}],'
+                   b'"usage":{"prompt_tokens":18446744073709551616,"completion_tokens":1}}'),
+    "usage_huge": (200, b'{"model":"m","choices":[{"message":{"role":"assistant","content":"OK"}}],'
+                   b'"usage":{"prompt_tokens":1,"completion_tokens":' + b"9" * 400 + b"}}"),
 }
 
 

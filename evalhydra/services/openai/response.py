@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalhydra.core import strictjson
-from evalhydra.core.values import ToolCall, Usage, immutable
+from evalhydra.core.values import MAX_TOKEN_COUNT, ToolCall, Usage, immutable
 from evalhydra.services.openai.reasoning import split_reasoning
 
 __all__ = ["ChatAnswer", "InvalidResponseError", "parse_chat_response", "parse_usage",
@@ -32,12 +32,26 @@ class InvalidResponseError(Exception):
     """
 
 
-def _nonneg_int(value: Any) -> int:
-    return value if type(value) is int and value >= 0 else 0  # not a bool, not a float
+def _count(value: Any, name: str) -> int:
+    """A usage count: a non-negative int (anything else counts 0), at most :data:`MAX_TOKEN_COUNT`.
+
+    Raises:
+        InvalidResponseError: A count past :data:`MAX_TOKEN_COUNT`.
+    """
+    if type(value) is not int or value < 0:  # not a bool, not a float
+        return 0
+    if value > MAX_TOKEN_COUNT:
+        shown = str(value) if value < 10**30 else f"a {len(str(value))}-digit number"
+        raise InvalidResponseError(f"usage.{name} is {shown}, past any real count")
+    return value
 
 
 def parse_usage(data: dict[str, Any]) -> Usage:
-    """The ``usage`` block of a completion or a stream's usage chunk (zeros where absent)."""
+    """The ``usage`` block of a completion or a stream's usage chunk (zeros where absent).
+
+    Raises:
+        InvalidResponseError: A count past :data:`MAX_TOKEN_COUNT`.
+    """
     usage = data.get("usage")
     if type(usage) is not dict:
         return Usage()
@@ -45,8 +59,10 @@ def parse_usage(data: dict[str, Any]) -> Usage:
     cached = details.get("cached_tokens") if type(details) is dict else 0
     completion = usage.get("completion_tokens_details")
     thinking = completion.get("reasoning_tokens") if type(completion) is dict else 0
-    return Usage(_nonneg_int(usage.get("prompt_tokens")), _nonneg_int(usage.get("completion_tokens")),
-                 _nonneg_int(cached), _nonneg_int(thinking))
+    return Usage(_count(usage.get("prompt_tokens"), "prompt_tokens"),
+                 _count(usage.get("completion_tokens"), "completion_tokens"),
+                 _count(cached, "prompt_tokens_details.cached_tokens"),
+                 _count(thinking, "completion_tokens_details.reasoning_tokens"))
 
 
 def _parse_tool_calls(message: dict[str, Any]) -> tuple[ToolCall, ...] | None:
