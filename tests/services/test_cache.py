@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import evalhydra
-from evalhydra.services.cache import cache_key, parse_expiry
+from evalhydra.services.cache import cache_key, parse_expiry, request_scope
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli, start_cli, wait_for
 
@@ -63,11 +63,14 @@ def test_a_second_eval_with_the_same_prompts_sends_nothing(url: str, tmp_path: P
     ("service.model=other-model", 8), ("+service.params.temperature=0.7", 8),
     ("service.system_prompt='Be terse.'", 8),
     ("trials=3", 4),  # trials 1 and 2 hit; trial 3 of each case is a new sample
+    # issue 47, item 5: a header value, the query string and how the reply is read decide it too
+    ("+service.headers.X-Tenant=other", 8), ("service.reasoning.parse=false", 8),
+    ("service.reasoning.tags=['<reason>','</reason>']", 8), ("service.base_url='{url}?deployment=b'", 8),
 ])
 def test_whatever_decides_a_reply_misses(change: str, sent: int, url: str, tmp_path: Path) -> None:
     run(url, tmp_path, "a.db", "trials=2")
     before = chat_requests(url)
-    run(url, tmp_path, "b.db", "trials=2", change)
+    run(url, tmp_path, "b.db", "trials=2", change.format(url=url))
     assert chat_requests(url) - before == sent
 
 
@@ -77,6 +80,12 @@ def test_the_key_covers_endpoint_model_body_trial_and_system_prompt() -> None:
                 (*base[:2], b'{"messages":[1]}', *base[3:]), (*base[:3], 2, None), (*base[:4], "sys")]
     keys = {cache_key(*base), *(cache_key(*v) for v in variants)}
     assert len(keys) == 6
+    scopes = [request_scope("http://a/v1/chat/completions?x=1", {}, True, ["<think>", "</think>"]),
+              request_scope("http://a/v1/chat/completions?x=2", {}, True, ["<think>", "</think>"]),
+              request_scope("http://a/v1/chat/completions?x=1", {"X-T": "1"}, True, ["<think>", "</think>"]),
+              request_scope("http://a/v1/chat/completions?x=1", {}, False, ["<think>", "</think>"]),
+              request_scope("http://a/v1/chat/completions?x=1", {}, True, ["<r>", "</r>"])]
+    assert len({cache_key(*base, scope) for scope in scopes}) == 5
 
 
 def test_trials_stay_independent_samples(url: str, tmp_path: Path) -> None:
@@ -130,6 +139,75 @@ def test_no_secret_reaches_the_cache_file(url: str, tmp_path: Path, monkeypatch:
     assert mock_call(url, "last_headers")["authorization"] == f"Bearer {SECRET}"  # it was sent
     for path in tmp_path.glob("cache.db*"):
         assert SECRET.encode() not in path.read_bytes()
+
+
+def test_a_hit_across_api_keys_stays_by_design(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CACHE_KEY_A", SECRET)
+    monkeypatch.setenv("CACHE_KEY_B", SECRET + "b")
+    run(url, tmp_path, "a.db", "service.api_key_env=CACHE_KEY_A")
+    before = chat_requests(url)
+    run(url, tmp_path, "b.db", "service.api_key_env=CACHE_KEY_B")
+    assert chat_requests(url) == before
+
+
+UNREADABLE = [
+    ("entry = 'not json'", ""), ("entry = '[1, 2]'", ""), ("created = 'yesterday'", ""),
+    ("entry = json_set(entry, '$.answer.usage', 'many')", ""),
+    ("entry = json_set(entry, '$.answer.output', 5)", ""),
+    ("entry = '{\"answer\": {}, \"latency_ms\": 1, \"pad\": \"' || hex(zeroblob(13000000)) || '\"}'", ""),
+]
+
+
+@pytest.mark.parametrize(("damage", "unused"), UNREADABLE)
+def test_an_unreadable_entry_is_a_miss_warned_once(damage: str, unused: str, url: str, tmp_path: Path) -> None:
+    run(url, tmp_path, "a.db")
+    conn = sqlite3.connect(tmp_path / "cache.db")
+    with conn:
+        conn.execute(f"update responses set {damage}")
+    conn.close()
+    before = chat_requests(url)
+    registry = numbered_registry(tmp_path / "reg", 4)
+    done = run_cli(f"registry={registry}", "eval=g.e", "service=mock", "service.mock.enabled=false",
+                   f"service.base_url={url}", f"store.path={tmp_path / 'b.db'}", "cache.enabled=true",
+                   f"cache.path={tmp_path / 'cache.db'}", "run.progress=false", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert chat_requests(url) - before == 4  # each a miss, sent again...
+    assert done.stderr.count("does not read") == 1  # ...and said once
+    again = run(url, tmp_path, "c.db")  # the fresh answers replaced the damaged entries
+    assert chat_requests(url) - before == 4 and all(r["cached"] == 1 for r in again)
+
+
+def test_a_cache_file_of_a_newer_layout_is_refused_naming_cache_path(url: str, tmp_path: Path) -> None:
+    run(url, tmp_path, "a.db")
+    conn = sqlite3.connect(tmp_path / "cache.db")
+    conn.execute("pragma user_version = 99")
+    conn.close()
+    registry = numbered_registry(tmp_path / "reg", 4)
+    done = run_cli(f"registry={registry}", "eval=g.e", "service=mock", "service.mock.enabled=false",
+                   f"service.base_url={url}", f"store.path={tmp_path / 'b.db'}", "cache.enabled=true",
+                   f"cache.path={tmp_path / 'cache.db'}", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    assert f"cache.path={tmp_path / 'cache.db'}" in line and "newer evalhydra" in line
+
+
+def test_a_cache_another_process_keeps_locked_costs_a_warning_not_the_run(url: str, tmp_path: Path) -> None:
+    run(url, tmp_path, "a.db")  # the file exists
+    holder = sqlite3.connect(tmp_path / "cache.db", isolation_level=None)
+    holder.execute("begin exclusive")  # another process's long write
+    try:
+        started = time.monotonic()
+        registry = numbered_registry(tmp_path / "reg2", 40)
+        done = run_cli(f"registry={registry}", "eval=g.e", "service=mock", "service.mock.enabled=false",
+                       f"service.base_url={url}", f"store.path={tmp_path / 'b.db'}", "cache.enabled=true",
+                       f"cache.path={tmp_path / 'cache.db'}", "run.progress=false", cwd=tmp_path, timeout=60)
+        took = time.monotonic() - started
+    finally:
+        holder.rollback()
+        holder.close()
+    assert done.returncode == 0, done.stderr
+    assert "warning: cache.path=" in done.stderr and "not kept" in done.stderr
+    assert took < 20  # never the old 30 s wait per write
 
 
 @pytest.mark.slow

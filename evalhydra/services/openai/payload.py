@@ -14,7 +14,7 @@ __all__ = ["api_base", "build_payload", "count_image_chars", "normalize_chat_url
 
 def api_base(base_url: str) -> str:
     """The API root a service's ``base_url`` names (``…/v1``), where ``files`` and ``batches`` live."""
-    url = base_url.strip().rstrip("/")
+    url = base_url.strip().partition("?")[0].rstrip("/")
     url = url.removesuffix("/chat/completions")
     return url if url.endswith("/v1") else url + "/v1"
 
@@ -24,7 +24,8 @@ def normalize_chat_url(base_url: str) -> str:
 
     ``…/chat/completions`` is kept; ``…/v1`` gets ``/chat/completions``;
     ``…/v1/`` gets ``chat/completions``; ``…/`` gets ``v1/chat/completions``;
-    anything else gets ``/v1/chat/completions``.
+    anything else gets ``/v1/chat/completions``. A query string (Azure's ``?api-version=…``)
+    is kept after the path.
 
     Args:
         base_url: The configured URL (surrounding whitespace is ignored).
@@ -32,7 +33,11 @@ def normalize_chat_url(base_url: str) -> str:
     Returns:
         The endpoint URL.
     """
-    url = base_url.strip()
+    url, mark, query = base_url.strip().partition("?")
+    return _chat_path(url) + mark + query
+
+
+def _chat_path(url: str) -> str:
     if url.endswith("/chat/completions"):
         return url
     if url.endswith("/v1"):

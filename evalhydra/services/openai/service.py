@@ -36,13 +36,13 @@ import trio
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core import trio_util
-from evalhydra.core.values import ChatRequest, Completion, ErrorKind, ToolCall, Usage
+from evalhydra.core.values import MAX_TOKEN_COUNT, ChatRequest, Completion, ErrorKind, ToolCall, Usage
 from evalhydra.core.version import __version__
 from evalhydra.http.body import aclose_response, read_capped
 from evalhydra.http.deadlines import DEADLINE
 from evalhydra.http.pool import TransportPool, tls_context
 from evalhydra.services.adaptive import EndpointController, controller_for
-from evalhydra.services.cache import TRIAL, USE_CACHE, CacheEntry, ResponseCache, cache_key
+from evalhydra.services.cache import TRIAL, USE_CACHE, CacheEntry, ResponseCache, cache_key, request_scope
 from evalhydra.services.openai.embeddings import request_embeddings
 from evalhydra.services.openai.payload import (
     api_base,
@@ -82,6 +82,8 @@ __all__ = ["MAX_RESPONSE_BYTES", "OpenAICompatService"]
 
 #: zig_eval's response cap: a larger body is ``invalid_response``.
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+#: Headers that carry an API key: left out of the cache key, so two keys share their answers.
+_KEY_HEADERS = frozenset({"authorization", "api-key", "x-api-key"})
 
 #: Most distinct body lengths whose headers are kept (then the set starts again).
 _HEADER_SETS = 256
@@ -149,6 +151,7 @@ class OpenAICompatService:
         #: The endpoint's shared adaptive concurrency (made in the run's trio loop, on first use).
         self._gate: EndpointController | None = None
         self._cache = cache
+        self._scope: list[str] | None = None
         #: The lean transport ends an attempt at its deadline itself (no cancel scope per attempt).
         self._deadline_in_transport = bool(self._timeout_s) and self._pool.ends_at_deadline
         self._rng = rng or random.Random()
@@ -242,10 +245,12 @@ class OpenAICompatService:
         model, body = encoded
         key = None
         if self._cache is not None and USE_CACHE.get():
-            key = cache_key(self._cache_endpoint(), model, body, TRIAL.get(), self.config.system_prompt)
+            key = cache_key(self._cache_endpoint(), model, body, TRIAL.get(), self.config.system_prompt,
+                            self._cache_scope())
             hit = self._cache.get(key)
-            if hit is not None:
-                return self._cached(hit)
+            cached = self._cached(hit) if hit is not None else None
+            if cached is not None:
+                return cached
         estimate = self._estimate(body, request) if self._rate.counts_tokens else 0
         attempt = partial(self._attempt, body, self._request_headers(len(body)), model, estimate)
         before = partial(self._rate.acquire, estimate) if self._rate.enabled else None
@@ -266,9 +271,9 @@ class OpenAICompatService:
             )
         waited_ms = max(0.0, (outcome.started - entered) * 1000.0)
         completion = mask_secrets(self._completion(outcome, model, waited_ms), self._secrets())
-        if key is not None and self._cache is not None and completion.ok:
-            self._cache.put(key, self._cache_endpoint(), model, answer_record(completion),
-                            completion.latency_ms)
+        if key is not None and self._cache is not None and completion.ok and self._cache.put(
+                key, self._cache_endpoint(), model, answer_record(completion), completion.latency_ms):
+            await self._cache.aflush()
         return completion
 
     def encode(self, request: ChatRequest) -> tuple[str, bytes] | Completion:
@@ -316,9 +321,28 @@ class OpenAICompatService:
             return "evalhydra-mock"
         return str(self._http_url.copy_with(userinfo=b"", query=None))
 
-    def _cached(self, hit: CacheEntry) -> Completion:
-        """A cached answer as a completion: nothing sent, nothing paid (what it saved is kept)."""
-        completion = completion_from_record(hit.answer)
+    def _cache_scope(self) -> list[str]:
+        """What besides the body decides this service's answers (:func:`request_scope`), worked out
+        at its first cached call (the headers' variables are read then)."""
+        if self._scope is None:
+            mock = self.config.mock.enabled
+            url = "evalhydra-mock" if mock else str(self._http_url.copy_with(userinfo=b""))
+            static, _ = split_headers(self.config.headers)
+            headers = {**static, **{k: v for k, v in self._secret_headers().items()
+                                    if k.lower() not in _KEY_HEADERS}}
+            self._scope = request_scope(url, headers, self.config.reasoning.parse,
+                                        list(self.config.reasoning.tags))
+        return self._scope
+
+    def _cached(self, hit: CacheEntry) -> Completion | None:
+        """A cached answer as a completion: nothing sent, nothing paid (what it saved is kept);
+        None when the entry is not one :func:`answer_record` wrote (a miss)."""
+        try:
+            completion = completion_from_record(hit.answer)
+        except (KeyError, TypeError, ValueError):
+            assert self._cache is not None
+            self._cache.unreadable()
+            return None
         return dataclasses.replace(completion, cached=True, cached_latency_ms=hit.latency_ms, latency_ms=0.0,
                                    status_code=200, attempt_count=0,
                                    saved_usd=cost_usd(completion.usage, self.config.pricing))
@@ -464,9 +488,19 @@ def answer_record(completion: Completion) -> dict[str, Any]:
 
 
 def completion_from_record(record: dict[str, Any]) -> Completion:
-    """The completion :func:`answer_record` kept."""
+    """The completion :func:`answer_record` kept.
+
+    Raises:
+        KeyError, TypeError, ValueError: A record of another shape (a cache file edited or damaged).
+    """
     prompt, output, cached, thinking, reported = record["usage"]
     ttft, first_answer, tps = record["timing"]
+    counts_ok = all(type(n) is int and 0 <= n <= MAX_TOKEN_COUNT for n in (prompt, output, cached, thinking))
+    texts_ok = isinstance(record["output"], str) and isinstance(record["model"], str) and all(
+        isinstance(part, str) for call in record["tool_calls"] for part in call)
+    thinking_ok = record["reasoning"] is None or isinstance(record["reasoning"], str)
+    if not (counts_ok and texts_ok and thinking_ok):
+        raise TypeError("not an answer record")
     return Completion(output=record["output"], model=record["model"],
                       tool_calls=tuple(ToolCall(name, arguments) for name, arguments in record["tool_calls"]),
                       usage=Usage(prompt, output, cached, thinking, bool(reported)),
