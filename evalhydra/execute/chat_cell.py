@@ -27,6 +27,7 @@ from evalhydra.services.base import Service
 from evalhydra.services.batch import start_cell
 from evalhydra.services.cache import TRIAL
 from evalhydra.services.openai.reasoning import NOT_FINISHED
+from evalhydra.services.openai.secrets import mask_text
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow
 
@@ -49,8 +50,11 @@ class ChatCellRunner:
         registry_root: Path,
         run_id: str,
         judges: JudgeClient | None = None,
+        *,
+        secrets: list[str] | None = None,
     ) -> None:
         self.service = service
+        self.secrets = secrets or []  # every secret the run sends: masked in what a matcher says
         self.matchers = matchers
         self.root = registry_root
         self.run_id = run_id
@@ -140,7 +144,12 @@ class ChatCellRunner:
             return MatchResult(passed=False, score=0.0, reason=NOT_FINISHED)
         ctx = MatchContext(case=job.case, output=completion.output, tool_calls=completion.tool_calls,
                            reasoning=completion.reasoning)
-        return await self.matchers[job.eval.id](ctx)
+        match = await self.matchers[job.eval.id](ctx)
+        if not self.secrets or not (match.reason or match.feedback or match.suggested_fix):
+            return match
+        return replace(match, reason=mask_text(match.reason, self.secrets),
+                       feedback=mask_text(match.feedback, self.secrets),
+                       suggested_fix=mask_text(match.suggested_fix, self.secrets))
 
     def _judge_names(self, ev: EvalPlan) -> str | None:
         if ev.id not in self._judge_cache:

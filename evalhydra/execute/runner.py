@@ -51,6 +51,7 @@ from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
 from evalhydra.services.adaptive import SILENT_PREFIX, EndpointReport, limits_status, refused_endpoints
 from evalhydra.services.batch import BatchDeferred, batch_status
+from evalhydra.services.openai.secrets import secrets_of
 from evalhydra.store.claims import Claims
 from evalhydra.store.db import Store
 from evalhydra.store.rows import ResultRow, now_iso
@@ -174,7 +175,9 @@ async def open_plan_runner(plan: RunPlan, run_id: str, nursery: trio.Nursery) ->
         if service is None:
             yield AgentCellRunner(plan, run_id)
         else:
-            yield ChatCellRunner(service, build_matchers(plan, judges), plan.registry_root, run_id, judges)
+            secrets = secrets_of([plan.service, *plan.judges.values()])
+            yield ChatCellRunner(service, build_matchers(plan, judges), plan.registry_root, run_id, judges,
+                                 secrets=secrets)
 
 
 async def execute_cells(

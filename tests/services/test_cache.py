@@ -141,7 +141,8 @@ def test_no_secret_reaches_the_cache_file(url: str, tmp_path: Path, monkeypatch:
         assert SECRET.encode() not in path.read_bytes()
 
 
-def test_a_hit_across_api_keys_stays_by_design(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hit_across_api_keys_stays_by_design(url: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CACHE_KEY_A", SECRET)
     monkeypatch.setenv("CACHE_KEY_B", SECRET + "b")
     run(url, tmp_path, "a.db", "service.api_key_env=CACHE_KEY_A")
@@ -151,15 +152,14 @@ def test_a_hit_across_api_keys_stays_by_design(url: str, tmp_path: Path, monkeyp
 
 
 UNREADABLE = [
-    ("entry = 'not json'", ""), ("entry = '[1, 2]'", ""), ("created = 'yesterday'", ""),
-    ("entry = json_set(entry, '$.answer.usage', 'many')", ""),
-    ("entry = json_set(entry, '$.answer.output', 5)", ""),
-    ("entry = '{\"answer\": {}, \"latency_ms\": 1, \"pad\": \"' || hex(zeroblob(13000000)) || '\"}'", ""),
+    "entry = 'not json'", "entry = '[1, 2]'", "created = 'yesterday'",
+    "entry = json_set(entry, '$.answer.usage', 'many')", "entry = json_set(entry, '$.answer.output', 5)",
+    "entry = '{\"answer\": {}, \"latency_ms\": 1, \"pad\": \"' || hex(zeroblob(13000000)) || '\"}'",
 ]
 
 
-@pytest.mark.parametrize(("damage", "unused"), UNREADABLE)
-def test_an_unreadable_entry_is_a_miss_warned_once(damage: str, unused: str, url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", UNREADABLE)
+def test_an_unreadable_entry_is_a_miss_warned_once(damage: str, url: str, tmp_path: Path) -> None:
     run(url, tmp_path, "a.db")
     conn = sqlite3.connect(tmp_path / "cache.db")
     with conn:

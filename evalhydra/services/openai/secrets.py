@@ -24,9 +24,11 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "check_header_values",
     "mask_secrets",
+    "mask_text",
     "missing_api_key_warning",
     "read_env",
     "resolve_header",
+    "secrets_of",
     "split_headers",
 ]
 
@@ -67,6 +69,28 @@ def mask_secrets(completion: Completion, secrets: list[str]) -> Completion:
     attempts = tuple(replace(a, error_message=clean(a.error_message)) for a in completion.attempts)
     return replace(completion, output=clean(completion.output) or "",
                    error_message=clean(completion.error_message), attempts=attempts)
+
+
+def secrets_of(configs: list[ServiceConfig]) -> list[str]:
+    """Every secret value these services send now: their keys and header values (at least
+    :data:`MIN_SECRET_LENGTH` long), longest first so a key containing another is masked whole."""
+    values: set[str] = set()
+    for config in configs:
+        static, dynamic = split_headers(config.headers)
+        found = [read_env(config.api_key_env), *static.values()]
+        found += [read_env(name) for _, template in dynamic for name in ENV_REF.findall(template)]
+        values.update(v for v in found if v and len(v) >= MIN_SECRET_LENGTH)
+    return sorted(values, key=len, reverse=True)
+
+
+def mask_text(text: str | None, secrets: list[str]) -> str | None:
+    """``text`` with every one of ``secrets`` replaced by ``***``."""
+    if not text:
+        return text
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
 
 
 def check_header_values(config: ServiceConfig) -> None:

@@ -1,0 +1,118 @@
+"""A ``python`` grader is confined (issue 47, item 7): no variable of the run reaches it, it works
+in a scratch folder, its process group dies when it returns and at its timeout, rlimits bound its
+memory and files, its prints are capped; and a secret in any matcher's reason is masked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from pathlib import Path
+
+import pytest
+
+import evalhydra
+from evalhydra.matchers.python_grader import LIMITS, PythonGraderError, run_python_grader
+from tests.conftest import smoke_eval, write_registry
+
+SECRET = "sk-grader-confinement-0123456789"
+
+
+def gone(pid: int, within_s: float = 5.0) -> bool:
+    """Whether process ``pid`` has ended (or is a zombie nobody waited for yet) within the time."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+async def test_no_variable_of_the_run_reaches_a_grader(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    source = ("import os\n"
+              "def grade(sample, item):\n"
+              "    return float(len(os.environ) * 1000 + ('OPENAI_API_KEY' in os.environ))\n")
+    score = await run_python_grader(source, {}, {})
+    assert score % 1000 == 0 and score / 1000 <= 6  # PATH, HOME, TMPDIR, LANG, LC_ALL (and no key)
+
+
+async def test_a_grader_works_in_a_scratch_folder_removed_after(tmp_path: Path) -> None:
+    source = ("import os\n"
+              "def grade(sample, item):\n"
+              "    open('left-behind.txt', 'w').write('x')\n"
+              "    print(os.getcwd(), file=open(item['report'], 'w'))\n"
+              "    return 1.0\n")
+    report = tmp_path / "cwd.txt"
+    assert await run_python_grader(source, {}, {"report": str(report)}) == 1.0
+    scratch = report.read_text().strip()
+    assert scratch != os.getcwd() and Path(scratch).name.startswith("evalhydra-grader-")
+    assert not os.path.exists(scratch)  # noqa: ASYNC240 (a test's one look)
+
+
+async def test_what_a_grader_started_dies_when_it_returns() -> None:
+    source = ("import subprocess\n"
+              "def grade(sample, item):\n"
+              "    return float(subprocess.Popen(['sleep', '60']).pid)\n")
+    pid = int(await run_python_grader(source, {}, {}))
+    assert gone(pid)
+
+
+async def test_what_a_grader_started_dies_at_its_timeout(tmp_path: Path) -> None:
+    source = ("import subprocess, time\n"
+              "def grade(sample, item):\n"
+              "    open(item['pid'], 'w').write(str(subprocess.Popen(['sleep', '60']).pid))\n"
+              "    time.sleep(60)\n")
+    with pytest.raises(PythonGraderError, match="timeout"):
+        await run_python_grader(source, {}, {"pid": str(tmp_path / "pid")}, timeout_s=1.5)
+    assert gone(int((tmp_path / "pid").read_text()))
+
+
+async def test_a_grader_cannot_take_more_memory_than_its_limit() -> None:
+    size = LIMITS["RLIMIT_AS"] + (1 << 30)
+    source = f"def grade(sample, item):\n    return float(len(bytearray({size})))\n"
+    with pytest.raises(PythonGraderError, match="MemoryError"):
+        await run_python_grader(source, {}, {})
+
+
+async def test_a_flooding_grader_is_capped_and_never_held_in_memory() -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    source = ("import sys\n"
+              "def grade(sample, item):\n"
+              "    line = 'x' * (1 << 20)\n"
+              "    for _ in range(400):\n"
+              "        print(line)\n"
+              "    return 1.0\n")
+    with pytest.raises(PythonGraderError, match="printed more than 64 MiB"):
+        await run_python_grader(source, {}, {})
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
+
+
+def test_a_secret_in_a_matchers_reason_is_masked_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           url: str) -> None:
+    monkeypatch.setenv("CONFINED_KEY", SECRET)
+    (tmp_path / "leaky.py").write_text(
+        "import os\n"
+        "def leak(ctx, **kwargs):\n"
+        "    return {'passed': False, 'reason': 'key ' + os.environ['CONFINED_KEY']}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    matcher = {"kind": "custom", "_target_": "leaky.leak"}
+    registry = write_registry(
+        tmp_path / "reg", evals={"g/e.json": smoke_eval("g.e", matcher=matcher)},
+        data={"data/g/e/test.jsonl": json.dumps({"id": "c1", "input": "Say OK.", "ideal": "OK"}) + "\n"})
+    result = evalhydra.evaluate([f"registry={registry}", "eval=g.e", "service=mock",
+                                 "service.mock.enabled=false", f"service.base_url={url}",
+                                 "service.api_key_env=CONFINED_KEY",
+                                 f"store.path={tmp_path / 's.db'}", "report=[json,jsonl,md,html]",
+                                 f"hydra.run.dir={tmp_path / 'out'}"])
+    (row,) = result.rows()
+    assert row["failure_reason"] == "key ***"
+    for path in [tmp_path / "s.db", *(p for p in (tmp_path / "out").rglob("*") if p.is_file())]:
+        assert SECRET.encode() not in path.read_bytes(), path
+    assert os.environ["CONFINED_KEY"] == SECRET
