@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
@@ -21,7 +21,6 @@ __all__ = ["NAMESPACES", "ROLES", "SAMPLING_PARAMS", "TemplateError", "check_tem
 
 #: The namespaces a template may name.
 NAMESPACES = ("item", "sample")
-_REFERENCE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 _PATH = re.compile(r"([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\[\"([^\"]*)\"\]|\['([^']*)'\]")
 
 
@@ -45,8 +44,23 @@ def check_template(template: str) -> None:
     Raises:
         TemplateError: Naming the first reference that is not.
     """
-    for match in _REFERENCE.finditer(template):
-        _steps(match.group(1))
+    for _, _, reference in _references(template):
+        _steps(reference)
+
+
+def _references(template: str) -> Iterator[tuple[int, int, str]]:
+    """Each ``{{ reference }}`` of ``template`` on one line: its start, its end and the reference
+    (trimmed), found in one pass (a regular expression backtracks over an unclosed ``{{``)."""
+    position = 0
+    while (start := template.find("{{", position)) >= 0:
+        line_end = template.find("\n", start)
+        line_end = len(template) if line_end < 0 else line_end
+        end = template.find("}}", start + 2, line_end)
+        if end < 0:  # no later "{{" of this line is closed either
+            position = line_end
+            continue
+        yield start, end + 2, template[start + 2:end].strip()
+        position = end + 2
 
 
 def _steps(reference: str) -> list[str | int]:
@@ -97,7 +111,11 @@ def render(template: str, namespaces: Mapping[str, Any]) -> str:
     Raises:
         TemplateError: A reference does not resolve.
     """
-    return _REFERENCE.sub(lambda match: _text(resolve(match.group(1), namespaces)), template)
+    parts, position = [], 0
+    for start, end, reference in _references(template):
+        parts += [template[position:start], _text(resolve(reference, namespaces))]
+        position = end
+    return "".join(parts) + template[position:]
 
 
 def text_parts(content: Any, where: str) -> list[str]:

@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import trio
+
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.openai_templates import (
@@ -347,8 +349,8 @@ class _Grading:
             if vectors is None:
                 return _Outcome(0.0, False, failure=judge_call_failed(completion))
             score, calls = cosine(vectors[0], vectors[1]), [completion]
-        else:
-            score = similarity(metric, text, reference)
+        else:  # on a worker thread: the event loop keeps serving the run's other cells
+            score = await trio.to_thread.run_sync(similarity, metric, text, reference)
         return _threshold(grader, score, calls)
 
     def _request(self, grader: Mapping[str, Any], ns: Mapping[str, Any],

@@ -12,7 +12,10 @@ metric                    computed as
 ``cosine``                cosine of the two texts' embeddings (an embeddings endpoint)
 ========================  ==============================================================
 
-Words are the texts split on whitespace. The libraries are the ``graders`` extra
+Words are the texts split on whitespace. Each text is read to its first
+:data:`MAX_METRIC_CHARS` characters, and ROUGE-L to its first :data:`MAX_LCS_WORDS`
+words (its cost grows with the product of the lengths), so a hostile reply costs
+bounded time; the grader runs the metric on a worker thread. The libraries are the ``graders`` extra
 (``pip install 'evalhydra[graders]'``), imported when a metric is first used;
 METEOR also needs WordNet's data: NLTK's own (``python -m nltk.downloader
 wordnet``) or Debian's ``wordnet-base`` package.
@@ -32,7 +35,8 @@ from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
 
-__all__ = ["LOCAL_METRICS", "METRICS", "cosine", "missing_library", "similarity"]
+__all__ = ["LOCAL_METRICS", "MAX_LCS_WORDS", "MAX_METRIC_CHARS", "METRICS", "cosine", "missing_library",
+           "similarity"]
 
 #: Every metric a ``text_similarity`` grader may name.
 METRICS = ("fuzzy_match", "bleu", "gleu", "meteor", "rouge_1", "rouge_2", "rouge_3", "rouge_4", "rouge_5",
@@ -88,7 +92,25 @@ def similarity(metric: str, text: str, reference: str) -> float:
     problem = missing_library(metric)
     if problem:
         raise EvalHydraError(problem)
+    text, reference = _bounded(metric, text), _bounded(metric, reference)
     return _COMPUTE[metric[:5] if metric.startswith("rouge") else metric](metric, text, reference)
+
+
+#: The most characters of either text a metric reads (the rest is left out).
+MAX_METRIC_CHARS = 100_000
+#: The most words of either text ROUGE-L reads: its longest common subsequence takes time in
+#: the product of the two lengths.
+MAX_LCS_WORDS = 2_000
+
+
+def _bounded(metric: str, text: str) -> str:
+    """``text`` cut to what ``metric`` reads in bounded time (a hostile reply can be huge)."""
+    text = text[:MAX_METRIC_CHARS]
+    if metric == "rouge_l":
+        words = text.split(maxsplit=MAX_LCS_WORDS)
+        if len(words) > MAX_LCS_WORDS:
+            text = " ".join(words[:MAX_LCS_WORDS])
+    return text
 
 
 def _fuzzy(metric: str, text: str, reference: str) -> float:

@@ -4,6 +4,7 @@ values worked out by hand, the Python grader's subprocess, multi formulas, and w
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,18 @@ from rapidfuzz import fuzz
 from rouge_score import rouge_scorer
 
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.openai_templates import TemplateError, render
+from evalhydra.core.openai_templates import TemplateError, check_template, render
 from evalhydra.core.values import Case, ToolCall
 from evalhydra.matchers import MatchContext, build_matcher
 from evalhydra.matchers.python_grader import PythonGraderError, run_python_grader
-from evalhydra.matchers.similarity import METRICS, _wordnet, cosine, similarity
+from evalhydra.matchers.similarity import (
+    MAX_LCS_WORDS,
+    MAX_METRIC_CHARS,
+    METRICS,
+    _wordnet,
+    cosine,
+    similarity,
+)
 from evalhydra.services.mock.responses import embedding
 
 ITEM = {"question": "Why?", "facts": {"list": [3, {"deep": "yes"}]}, "n": 4}
@@ -179,3 +187,36 @@ def test_a_missing_metric_library_names_the_extra_to_install(monkeypatch: pytest
               "evaluation_metric": "fuzzy_match", "pass_threshold": 0.5}
     with pytest.raises(EvalHydraError, match=r"needs rapidfuzz: pip install 'evalhydra\[graders\]'"):
         build_matcher(graders_spec(grader), registry_root=Path("."), judges=None)
+
+
+def test_rouge_l_reads_a_bounded_number_of_words() -> None:
+    """Issue 47, item 9: ROUGE-L's cost grows with the product of the lengths, so a hostile
+    reply is read to its first MAX_LCS_WORDS words (what follows cannot change the score)."""
+    words = [f"w{i % 97}" for i in range(MAX_LCS_WORDS)]
+    reference = " ".join(reversed(words))
+    text = " ".join(words)
+    whole = similarity("rouge_l", text, reference)
+    assert similarity("rouge_l", text + " tail" * 100_000, reference) == whole
+    assert similarity("bleu", "x" * (MAX_METRIC_CHARS + 10), "x" * MAX_METRIC_CHARS) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("template", ["{{" + " " * 200_000, "{{" * 100_000, "{{ item.a }" + " " * 100_000])
+def test_the_template_scanner_is_linear_in_the_text(template: str) -> None:
+    """An unclosed ``{{`` before many spaces made the old regular expression backtrack for minutes;
+    the scanner reads each character a bounded number of times (checked here by a size the old one
+    could not finish in hours, run on a thread with a generous deadline)."""
+    done = threading.Event()
+
+    def scan() -> None:
+        check_template(template)
+        assert render(template, {"item": {}}) == template
+        done.set()
+
+    threading.Thread(target=scan, daemon=True).start()
+    assert done.wait(10)
+
+
+def test_templates_keep_their_meaning() -> None:
+    ns = {"item": {"a": {"b": [1, "two"]}}, "sample": {"output_text": "out"}}
+    assert render("x {{ item.a.b[1] }} {{sample.output_text}}{{item.a.b[0]}}", ns) == "x two out1"
+    assert render("{{ not closed\n{{item.a.b[0]}}", ns) == "{{ not closed\n1"
