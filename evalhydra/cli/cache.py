@@ -10,6 +10,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.text import visible
 from evalhydra.job.exit_codes import ExitCode
 from evalhydra.services.cache import cache_stats, default_cache_path, parse_expiry, prune
 
@@ -49,11 +50,12 @@ def _when(stamp: float | None) -> str:
 
 def _render(stats: dict[str, object], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(stats, indent=2)
+        return json.dumps(stats, indent=2)  # control characters are escaped as \\uXXXX
     rows = stats["by_model"]
     head = (f"{stats['path']}: {stats['entries']} entries, {int(stats['bytes']) / 1e6:.1f} MB"  # type: ignore[call-overload]
             f" (oldest {_when(stats['oldest'])}, newest {_when(stats['newest'])})")  # type: ignore[arg-type]
-    return head + ("\n" + tabulate(rows, headers="keys") if rows else "")  # type: ignore[arg-type]
+    table = "\n" + tabulate(rows, headers="keys") if rows else ""  # type: ignore[arg-type]
+    return visible(head + table)  # endpoints and models are the cache file's: shown, never acted on
 
 
 def configure_cache(p: argparse.ArgumentParser) -> None:

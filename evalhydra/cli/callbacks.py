@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalhydra.cli.jobs import note_exit_code, sweep_exit_code
 from evalhydra.config.defaults import SWEEP_REPORT_FORMATS
 from evalhydra.config.redact import redact, redact_overrides
+from evalhydra.core.text import command_line, visible
 from evalhydra.reports.sweepsummary import sweep_summary
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Store, open_store
@@ -131,16 +132,19 @@ def _sweep_store(config: DictConfig, sweep_dir: Path) -> Path | None:
     if "${" not in raw:
         return Path(str(config.store.path)).expanduser().resolve()
     if _PER_JOB not in raw:
-        print(f"sweep report: store.path={raw} differs per job; merge the job stores, then report on the "
-              f"merged one: evalhydra report --sweep {sweep_dir} --store MERGED.db")
+        report = command_line("evalhydra", "report", "--sweep", sweep_dir, "--store", "MERGED.db")
+        print(visible(f"sweep report: store.path={raw} differs per job; merge the job stores, then report on "
+                      f"the merged one: {report}", lines=False))
         return None
     jobs = sorted(int(p.parent.parent.name.split("-", 1)[0]) for p in sweep_dir.glob("*/.hydra/config.yaml")
                   if p.parent.parent.name.split("-", 1)[0].isdigit())
     stores = [raw.replace(_PER_JOB, str(n)) for n in jobs or [0]]
     merged = sweep_dir / "merged.db"
-    print(f"sweep report: each job wrote its own store; this report covers job 0's ({stores[0]}). For all "
-          f"{len(stores)}: evalhydra merge --store {merged} {' '.join(stores)} && evalhydra report --sweep "
-          f"{sweep_dir} --store {merged} --out {sweep_dir / 'report'}")
+    merge = command_line("evalhydra", "merge", "--store", merged, *stores)
+    report = command_line("evalhydra", "report", "--sweep", sweep_dir, "--store", merged, "--out",
+                          sweep_dir / "report")
+    print(visible(f"sweep report: each job wrote its own store; this report covers job 0's ({stores[0]}). "
+                  f"For all {len(stores)}: {merge} && {report}", lines=False))
     return Path(stores[0]).expanduser().resolve()
 
 

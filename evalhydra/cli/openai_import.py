@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.messages import MessageError, check_messages
+from evalhydra.core.text import command_line, override, visible
 from evalhydra.job.exit_codes import ExitCode
 from evalhydra.matchers.factory import validate_matcher
 from evalhydra.matchers.openai_graders import needs_judge
@@ -51,7 +52,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     load_registry(out.resolve())  # the definitions load as a run would read them
     for item in imported:
         _print_next_steps(item, out)
-    print(f"wrote {len(written)} files under {out}")
+    print(visible(f"wrote {len(written)} files under {out}", lines=False))
     return ExitCode.OK
 
 
@@ -78,12 +79,14 @@ def _check(item: ImportedEval, out: Path, eval_path: Path) -> None:
 
 
 def _print_next_steps(item: ImportedEval, out: Path) -> None:
+    """The imported eval and the commands that run it (values from the export quoted for pasting)."""
     criteria = ", ".join(c["name"] for c in item.spec["matcher"]["testing_criteria"])
-    print(f"{item.eval_id}: {len(item.lines)} cases; criteria: {criteria}")
-    print(f"  offline, on the mock: python -m evalhydra registry={out} eval={item.eval_id}")
+    print(visible(f"{item.eval_id}: {len(item.lines)} cases; criteria: {criteria}", lines=False))
+    run = ["python", "-m", "evalhydra", override("registry", out), override("eval", item.eval_id)]
+    print(f"  offline, on the mock: {command_line(*run)}")
     if item.model:
-        print(f"  on its model: python -m evalhydra registry={out} eval={item.eval_id} service=openai"
-              f" service.model={item.model}")
+        on_model = command_line(*run, "service=openai", override("service.model", item.model))
+        print(f"  on its model: {on_model}")
 
 
 def configure_import(p: argparse.ArgumentParser) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from evalhydra.core.text import visible
+from evalhydra.core.text import command_line, visible
 from evalhydra.reports.aggregate import case_histograms
 from evalhydra.reports.clustered import CLUSTERED_WILSON, pass_rate_interval
 from evalhydra.reports.evalstats import evals_and_targets
@@ -236,7 +236,7 @@ def _print_failing(rows: Sequence[Mapping[str, Any]], run_id: str, limit: int = 
         print(visible(f"  {r['eval_id']} {r['case_id']} trial {r['run_index']} on {r['service_name']}/"
                       f"{r['model']}: {reason}".rstrip(": ") + both_sides(r), lines=False))
     if len(rows) > limit:
-        print(f"  … more: evalhydra results {run_id} --status FAIL")
+        print(f"  … more: {command_line('evalhydra', 'results', run_id, '--status', 'FAIL')}")
 
 
 def _quoted(text: Any) -> str:

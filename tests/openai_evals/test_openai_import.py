@@ -5,11 +5,14 @@ score checked against a value worked out by hand, and the graders' names in ever
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from openai.types import EvalRetrieveResponse
 from openai.types.eval_retrieve_response import (
     TestingCriterionEvalGraderPython,
@@ -247,3 +250,22 @@ def test_in_batch_mode_the_graders_score_the_same(tmp_path: Path) -> None:
     for case, _, scores in rows:  # cosine's embeddings go online beside the batch
         got = {name: (pytest.approx(v["score"]), v["passed"]) for name, v in json.loads(scores).items()}
         assert got == EXPECTED[case]
+
+
+def test_the_printed_commands_quote_what_the_export_names(tmp_path: Path) -> None:
+    """Issue 47, item 10: a model named ``gpt-4o; touch x #`` stays one argument when the printed
+    command is pasted, and Hydra reads it back as that model."""
+    run = run_object({"type": "file_content", "content": [{"item": item} for item in ITEMS]})
+    run["model"] = run["data_source"]["model"] = "gpt-4o; touch x #"
+    (tmp_path / "eval.json").write_text(json.dumps(eval_object()))
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    done = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "my reg", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if "on its model:" in x]
+    words = shlex.split(line.split("on its model: ", 1)[1])
+    parsed = {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(words[3:])}
+    assert parsed == {"registry": "my reg", "eval": "openai.capitals_qa", "service": "openai",
+                      "service.model": "gpt-4o; touch x #"}
+    shell = subprocess.run(["bash", "-c", f"set -- {line.split('on its model: ', 1)[1]}; echo $#"],
+                           cwd=tmp_path, capture_output=True, text=True)
+    assert shell.stdout.strip() == "7" and not (tmp_path / "x").exists()  # nothing ran
