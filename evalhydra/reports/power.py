@@ -34,6 +34,7 @@ from evalhydra.reports.student_t import t_quantile
 __all__ = [
     "DEFAULT_CORRELATION",
     "DEFAULT_POWER",
+    "MAX_CASES",
     "VarianceModel",
     "cases_needed",
     "from_assumptions",
@@ -47,7 +48,7 @@ DEFAULT_POWER = 0.8
 #: Assumed correlation of two models' per-case pass probabilities when only one is stored.
 DEFAULT_CORRELATION = 0.5
 #: Most cases :func:`cases_needed` searches before answering "more than this".
-_MAX_CASES = 10_000_000
+MAX_CASES = 10_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,8 @@ def cases_needed(sd: float, drop: float, power: float = DEFAULT_POWER) -> int:
         power: Target power in (0.5, 1).
 
     Returns:
-        The smallest number of cases (at least 2), capped at an upper search bound.
+        The smallest number of cases (at least 2), or ``MAX_CASES + 1`` when even
+        :data:`MAX_CASES` would not do.
     """
     if drop <= 0:
         raise ValueError(f"the drop to detect must be > 0, got {drop}")
@@ -111,8 +113,8 @@ def cases_needed(sd: float, drop: float, power: float = DEFAULT_POWER) -> int:
     low, high = 2, 2
     while detectable(high) > drop:
         low, high = high, high * 2
-        if high > _MAX_CASES:
-            return _MAX_CASES
+        if high > MAX_CASES:
+            return MAX_CASES + 1  # past the search: "more than MAX_CASES"
     while low < high:  # the detectable drop falls as cases are added
         mid = (low + high) // 2
         if detectable(mid) > drop:

@@ -30,6 +30,7 @@ from evalhydra.reports.comparecmd import Target, compare, side_of
 from evalhydra.reports.power import (
     DEFAULT_CORRELATION,
     DEFAULT_POWER,
+    MAX_CASES,
     VarianceModel,
     cases_needed,
     from_assumptions,
@@ -98,26 +99,63 @@ def power_report(conn: sqlite3.Connection | None, targets: Sequence[Target], *,
     Raises:
         EvalHydraError: On an impossible request or too little stored data.
     """
-    if not 0 < drop < 1:
-        raise EvalHydraError(f"--drop {drop}: must be a fraction in (0, 1), e.g. 0.05 for 5 points.")
-    if not 0.5 <= power < 1:
-        raise EvalHydraError(f"--power {power}: must be in [0.5, 1), e.g. 0.8.")
-    if any(k < 1 for k in trials):
-        raise EvalHydraError("--trials: every trial count must be at least 1.")
+    _check_request(drop, power, trials, assume)
     model, now = _model(conn, targets, evals, drop, assume)
-    rows = [{"trials": k, "case_sd": model.sd(k), "cases": (n := cases_needed(model.sd(k), drop, power)),
-             "results_per_side": n * k} for k in trials]
+    rows = [_row(k, model.sd(k), cases_needed(model.sd(k), drop, power)) for k in trials]
     return {"drop": drop, "power": power, "source": model.source, "separable": model.separable,
             "between_case_variance": model.between, "within_case_variance": model.within,
             "rows": rows, "now": now}
+
+
+#: The most power asked for: past it the t quantiles run out of float precision.
+MAX_POWER = 0.9999
+#: The most trials per case tabulated.
+MAX_TRIALS = 100_000
+
+
+def _check_request(drop: float, power: float, trials: Sequence[int], assume: Assumptions) -> None:
+    """Refuse numbers outside what the calculation means (NaN fails every comparison here).
+
+    Raises:
+        EvalHydraError: Naming the option, what is wrong, and a value that works.
+    """
+    if not 0 < drop < 1:
+        raise EvalHydraError(f"--drop {drop}: must be a fraction in (0, 1), e.g. 0.05 for 5 points.")
+    if not 0.5 <= power <= MAX_POWER:
+        raise EvalHydraError(f"--power {power}: must be in [0.5, {MAX_POWER}], e.g. 0.8.")
+    if any(not 1 <= k <= MAX_TRIALS for k in trials):
+        raise EvalHydraError(f"--trials: every trial count must be in 1..{MAX_TRIALS:,}.")
+    if not 0 < assume.pass_rate < 1:
+        raise EvalHydraError(f"--pass-rate {assume.pass_rate}: must be a fraction in (0, 1), e.g. 0.7.")
+    if assume.case_sd is not None and not 0 <= assume.case_sd <= 0.5:
+        raise EvalHydraError(f"--case-sd {assume.case_sd}: must be in [0, 0.5] (the SD of probabilities), "
+                             "e.g. 0.3.")
+    if not -1 <= assume.correlation <= 1:
+        raise EvalHydraError(f"--correlation {assume.correlation}: must be in [-1, 1], e.g. 0.5.")
+
+
+def _row(trials: int, sd: float, cases: int) -> dict[str, Any]:
+    """One trial count's row; past the search's bound the counts are None and ``beyond`` says
+    the bound ("more than MAX_CASES cases")."""
+    if cases > MAX_CASES:
+        return {"trials": trials, "case_sd": sd, "cases": None, "results_per_side": None,
+                "beyond": MAX_CASES}
+    return {"trials": trials, "case_sd": sd, "cases": cases, "results_per_side": cases * trials,
+            "beyond": None}
+
+
+def _counts(row: dict[str, Any]) -> list[str]:
+    """A row's cases and results per side as printed."""
+    if row["beyond"] is not None:
+        return [f"more than {row['beyond']:,}", f"more than {row['beyond'] * row['trials']:,}"]
+    return [f"{row['cases']:,}", f"{row['results_per_side']:,}"]
 
 
 def render_power(doc: dict[str, Any], fmt: str = "text") -> str:
     """The report as ``text`` or ``json``."""
     if fmt == "json":
         return json.dumps(doc, indent=2)
-    table = tabulate([[r["trials"], f"{r['case_sd']:.3f}", f"{r['cases']:,}", f"{r['results_per_side']:,}"]
-                      for r in doc["rows"]],
+    table = tabulate([[r["trials"], f"{r['case_sd']:.3f}", *_counts(r)] for r in doc["rows"]],
                      headers=["trials/case", "SD of a case's Δ", "cases needed", "results per side"],
                      tablefmt="simple", disable_numparse=True)
     lines = [f"to detect a drop of {doc['drop'] * 100:g} points at {doc['power']:.0%} power"

@@ -158,11 +158,13 @@ _JSON_POSITIONS = [
     if name in ("input", "tool_calls", "details", "rubric_scores", "attempt_history", "grader_scores")
 ]
 _OUTPUT_POSITION = RESULT_FIELDS.index("output")
+_REASONING_POSITION = RESULT_FIELDS.index("reasoning")
 _ROW_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, allow_nan=False)  # NaN is no JSON
 
 
 def row_values(row: ResultRow, *, lenient: bool = False) -> list[Any]:
-    """The row's values in column order, containers as sorted-key JSON, ``output`` capped.
+    """The row's values in column order, containers as sorted-key JSON, ``output`` and
+    ``reasoning`` capped.
 
     With ``lenient``, a container JSON cannot hold (an object of another type, mixed key
     types, nesting too deep for the encoder) is stored as ``{"unencodable": <its repr>}``
@@ -173,9 +175,10 @@ def row_values(row: ResultRow, *, lenient: bool = False) -> list[Any]:
         value = values[i]
         if isinstance(value, dict | list | tuple):
             values[i] = _json_column(value) if not lenient else _lenient_json_column(value)
-    output = values[_OUTPUT_POSITION]
-    if isinstance(output, str) and len(output) > MAX_STORED_OUTPUT_CHARS:
-        values[_OUTPUT_POSITION] = cap_output(output)
+    for position in (_OUTPUT_POSITION, _REASONING_POSITION):  # the thinking is capped as the answer is
+        text = values[position]
+        if isinstance(text, str) and len(text) > MAX_STORED_OUTPUT_CHARS:
+            values[position] = cap_output(text)
     return values
 
 

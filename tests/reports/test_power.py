@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import Counter
+from pathlib import Path
 from statistics import fmean
 
 import pytest
@@ -13,6 +15,7 @@ from scipy import stats
 from evalhydra.reports.clustered import CaseDiffs
 from evalhydra.reports.comparecmd import precision
 from evalhydra.reports.power import (
+    MAX_CASES,
     VarianceModel,
     cases_needed,
     from_assumptions,
@@ -21,6 +24,7 @@ from evalhydra.reports.power import (
     min_detectable,
     noise_floor,
 )
+from tests.helpers import run_cli
 
 
 def _exact_power(n: int, sd: float, drop: float) -> float:
@@ -105,3 +109,29 @@ def test_a_comparison_without_spread_is_still_underpowered_for_a_small_drop() ->
     assert info is not None and info["underpowered"] and info["min_detectable"] > 0.15
     assert info["cases_needed"] == cases_needed(noise_floor(0.45, 0.05).sd(3), 0.05) > 38
     assert precision(diffs, {"p_value": 1.0}, 0.3, baseline_rate=0.45)["underpowered"] is False  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    (["--power", "0.9999999999999999"], "--power 0.9999999999999999: must be in [0.5, 0.9999]"),
+    (["--power", "nan"], "--power nan: must be in"),
+    (["--case-sd", "inf"], "--case-sd inf: must be in [0, 0.5]"),
+    (["--case-sd", "nan"], "--case-sd nan: must be in [0, 0.5]"),
+    (["--correlation", "5"], "--correlation 5.0: must be in [-1, 1]"),
+    (["--correlation=-inf"], "--correlation -inf: must be in [-1, 1]"),
+    (["--trials", "1,1000000"], "--trials: every trial count must be in 1..100,000"),
+])
+def test_power_refuses_assumptions_outside_their_range(option: list[str], message: str,
+                                                       tmp_path: Path) -> None:
+    """Issue 47, item 11: exit 2 with one error line, never a ZeroDivisionError."""
+    done = run_cli("power", *option, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: {message}")
+
+
+def test_power_prints_its_search_bound_as_a_bound(tmp_path: Path) -> None:
+    done = run_cli("power", "--drop", "0.0001", "--trials", "1", "--format", "json", cwd=tmp_path)
+    (row,) = json.loads(done.stdout)["rows"]
+    assert row["cases"] is None and row["beyond"] == MAX_CASES
+    text = run_cli("power", "--drop", "0.0001", "--trials", "1", cwd=tmp_path).stdout
+    assert f"more than {MAX_CASES:,}" in text

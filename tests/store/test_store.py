@@ -277,13 +277,16 @@ def test_a_huge_output_is_stored_cut_with_a_marker(tmp_path: Path) -> None:
     from evalhydra.store.rows import MAX_STORED_OUTPUT_CHARS
 
     store = open_store(tmp_path / "s.db")
-    row = {**_row("big"), "output": "x" * (MAX_STORED_OUTPUT_CHARS + 10)}
-    store.write(Batch(results=[row, {**_row("small"), "output": "ok"}]))
-    stored = dict(store.conn.execute("select cell_key, output from results").fetchall())
-    assert stored["small"] == "ok"
-    assert stored["big"].startswith("x" * MAX_STORED_OUTPUT_CHARS)
-    assert stored["big"].endswith(f"[evalhydra: output cut at {MAX_STORED_OUTPUT_CHARS} of "
-                                  f"{MAX_STORED_OUTPUT_CHARS + 10} characters]")
+    big = "x" * (MAX_STORED_OUTPUT_CHARS + 10)
+    row = {**_row("big"), "output": big, "reasoning": big}  # the thinking too (issue 47, item 11)
+    store.write(Batch(results=[row, {**_row("small"), "output": "ok", "reasoning": "hm"}]))
+    rows = store.conn.execute("select cell_key, output, reasoning from results").fetchall()
+    stored = {key: (output, reasoning) for key, output, reasoning in rows}
+    assert stored["small"] == ("ok", "hm")
+    for text in stored["big"]:
+        assert text.startswith("x" * MAX_STORED_OUTPUT_CHARS)
+        assert text.endswith(f"[evalhydra: output cut at {MAX_STORED_OUTPUT_CHARS} of "
+                             f"{MAX_STORED_OUTPUT_CHARS + 10} characters]")
 
 
 def test_now_iso_is_utc_with_milliseconds_and_follows_the_clock() -> None:
