@@ -141,6 +141,7 @@ sys.stderr.write(done.stderr)
 """
 
 
+@pytest.mark.slow
 def test_a_compressed_download_is_read_within_the_reply_caps(server: HostileBatches, tmp_path: Path) -> None:
     server.poison = "bomb"
     done = subprocess.run([sys.executable, "-c", MEASURED, *overrides(server, tmp_path)], capture_output=True,
@@ -163,6 +164,7 @@ def test_the_ledger_keeps_no_secret_a_provider_echoes(server: HostileBatches, tm
     assert KEY not in json.dumps(stored(tmp_path / "s.db"))
 
 
+@pytest.mark.slow
 def test_batches_cancel_sends_a_key_only_where_a_configured_service_sends_it(server: HostileBatches,
                                                                              tmp_path: Path) -> None:
     evalhydra.evaluate(overrides(server, tmp_path))

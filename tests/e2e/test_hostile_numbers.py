@@ -81,6 +81,7 @@ def test_a_number_past_64_bits_from_any_path_keeps_the_cell_as_an_error(tmp_path
     assert rows["c"][:3] == ("ERROR", "invalid_response", None) and "prompt_tokens=" in rows["c"][3]
 
 
+@pytest.mark.slow
 def test_reports_and_views_read_a_store_already_holding_non_finite_numbers(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     result = evalhydra.evaluate([f"registry={numbered_registry(tmp_path / 'reg', 3)}", "eval=g.e",

@@ -64,6 +64,7 @@ async def test_what_a_grader_started_dies_when_it_returns() -> None:
     assert gone(pid)
 
 
+@pytest.mark.slow
 async def test_what_a_grader_started_dies_at_its_timeout(tmp_path: Path) -> None:
     source = ("import subprocess, time\n"
               "def grade(sample, item):\n"

@@ -152,9 +152,11 @@ def test_a_hit_across_api_keys_stays_by_design(url: str, tmp_path: Path,
 
 
 UNREADABLE = [
-    "entry = 'not json'", "entry = '[1, 2]'", "created = 'yesterday'",
-    "entry = json_set(entry, '$.answer.usage', 'many')", "entry = json_set(entry, '$.answer.output', 5)",
-    "entry = '{\"answer\": {}, \"latency_ms\": 1, \"pad\": \"' || hex(zeroblob(13000000)) || '\"}'",
+    "entry = 'not json'", pytest.param("entry = '[1, 2]'", marks=pytest.mark.slow), "created = 'yesterday'",
+    "entry = json_set(entry, '$.answer.usage', 'many')",
+    pytest.param("entry = json_set(entry, '$.answer.output', 5)", marks=pytest.mark.slow),
+    pytest.param("entry = '{\"answer\": {}, \"latency_ms\": 1, \"pad\": \"'"
+                 " || hex(zeroblob(13000000)) || '\"}'", marks=pytest.mark.slow),
 ]
 
 
@@ -191,6 +193,7 @@ def test_a_cache_file_of_a_newer_layout_is_refused_naming_cache_path(url: str, t
     assert f"cache.path={tmp_path / 'cache.db'}" in line and "newer evalhydra" in line
 
 
+@pytest.mark.slow
 def test_a_cache_another_process_keeps_locked_costs_a_warning_not_the_run(url: str, tmp_path: Path) -> None:
     run(url, tmp_path, "a.db")  # the file exists
     holder = sqlite3.connect(tmp_path / "cache.db", isolation_level=None)
