@@ -97,14 +97,14 @@ def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.05) -> N
 
 
 def stored_results(db: Path) -> int:
-    """Rows in the results table (0 if the store does not exist yet)."""
+    """Cells in the results table, each once whatever its versions (0 if the store does not exist yet)."""
     import sqlite3
 
     if not db.exists():
         return 0
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
     try:
-        return int(conn.execute("select count(*) from results").fetchone()[0])
+        return int(conn.execute("select count(distinct cell_key) from results").fetchone()[0])
     except sqlite3.OperationalError:
         return 0
     finally:

@@ -38,7 +38,7 @@ from evalhydra.reports.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQ
 from evalhydra.reports.writer import REPORT_FILES, normalize_formats, write_run_reports
 from evalhydra.store.db import Store
 from evalhydra.store.merge import merge_stores
-from evalhydra.store.rows import RESULT_STATUSES, infra_error_sql
+from evalhydra.store.rows import RESULT_STATUSES, infra_error_sql, verdict_sql
 
 __all__ = ["main"]
 
@@ -84,15 +84,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
           round(100.0 * sum(r.passed) / nullif(count(r.cell_key) - sum({err}), 0), 1) as pass_pct,
           coalesce(sum({err}), 0) as errors, ru.status, {_VERDICT_SQL} as verdict
         from runs ru left join run_cells rc on rc.run_id = ru.run_id
-        left join results r on r.cell_key = rc.cell_key
+        left join results r on r.cell_key = rc.cell_key and r.run_id = rc.result_run_id
         group by ru.run_id order by ru.started_at desc, ru.run_id limit ?"""
     rows = list(store.query(sql, [args.limit]))
     print(format_rows(rows, args.format) if rows else "No runs yet.")
     return ExitCode.OK
 
 
-_VERDICT_SQL = ("case ru.exit_code when 0 then 'passed' when 1 then 'gate failed' when 2 then 'usage error'"
-                " when 3 then 'could not measure' when 130 then 'interrupted' else '' end")
+_VERDICT_SQL = verdict_sql("ru.")
 
 
 def _cfg_runs(p: argparse.ArgumentParser) -> None:

@@ -151,13 +151,15 @@ def failed_cases(store_path: Path, service: str, eval_ids: Iterable[str]) -> dic
 
 def _failed_in_last_run(conn: Any, service: str, eval_id: str, store_path: Path) -> frozenset[str]:
     last = conn.execute(
-        "select rc.run_id from run_cells rc join results r on r.cell_key = rc.cell_key "
+        "select rc.run_id from run_cells rc join results r on r.cell_key = rc.cell_key"
+        " and r.run_id = rc.result_run_id "
         "join runs ru on ru.run_id = rc.run_id where r.eval_id = ? and r.service_name = ? "
         "order by ru.started_at desc limit 1", (eval_id, service)).fetchone()
     if last is None:
         raise EvalHydraError(f"run.rerun=failed: the store {store_path} has no run of eval '{eval_id}' on "
                              f"service '{service}'.", "Run it once without run.rerun first.")
     rows = conn.execute(
-        "select distinct r.case_id from run_cells rc join results r on r.cell_key = rc.cell_key "
+        "select distinct r.case_id from run_cells rc join results r on r.cell_key = rc.cell_key"
+        " and r.run_id = rc.result_run_id "
         "where rc.run_id = ? and r.eval_id = ? and coalesce(r.passed, 0) = 0", (last[0], eval_id))
     return frozenset(str(row[0]) for row in rows)

@@ -242,7 +242,8 @@ def run_histograms(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str
     sql = f"""select run_id, scored, ok, count(*) from (
         select rc.run_id as run_id, sum({PASSED_SQL}) as ok,
           count(*) - sum({INFRA_ERROR_SQL}) as scored
-        from run_cells rc join results r on r.cell_key = rc.cell_key where rc.run_id in ({marks})
+        from run_cells rc join results r on r.cell_key = rc.cell_key
+          and r.run_id = rc.result_run_id where rc.run_id in ({marks})
         group by rc.run_id, r.eval_id, r.case_id, r.service_name, r.model)
       where scored > 0 group by run_id, scored, ok"""
     out: dict[str, Counter[tuple[int, int]]] = {}

@@ -46,14 +46,16 @@ from evalhydra.reports.compare import (
 )
 from evalhydra.reports.markdown import comparison_table
 from evalhydra.reports.power import DEFAULT_POWER, cases_needed, from_differences, min_detectable, noise_floor
+from evalhydra.reports.selection import versions_of_runs
 from evalhydra.reports.ttft import paired_first_token
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["Comparison", "Target", "compare", "parse_target", "precision", "render", "regressions", "side_of"]
 
-_LATEST = """cell_key in (select cell_key from (select cell_key, row_number() over (
+_LATEST = """rowid in (select rid from (select rowid as rid, row_number() over (
     partition by eval_id, service_name, model, case_id, run_index
-    order by evaluated_at desc, cell_key desc) as recency from results {where}) where recency = 1)"""
+    order by evaluated_at desc, run_id desc, cell_key desc) as recency from results {where})
+  where recency = 1)"""
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,7 @@ def side_of(target: Target, evals: Sequence[str]) -> Side:
         conds.append(f"eval_id in ({', '.join('?' * len(evals))})")
         params += list(evals)
     if target.runs:
-        marks = ", ".join("?" * len(target.runs))
-        conds.insert(0, f"cell_key in (select cell_key from run_cells where run_id in ({marks}))")
+        conds.insert(0, versions_of_runs(len(target.runs)))
         params = [*target.runs, *params]
         return Side(target.label, " and ".join(conds), tuple(params))
     inner = f"where {' and '.join(conds)}" if conds else ""

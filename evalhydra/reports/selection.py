@@ -5,10 +5,12 @@ aggregate is computed inside SQLite over ``SELECT … FROM results WHERE
 <selection>``, so reports over millions of results never load the rows into
 Python.
 
-When every cell of the selected runs was produced by those runs (no cell
-resumed from an earlier run), the selection is simply ``run_id IN (…)``,
-which SQLite answers from the ``run_id`` index or one table scan; otherwise it
-is ``cell_key IN (SELECT cell_key FROM run_cells WHERE run_id IN (…))``.
+A cell may have several versions (one per run that wrote it); a run's
+membership names the one it holds (``run_cells.result_run_id``). When every
+cell of the selected runs was produced by those runs, once each, the selection
+is simply ``run_id IN (…)``, which SQLite answers from the ``run_id`` index or
+one table scan; otherwise it is the versions the memberships name
+(:func:`versions_of_runs`).
 
 When the runs hold most of the table, reading it straight through is several
 times faster than visiting each row through an index (``bench/report_scale.py``),
@@ -33,6 +35,7 @@ __all__ = [
     "DENSE_FRACTION",
     "Selection",
     "select_runs",
+    "versions_of_runs",
 ]
 
 #: The trial status: the stored one, else derived from ``error_kind``/``passed``.
@@ -115,12 +118,24 @@ def select_runs(conn: sqlite3.Connection, run_ids: Sequence[str]) -> Selection:
     if not ids:
         return Selection((), "0", ())
     marks = ", ".join("?" * len(ids))
-    members = conn.execute(f"select count(*) from run_cells where run_id in ({marks})", ids)
+    members, cells, own_members = conn.execute(
+        f"select count(*), count(distinct cell_key), coalesce(sum(result_run_id in ({marks})), 0)"
+        f" from run_cells where run_id in ({marks})", ids + ids).fetchone()
     own = conn.execute(f"select count(*) from results where run_id in ({marks})", ids).fetchone()[0]
-    if members.fetchone()[0] == own:
+    if members == cells == own_members == own:  # each cell once, every version its own run's
         dense = own >= DENSE_FRACTION * _table_size(conn)
         return Selection(ids, f"run_id in ({marks})", ids,
                          table="results not indexed" if dense else "results")
-    return Selection(
-        ids, f"cell_key in (select cell_key from run_cells where run_id in ({marks}))", ids
-    )
+    return Selection(ids, versions_of_runs(len(ids)), ids)
+
+
+def versions_of_runs(count: int) -> str:
+    """The condition on ``results`` selecting the versions ``count`` runs (``?`` each) hold: each
+    run's own, and for a cell two of them hold in different versions, the newest run's."""
+    marks = ", ".join("?" * count)
+    if count == 1:
+        return "(cell_key, run_id) in (select cell_key, result_run_id from run_cells where run_id = ?)"
+    return (f"(cell_key, run_id) in (select cell_key, result_run_id from (select rc.cell_key,"
+            f" rc.result_run_id, max(coalesce(ru.started_at, '') || rc.result_run_id) from run_cells rc"
+            f" left join runs ru on ru.run_id = rc.result_run_id where rc.run_id in ({marks})"
+            f" group by rc.cell_key))")

@@ -304,7 +304,8 @@ def _duration_s(store: Store, run_id: str) -> float:
 def _print_cache_hits(store: Store, run_id: str) -> None:
     """How many of the run's answers the response cache gave, and what they would have cost."""
     sql = """select count(*), coalesce(sum(r.saved_usd), 0) from run_cells rc
-        join results r on r.cell_key = rc.cell_key where rc.run_id = ? and r.run_id = ? and r.cached = 1"""
+        join results r on r.cell_key = rc.cell_key
+          and r.run_id = rc.result_run_id where rc.run_id = ? and r.run_id = ? and r.cached = 1"""
     hits, saved = store.conn.execute(sql, [run_id, run_id]).fetchone()
     if hits:
         print(f"cache: {plural(hits, 'answer')} from the response cache (nothing sent), ${saved:.4f} not paid"
@@ -314,7 +315,8 @@ def _print_cache_hits(store: Store, run_id: str) -> None:
 def _print_batched(store: Store, run_id: str) -> None:
     """How many of the run's cells batch jobs answered, and what the batch price saved."""
     sql = """select count(*), coalesce(sum(r.saved_usd), 0), coalesce(sum(r.cost_usd), 0) from run_cells rc
-        join results r on r.cell_key = rc.cell_key where rc.run_id = ? and r.run_id = ? and r.batched = 1"""
+        join results r on r.cell_key = rc.cell_key
+          and r.run_id = rc.result_run_id where rc.run_id = ? and r.run_id = ? and r.batched = 1"""
     cells, saved, paid = store.conn.execute(sql, [run_id, run_id]).fetchone()
     if cells:
         print(f"batch: {plural(cells, 'cell')} answered through batch jobs, ${paid:.4f} paid,"
@@ -324,6 +326,7 @@ def _print_batched(store: Store, run_id: str) -> None:
 def _reused_errors(store: Store, run_id: str) -> int:
     """Infrastructure errors stored by an earlier run that this run kept instead of re-sending."""
     sql = f"""select count(*) from run_cells rc join results r on r.cell_key = rc.cell_key
+      and r.run_id = rc.result_run_id
         where rc.run_id = ? and r.run_id != ? and {infra_error_sql("r.")}"""
     return int(store.conn.execute(sql, [run_id, run_id]).fetchone()[0])
 

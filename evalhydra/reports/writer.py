@@ -236,7 +236,8 @@ def _agent_experiment(store: Store, runs: list[dict[str, Any]]) -> dict[str, Any
         return None
     marks = ",".join("?" * len(agent_runs))
     rows = list(store.query(
-        "select distinct r.* from run_cells rc join results r on r.cell_key = rc.cell_key "
+        "select distinct r.* from run_cells rc join results r on r.cell_key = rc.cell_key"
+        " and r.run_id = rc.result_run_id "
         f"where rc.run_id in ({marks}) and r.kind = 'agent' "
         "order by r.model, r.case_id, r.run_index", agent_runs))
     return experiment_from_store([r for r in runs if r.get("kind") == "agent"], rows) if rows else None

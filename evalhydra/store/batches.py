@@ -22,6 +22,7 @@ from typing import Any
 
 from evalhydra.store.db import connect, immediate
 from evalhydra.store.rows import now_iso
+from evalhydra.store.schema import latest_version_sql
 
 __all__ = ["BatchLedger", "BatchRecord", "list_batches"]
 
@@ -120,7 +121,8 @@ class BatchLedger:
         """Cells of ``service`` stored with a batch error (``batch.fallback=online`` sends them online)."""
         with self._lock:
             rows = self.conn.execute("select cell_key from results where service_name = ?"
-                                     " and error_kind like 'batch%'", [service]).fetchall()
+                                     f" and error_kind like 'batch%' and {latest_version_sql()}",
+                                     [service]).fetchall()
         return frozenset(row[0] for row in rows)
 
     def close_stored(self) -> int:
@@ -138,8 +140,8 @@ class BatchLedger:
         for start in range(0, len(keys), 500):
             chunk = keys[start:start + 500]
             marks = ", ".join("?" * len(chunk))
-            found = self.conn.execute(f"select count(*) from results where cell_key in ({marks})",
-                                      chunk).fetchone()[0]
+            found = self.conn.execute("select count(distinct cell_key) from results"
+                                      f" where cell_key in ({marks})", chunk).fetchone()[0]
             if found < len(chunk):
                 return False
         return True

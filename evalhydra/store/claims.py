@@ -29,6 +29,7 @@ from pathlib import Path
 
 from evalhydra.store.db import connect, immediate, insert_rows
 from evalhydra.store.rows import INFRA_ERROR_SQL
+from evalhydra.store.schema import latest_version_sql
 
 __all__ = ["LEASE_S", "ClaimResult", "Claims"]
 
@@ -139,10 +140,10 @@ class Claims:
 
     def _stored(self, keys: Sequence[str]) -> set[str]:
         """Keys with a result that counts as done for this run."""
-        condition = ""
+        condition = f" and {latest_version_sql()}"
         params: list[object] = []
         if self.resend_errors:
-            condition = f" and (not {INFRA_ERROR_SQL} or evaluated_at >= ?)"
+            condition += f" and (not {INFRA_ERROR_SQL} or evaluated_at >= ?)"
             params = [self.started_at]
         found: set[str] = set()
         for chunk in _chunks(keys):

@@ -34,7 +34,7 @@ from evalhydra.store.rows import (
     now_iso,
     row_values,
 )
-from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION
+from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION, VERSION_JOIN, latest_version_sql
 from evalhydra.store.sqlite_lib import disable_memory_statistics
 
 __all__ = ["Batch", "Store", "connect", "immediate", "insert_present", "insert_rows", "migrate", "open_store"]
@@ -167,7 +167,7 @@ class Store:
         with immediate(self.conn):
             insert_present(self.conn, "insert or replace into results", _RESULT_COLUMNS, results,
                            self._shapes["results"])
-            _insert_members(self.conn, members)
+            _insert_members(self.conn, members, _written(results))
             insert_present(self.conn, "insert or replace into attempts", ATTEMPT_FIELDS, attempts,
                            self._shapes["attempts"])
             if settled is not None:
@@ -195,12 +195,13 @@ class Store:
                   client_errors: bool = False) -> set[str]:
         """Cell keys already stored for these evals and service.
 
-        With ``retry_errors``, cells whose result is an infrastructure error are left
+        With ``retry_errors``, cells whose newest version is an infrastructure error are left
         out, so they run again; but a 4xx reply that cannot succeed as sent (any but 401,
         403, 408, 409 and 429) is kept unless ``client_errors`` too.
         """
         marks = ",".join("?" * len(eval_ids))
-        sql = f"select cell_key from results where service_name = ? and eval_id in ({marks})"
+        sql = (f"select cell_key from results where service_name = ? and eval_id in ({marks})"
+               f" and {latest_version_sql()}")
         if retry_errors:
             keep = "" if client_errors else f" or ({_FINAL_CLIENT_ERROR_SQL})"
             sql += f" and (not {INFRA_ERROR_SQL}{keep})"
@@ -217,7 +218,7 @@ class Store:
         """Every result that belongs to the given runs, in a stable order."""
         marks = ",".join("?" * len(run_ids))
         sql = (
-            "select distinct r.* from run_cells rc join results r on r.cell_key = rc.cell_key "
+            f"select distinct r.* from run_cells rc join results r on {VERSION_JOIN} "
             f"where rc.run_id in ({marks}) "
             'order by r."group", r.eval_id, r.service_name, r.run_index, r.case_id, r.model'
         )
@@ -338,7 +339,12 @@ def migrate(db: sqlite_utils.Database) -> None:
 
 
 _RESULT_COLUMNS = tuple(f'"{c}"' for c in RESULT_FIELDS)  # quoted: ``group`` is a keyword
-_INSERT_MEMBER = "insert or ignore into run_cells (run_id, cell_key) values "
+#: A run's own result: its membership names the version it wrote (a newer one of its own replaces it).
+_OWN_MEMBER = "insert or replace into run_cells (run_id, result_run_id, cell_key) values "
+#: A stored cell a run reuses: its membership names the cell's newest version.
+_REUSED_MEMBER = ("insert or ignore into run_cells (run_id, cell_key, result_run_id) select ?, r.cell_key, "
+                  "r.run_id from results r where r.cell_key in ({marks}) and " + latest_version_sql("r."))
+_KEY_AT, _RUN_AT = RESULT_FIELDS.index("cell_key"), RESULT_FIELDS.index("run_id")
 #: Rows per multi-row INSERT (45 columns × 256 rows stays under SQLite's 32766 variables).
 _ROWS_PER_INSERT = 256
 
@@ -434,13 +440,29 @@ def _same(column: tuple[Any, ...]) -> bool:
 _SHAPES = 8
 
 
-def _insert_members(conn: sqlite3.Connection, members: Sequence[Sequence[Any]]) -> None:
-    """Record ``(run_id, cell_key)`` memberships; one run's (a run's batch) binds its id once."""
-    runs = {run_id for run_id, _ in members}
-    if len(runs) != 1:
-        insert_rows(conn, _INSERT_MEMBER, members)
-        return
-    insert_rows(conn, _INSERT_MEMBER, [(key,) for _, key in members], shared=[*runs])
+def _written(results: Sequence[Sequence[Any]]) -> set[tuple[str, str]]:
+    """The ``(run_id, cell_key)`` of result rows in column order."""
+    return {(row[_RUN_AT], row[_KEY_AT]) for row in results}
+
+
+def _insert_members(conn: sqlite3.Connection, members: Sequence[Sequence[Any]],
+                    written: set[tuple[str, str]]) -> None:
+    """Record ``(run_id, cell_key)`` memberships with the version each names: the run's own row for
+    a cell it wrote in this batch (``written``), else the cell's newest stored version."""
+    own = [(run_id, key) for run_id, key in members if (run_id, key) in written]
+    reused = [(run_id, key) for run_id, key in members if (run_id, key) not in written]
+    runs = {run_id for run_id, _ in own}
+    if len(runs) == 1:  # a run's batch binds its id once
+        insert_rows(conn, _OWN_MEMBER, [(key,) for _, key in own], shared=[*runs, *runs])
+    elif own:
+        insert_rows(conn, _OWN_MEMBER, [(run_id, run_id, key) for run_id, key in own])
+    for run_id in {run_id for run_id, _ in reused}:
+        keys = [key for member_run, key in reused if member_run == run_id]
+        start = 0
+        for size in _chunk_sizes(len(keys)):
+            conn.execute(_REUSED_MEMBER.format(marks=", ".join("?" * size)),
+                         [run_id, *keys[start:start + size]])
+            start += size
 
 
 def _delete_claims(conn: sqlite3.Connection, run_id: str, keys: Sequence[str]) -> None:

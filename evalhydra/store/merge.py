@@ -26,12 +26,14 @@ def merge_stores(target: Path, shards: Iterable[Path], *,
                  time_limit_s: float = SHARD_TIME_LIMIT_S) -> int:
     """Merge shard stores (e.g. one per SLURM job) into ``target`` exactly.
 
-    Results are keyed by cell, so merging twice, or merging overlapping shards,
-    never duplicates a result. When two shards hold the same cell the order of
-    the shards does not matter: a scored result beats an infrastructure error,
-    then the later ``evaluated_at`` (then the larger run id) wins. Runs, their
-    cell links and attempts are kept. Every shard is checked before the target
-    is touched (:func:`check_shard`). Returns the number of result rows in ``target``.
+    Results are versions keyed by (cell, run that wrote it), so merging twice, or
+    merging overlapping shards, never duplicates one; every run's versions are
+    kept, and each run's membership names the version it held. When two shards
+    hold the same run's version of a cell the order of the shards does not
+    matter: a scored result beats an infrastructure error, then the later
+    ``evaluated_at`` wins. Runs, their cell links and attempts are kept.
+    Every shard is checked before the target is touched (:func:`check_shard`).
+    Returns the number of result rows (versions) in ``target``.
 
     Raises:
         EvalHydraError: Naming the shard and what is wrong with it.
@@ -55,6 +57,7 @@ def merge_stores(target: Path, shards: Iterable[Path], *,
                         names = ", ".join(f'"{c}"' for c in columns[table])
                         store.conn.execute(f"insert or ignore into main.{table} ({names})"
                                            f" select {names} from shard.{table}")
+                    store.conn.execute(_STALE_SUMMARIES)  # a version both hold may be replaced
                     store.conn.execute(_MERGE_RESULTS)
             finally:
                 store.conn.execute("detach database shard")
@@ -65,13 +68,17 @@ def merge_stores(target: Path, shards: Iterable[Path], *,
 
 _COLUMNS = ", ".join(f'"{c}"' for c in RESULT_FIELDS)
 _EXCLUDED = ", ".join(f'excluded."{c}"' for c in RESULT_FIELDS)
-#: The shard's row replaces the target's when it ranks higher: scored over error, then later, then run id.
+#: A version both hold (one run's row of one cell): the shard's replaces the target's when it ranks
+#: higher, scored over error, then later.
 _MERGE_RESULTS = f"""
     insert into main.results ({_COLUMNS}) select {_COLUMNS} from shard.results where true
-    on conflict (cell_key) do update set ({_COLUMNS}) = ({_EXCLUDED})
+    on conflict (cell_key, run_id) do update set ({_COLUMNS}) = ({_EXCLUDED})
     where (not {infra_error_sql("excluded.")}, coalesce(excluded.evaluated_at, ''), excluded.run_id)
         > (not {infra_error_sql("results.")}, coalesce(results.evaluated_at, ''), results.run_id)"""
 
+#: Saved summaries of the runs whose versions the shard also holds (the merge may rank its row higher).
+_STALE_SUMMARIES = """delete from main.run_summaries where run_id in (select s.run_id from shard.results s
+    join main.results m on m.cell_key = s.cell_key and m.run_id = s.run_id)"""
 _NOT_A_SHARD = "A shard is a store evalhydra wrote; leave this file out of the merge."
 #: ``results`` columns that hold numbers, and those that hold text: a shard holding text in a
 #: number column, or bytes in a text one, is refused (reports would fail on it).
@@ -135,7 +142,7 @@ def _check_intact(conn: sqlite3.Connection, shard: Path) -> None:
 
 
 def _check_shape(conn: sqlite3.Connection, shard: Path) -> None:
-    expected = {"runs": None, "run_cells": {"run_id", "cell_key"}, "attempts": None,
+    expected = {"runs": None, "run_cells": {"run_id", "cell_key", "result_run_id"}, "attempts": None,
                 "results": set(RESULT_FIELDS)}
     for table, needed in expected.items():
         kind = conn.execute("select type from sqlite_master where name = ?", [table]).fetchone()

@@ -30,6 +30,7 @@ __all__ = [
     "infra_error_sql",
     "is_infra_error",
     "now_iso",
+    "verdict_sql",
 ]
 
 #: Agent statuses that are infrastructure errors (zrb's ERROR and TIMEOUT).
@@ -286,3 +287,19 @@ def now_iso() -> str:
     text = f"{date[1]}.{fraction:03d}Z"
     _MILLISECOND[0] = (ms, text)
     return text
+
+
+def verdict_sql(alias: str = "") -> str:
+    """SQL naming a ``runs`` row's verdict from its exit code: ``passed`` only when a gate was set
+    and passed (``run.fail_under``, ``fail_under_per_eval`` or ``fail_under_pass_hat_k`` in its
+    config), ``no gate`` for a run that measured without one."""
+    config = f"{alias}config"
+    gated = " or ".join((f"json_extract({config}, '$.run.fail_under') is not null",
+                         f"coalesce(json_extract({config}, '$.run.fail_under_per_eval'), '{{}}') != '{{}}'",
+                         f"json_extract({config}, '$.run.fail_under_pass_hat_k') is not null"))
+    # CASE, not AND: json_extract of a config that is not JSON must never be evaluated
+    passed = (f"case when not json_valid({config}) then 'no gate' when {gated} then 'passed'"
+              " else 'no gate' end")
+    return (f"case {alias}exit_code when 0 then ({passed}) when 1 then 'gate failed'"
+            " when 2 then 'usage error' when 3 then 'could not measure' when 130 then 'interrupted'"
+            " else '' end")

@@ -4,10 +4,13 @@ Tables:
 
 * ``runs``: one row per invocation (config with secrets removed, fingerprint,
   status ``running|completed|interrupted|failed``).
-* ``results``: one row per cell (:class:`~evalhydra.store.rows.ResultRow`), keyed
-  by ``cell_key``. Resume is "skip the keys that are already here".
-* ``run_cells``: which cells belong to which run (a resumed run reuses cells
-  stored by earlier runs, so reports of a run cover its whole plan).
+* ``results``: every version of every cell (:class:`~evalhydra.store.rows.ResultRow`),
+  one per ``(cell_key, run_id)``: a run that sends a cell again adds a version and never
+  changes another run's. Resume is "skip the cells whose newest version is here (and
+  done)".
+* ``run_cells``: which cells belong to which run, and which version (``result_run_id``:
+  the run that wrote it; a resumed run reuses versions stored by earlier runs, so reports
+  of a run cover its whole plan and never change).
 * ``attempts``: every HTTP attempt (status, error kind, latency) for auditing.
 * ``claims``: cells a running invocation is about to send or is sending, with
   a lease that expires if its process dies (:mod:`~evalhydra.store.claims`),
@@ -28,7 +31,8 @@ import sqlite_utils
 
 from evalhydra.store.rows import infra_error_sql
 
-__all__ = ["GRADER_VIEWS", "MIGRATIONS", "REPORT_VIEWS", "RESULT_COLUMNS", "SCHEMA_VERSION"]
+__all__ = ["GRADER_VIEWS", "MIGRATIONS", "REPORT_VIEWS", "RESULT_COLUMNS", "SCHEMA_VERSION", "VERSION_JOIN",
+           "latest_version_sql"]
 
 RESULT_COLUMNS: dict[str, type] = {
     "cell_key": str,
@@ -444,9 +448,82 @@ def _migration_16(db: sqlite_utils.Database) -> None:
         db.create_view(name, sql, replace=True)
 
 
+#: How a run's membership names the version it holds: the row of ``results`` its run wrote.
+VERSION_JOIN = "r.cell_key = rc.cell_key and r.run_id = rc.result_run_id"
+
+
+def latest_version_sql(alias: str = "results.") -> str:
+    """SQL true when the ``results`` row ``alias`` (the table alias with its dot) is the newest
+    version of its cell: the latest ``evaluated_at``, then the larger run id (an order every
+    merge of the same rows agrees on)."""
+    return (f"not exists (select 1 from results newer where newer.cell_key = {alias}cell_key and "
+            f"(coalesce(newer.evaluated_at, ''), newer.run_id) > (coalesce({alias}evaluated_at, ''), "
+            f"{alias}run_id))")
+
+
+def _history_views() -> dict[str, str]:
+    """Every view over results, as migration 17 leaves them: a run's views go through the version
+    its membership names; the views over the whole store read each cell's newest version."""
+    members = f"""
+    from run_cells rc join results r on {VERSION_JOIN}
+    join runs ru on ru.run_id = rc.run_id"""
+    views = {name: sql.replace(_RUN_MEMBERS, members) for name, sql in REPORT_VIEWS.items()}
+    left_join = "left join results r on r.cell_key = rc.cell_key"
+    views = {name: sql.replace(left_join, f"left join results r on {VERSION_JOIN}")
+             for name, sql in views.items()}
+    views["eval_stats"] = views["eval_stats"].replace(
+        "from results r group by", f"from results r where {latest_version_sql('r.')} group by")
+    views["latest_results"] = """
+        select * from (
+          select r.*, row_number() over (
+            partition by r.eval_id, r.service_name, r.model, r.case_id, r.run_index
+            order by r.evaluated_at desc, r.run_id desc, r.cell_key desc) as recency
+          from results r)
+        where recency = 1"""
+    views["run_results"] = f"""
+            select rc.run_id as member_run_id, r.* from run_cells rc
+            join results r on {VERSION_JOIN}"""
+    views["grader_scores"] = GRADER_VIEWS["grader_scores"].replace(
+        "join results r on r.cell_key = rc.cell_key", f"join results r on {VERSION_JOIN}")
+    views["grader_stats"] = GRADER_VIEWS["grader_stats"]
+    return views
+
+
+def _migration_17(db: sqlite_utils.Database) -> None:
+    """Results are history. A cell keeps every version a run wrote (``results`` unique on
+    ``(cell_key, run_id)``, no longer keyed by cell), and ``run_cells.result_run_id`` names the
+    version each run produced or reused, so a later run never changes what an earlier one
+    measured. The saved run summaries' drop-on-overwrite triggers go: a finished run's rows no
+    longer change. Runs recorded before keep the rows they have now (their one version)."""
+    conn = db.conn
+    columns = conn.execute("pragma table_info(results)").fetchall()
+    indexes = [sql for (sql,) in conn.execute(
+        "select sql from sqlite_master where type = 'index' and tbl_name = 'results' and sql is not null")]
+    names = ", ".join(f'"{c[1]}"' for c in columns)
+    declared = ", ".join(f'"{c[1]}" {c[2]}' for c in columns)
+    conn.execute(f"create table results_history ({declared})")
+    conn.execute(f"insert into results_history (rowid, {names}) select rowid, {names} from results")
+    conn.execute("drop table results")  # and its triggers: a finished run's summary stays right
+    conn.execute("pragma legacy_alter_table = on")  # the views name "results": leave them be
+    try:
+        conn.execute("alter table results_history rename to results")
+    finally:
+        conn.execute("pragma legacy_alter_table = off")
+    for sql in indexes:
+        conn.execute(sql)
+    conn.execute("create unique index if not exists idx_results_version on results (cell_key, run_id)")
+    run_columns = {row[1] for row in conn.execute("pragma table_info(run_cells)")}
+    if "result_run_id" not in run_columns:
+        conn.execute("alter table run_cells add column result_run_id text")
+    conn.execute("update run_cells set result_run_id = (select r.run_id from results r"
+                 " where r.cell_key = run_cells.cell_key)")
+    for name, sql in _history_views().items():
+        db.create_view(name, sql, replace=True)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
-    _migration_14, _migration_15, _migration_16,
+    _migration_14, _migration_15, _migration_16, _migration_17,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -17,14 +17,13 @@ from evalhydra.reports.data import target_comparisons
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.runsummary import merge_summaries, overall_interval, run_summary
 from evalhydra.reports.selection import select_runs
-from evalhydra.store.rows import infra_error_sql
+from evalhydra.store.rows import infra_error_sql, verdict_sql
 
 __all__ = ["PAGE_SIZE", "comparisons", "run_status", "runs_page", "selection_summary", "summaries"]
 
 #: Runs on one page of the list.
 PAGE_SIZE = 50
 
-_VERDICTS = {0: "passed", 1: "gate failed", 2: "usage error", 3: "could not measure", 130: "interrupted"}
 
 
 def summaries(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -56,7 +55,8 @@ def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0,
     whether a next page exists."""
     conn.row_factory = sqlite3.Row
     rows = [dict(row) for row in conn.execute(
-        "select run_id, started_at, finished_at, status, exit_code, sweep_dir from runs"
+        f"select run_id, started_at, finished_at, status, exit_code, sweep_dir, {verdict_sql()} as verdict"
+        " from runs"
         " where (run_id like ?1 or sweep_dir like ?1 or config like ?1)"
         " and (?4 = '' or status = ?4 or ?4 = 'gate' and exit_code = 1)"
         " order by started_at desc, run_id limit ?2 offset ?3",
@@ -74,7 +74,7 @@ def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0,
             targets=sorted({f"{t['service']}/{t['model']}" for t in targets}),
             cells=summary["cells"], errors=sum(t["errors"] for t in targets),
             cost=sum(t["cost"] for t in targets), rate=interval if interval.n_cases else None,
-            verdict=_VERDICTS.get(row["exit_code"], ""), sweep=sweeps.get(row["sweep_dir"] or "", []))
+            sweep=sweeps.get(row["sweep_dir"] or "", []))
     return rows, more
 
 
@@ -102,7 +102,8 @@ def run_status(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, An
     err = infra_error_sql("r.")
     cells, passed, errors = conn.execute(
         f"select count(r.cell_key), coalesce(sum(r.passed), 0), coalesce(sum({err}), 0) from run_cells rc"
-        f" join results r on r.cell_key = rc.cell_key where rc.run_id in ({marks})",
+        f" join results r on r.cell_key = rc.cell_key"
+        f" and r.run_id = rc.result_run_id where rc.run_id in ({marks})",
         list(run_ids)).fetchone() if status == "running" else _finished_counts(conn, run_ids)
     return {"run_id": ",".join(run_ids), "status": status, "finished_at": max(str(r[1] or "") for r in found),
             "cells_total": sum(r[2] or 0 for r in found), "cells": cells, "passed": passed, "errors": errors}

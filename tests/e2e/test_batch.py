@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 import evalhydra
+from evalhydra.store.schema import latest_version_sql
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import (
     chat_requests,
@@ -58,7 +59,8 @@ def rows(db: Path) -> list[dict[str, Any]]:
     conn = sqlite3.connect(db)
     conn.row_factory = sqlite3.Row
     try:
-        return [dict(r) for r in conn.execute("select * from results order by case_id, run_index")]
+        return [dict(r) for r in conn.execute(  # each cell's newest version
+            f"select * from results where {latest_version_sql()} order by case_id, run_index")]
     finally:
         conn.close()
 

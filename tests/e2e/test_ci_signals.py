@@ -173,9 +173,13 @@ def test_runs_show_each_runs_verdict(tmp_path: Path, capsys: pytest.CaptureFixtu
     evalhydra.evaluate(["eval=smoke"], store__path=store)
     evalhydra.evaluate(["eval=smoke", "matcher=regex", "matcher.pattern='^NEVER$'", "run.fail_under=0.5"],
                        store__path=store)
+    evalhydra.evaluate(["eval=smoke", "run.fail_under=0.5", "trials=2"], store__path=store)
+    evalhydra.evaluate(["eval=smoke", "+run.fail_under_per_eval.smoke=0.5", "trials=3"], store__path=store)
     capsys.readouterr()
     code, out, _ = _cli(capsys, "runs", "--store", store, "--format", "json")
-    assert code == 0 and sorted(r["verdict"] for r in json.loads(out)) == ["gate failed", "passed"]
+    # "passed" only where a gate was set and held; a run without one says so (issue 48, item 6)
+    assert code == 0 and sorted(r["verdict"] for r in json.loads(out)) == [
+        "gate failed", "no gate", "passed", "passed"]
 
 
 def test_rejudge_from_python_scores_a_run_again_as_a_new_run(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells, planned_cells
 from evalhydra.store.db import Batch, open_store
 from evalhydra.store.merge import merge_stores
+from evalhydra.store.schema import latest_version_sql
 from tests.helpers import (
     chat_requests,
     installed_script,
@@ -76,7 +77,7 @@ def _shard(path: Path, run: str, rows: list[dict[str, Any]]) -> Path:
 
 
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
-def test_merge_is_order_independent_scored_beats_error_then_latest(
+def test_merge_is_order_independent_and_keeps_every_runs_version(
     tmp_path: Path, order: tuple[int, int]
 ) -> None:
     shards = [
@@ -98,15 +99,20 @@ def test_merge_is_order_independent_scored_beats_error_then_latest(
         ),
     ]
     target = tmp_path / "all.db"
-    assert merge_stores(target, [shards[i] for i in order]) == 2
-    assert merge_stores(target, [shards[i] for i in order]) == 2  # idempotent
+    assert merge_stores(target, [shards[i] for i in order]) == 4  # each run's version of each cell
+    assert merge_stores(target, [shards[i] for i in order]) == 4  # idempotent
     conn = sqlite3.connect(target)
-    got = dict(conn.execute("select cell_key, output from results").fetchall())
-    links = set(conn.execute("select run_id, cell_key from run_cells").fetchall())
+    versions = set(conn.execute("select cell_key, run_id, output from results").fetchall())
+    links = set(conn.execute("select run_id, cell_key, result_run_id from run_cells").fetchall())
+    newest = dict(conn.execute(f"select cell_key, output from results where {latest_version_sql()}"))
     conn.close()
-    # k1: the scored result beats the (later) error; k2: the later scored result wins
-    assert got == {"k1": "run-b@2026-01-01T00:00:01.000Z", "k2": "run-b@2026-01-01T00:00:05.000Z"}
-    assert links == {("run-a", "k1"), ("run-a", "k2"), ("run-b", "k1"), ("run-b", "k2")}
+    assert versions == {("k1", "run-a", "run-a@2026-01-01T00:00:09.000Z"),
+                        ("k2", "run-a", "run-a@2026-01-01T00:00:01.000Z"),
+                        ("k1", "run-b", "run-b@2026-01-01T00:00:01.000Z"),
+                        ("k2", "run-b", "run-b@2026-01-01T00:00:05.000Z")}
+    assert links == {(run, key, run) for run in ("run-a", "run-b") for key in ("k1", "k2")}  # each its own
+    # a cell's current verdict is its newest version, whichever shard came first
+    assert newest == {"k1": "run-a@2026-01-01T00:00:09.000Z", "k2": "run-b@2026-01-01T00:00:05.000Z"}
 
 
 def test_a_closed_store_is_self_contained(tmp_path: Path) -> None:

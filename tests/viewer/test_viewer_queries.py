@@ -37,18 +37,18 @@ def test_a_finished_run_keeps_its_summary_and_the_viewer_reads_it(tmp_path: Path
     store.close()
 
 
-def test_a_summary_no_longer_holds_once_a_result_of_its_run_is_written_over(tmp_path: Path) -> None:
+def test_a_saved_summary_holds_when_a_later_run_sends_its_cells_again(tmp_path: Path) -> None:
+    """Issue 48: a later run that re-sends a cell adds a version; the earlier run's rows, and so its
+    saved summary, stay what they were."""
     store = regression_store(tmp_path / "s.db")
-    for run_id in (BASE, CAND):
-        store.save_run_summary(run_id, run_summary(store.conn, [run_id]))
-    assert saved(store, BASE) is not None
-    again = result_row(BASE, "c00", 1, passed=False)  # a retried cell, stored again
-    store.write(Batch(results=[again], members=[(BASE, again["cell_key"])]))
-    assert saved(store, BASE) is None and saved(store, CAND) is not None  # only that run's
-    fresh = summaries(store.conn, [BASE])[BASE]  # computed from the results again
-    assert fresh["targets"][0]["passed"] == 59 and fresh == run_summary(store.conn, [BASE])
-    store.conn.execute("update results set passed = 0 where run_id = ? and case_id = 'c05'", [CAND])
-    assert saved(store, CAND) is None  # an update (a merge's upsert) drops it as well
+    store.save_run_summary(BASE, run_summary(store.conn, [BASE]))
+    kept = saved(store, BASE)
+    assert kept is not None
+    later = "eval-later-cccccccc"
+    again = {**result_row(BASE, "c00", 1, passed=False), "run_id": later}  # the same cell, sent again
+    store.write(Batch(results=[again], members=[(later, again["cell_key"])]))
+    assert saved(store, BASE) == kept == run_summary(store.conn, [BASE])  # what BASE measured
+    assert run_summary(store.conn, [later])["targets"][0]["passed"] == 0  # the later run's own version
     store.close()
 
 
