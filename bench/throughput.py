@@ -29,8 +29,15 @@ The store floor, measured after the evalhydra-lean run: SQLite's CPU to insert
 that run's rows again (prebuilt tuples, the writer's statements and batches,
 the same schema) per cell, the part of the 60 µs the store's design takes.
 
+With ``--baseline DIR`` (a checkout of another commit, e.g. ``git worktree add /tmp/main main``)
+the side ``baseline-lean`` runs evalhydra lean from that tree (``PYTHONPATH=DIR``), interleaved
+with this tree's each round, and the run prints this tree's own CPU per cell and store floor
+as ratios to the baseline's: a change's cost, measured in one run.
+
 Usage:
     python bench/throughput.py --n 20000 --c 200 --latency-ms 50
+    python bench/throughput.py --n 20000 --c 200 --latency-ms 0 --rounds 5 \
+        --sides bare-lean,evalhydra-lean,baseline-lean --baseline /tmp/main
     python bench/throughput.py --n 10000 --c 500 --latency-ms 1000 --sides raw,evalhydra-lean
     python bench/throughput.py --n 200000 --c 200 --latency-ms 0 --sides evalhydra-lean
 """
@@ -41,6 +48,7 @@ import argparse
 import gc
 import json
 import math
+import os
 import re
 import resource
 import subprocess
@@ -53,7 +61,8 @@ from pathlib import Path
 from typing import Any
 
 CASES_MAX = 2000  # the dataset repeats over trials beyond this many cases
-SIDES = ("raw", "aiohttp", "bare-lean", "evalhydra-lean", "evalhydra-httpx", "evalhydra-fixed")
+SIDES = ("raw", "aiohttp", "bare-lean", "evalhydra-lean", "evalhydra-httpx", "evalhydra-fixed",
+         "baseline-lean")
 _LENGTH = re.compile(rb"content-length:[ \t]*(\d+)", re.I)
 
 
@@ -320,9 +329,9 @@ def worker(side: str, url: str, n: int, c: int) -> dict[str, Any]:
     if side == "aiohttp":
         ok, wall, cpu = _aiohttp(url, n, c)
         return {"wall_s": wall, "cpu_s": cpu, "ok": ok}
-    if side.startswith("evalhydra-"):
+    if side.startswith(("evalhydra-", "baseline-")):  # baseline-lean: another tree's evalhydra, lean
         with tempfile.TemporaryDirectory() as tmp:
-            return _evalhydra(url, n, c, Path(tmp), side.removeprefix("evalhydra-"))
+            return _evalhydra(url, n, c, Path(tmp), side.split("-", 1)[1])
     loop = {"raw": _raw, "bare-lean": _bare_lean}[side]
     start, cpu = time.perf_counter(), _cpu_s()
     ok = trio.run(loop, url, n, c)
@@ -330,9 +339,12 @@ def worker(side: str, url: str, n: int, c: int) -> dict[str, Any]:
 
 
 def _run_side(side: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
+    env = dict(os.environ)
+    if side == "baseline-lean":  # the baseline tree's evalhydra comes first on the path
+        env["PYTHONPATH"] = os.pathsep.join([args.baseline, *filter(None, [env.get("PYTHONPATH")])])
     out = subprocess.run(
         [sys.executable, __file__, "--worker", side, "--url", url, "--n", str(args.n), "--c", str(args.c)],
-        capture_output=True, text=True, check=False,
+        capture_output=True, text=True, check=False, env=env,
     )
     if out.returncode != 0:
         raise SystemExit(f"side {side} failed:\n{out.stderr}")
@@ -357,6 +369,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of {', '.join(SIDES)}")
     parser.add_argument("--rounds", type=int, default=1, help="run every side this many times, interleaved")
+    parser.add_argument("--baseline", metavar="DIR", help="a source tree the side baseline-lean runs")
     parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -368,6 +381,8 @@ def main() -> None:
     unknown = sorted(set(sides) - set(SIDES))
     if unknown:
         parser.error(f"unknown side(s) {', '.join(unknown)}; choose from {', '.join(SIDES)}")
+    if "baseline-lean" in sides and not args.baseline:
+        parser.error("the side baseline-lean needs --baseline DIR (a checkout to compare with)")
     mock, url = _start_mock(args.latency_ms)
     results: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     try:
@@ -414,6 +429,24 @@ def _print_table(results: dict[str, list[dict[str, Any]]], args: argparse.Namesp
         floors = [r["store_floor_us"] for r in results["evalhydra-lean"]]
         print("store floor per cell (SQLite alone: this run's rows re-inserted into a fresh store) = "
               + ", ".join(f"{x:.1f}" for x in floors) + f" µs  (median {_median(floors):.1f})")
+    if "baseline-lean" in wall and "evalhydra-lean" in wall:
+        _print_against_baseline(results, args.n)
+
+
+def _print_against_baseline(results: dict[str, list[dict[str, Any]]], n: int) -> None:
+    """This tree's costs per cell as ratios to the baseline tree's, round by round."""
+    pairs = list(zip(results["evalhydra-lean"], results["baseline-lean"], strict=True))
+    floor = [e["store_floor_us"] / b["store_floor_us"] for e, b in pairs]
+    print("store floor ÷ baseline's = " + ", ".join(f"{x:.3f}" for x in floor)
+          + f"  (median {_median(floor):.3f})")
+    cpu = [e["cpu_s"] / b["cpu_s"] for e, b in pairs]
+    print("evalhydra-lean CPU ÷ baseline's = " + ", ".join(f"{x:.3f}" for x in cpu)
+          + f"  (median {_median(cpu):.3f})")
+    if "bare-lean" in results:
+        own = [(e["cpu_s"] - w["cpu_s"]) / (b["cpu_s"] - w["cpu_s"])
+               for (e, b), w in zip(pairs, results["bare-lean"], strict=True)]
+        print("own CPU per cell ÷ baseline's (each − bare-lean) = " + ", ".join(f"{x:.3f}" for x in own)
+              + f"  (median {_median(own):.3f}, {n} cells)")
 
 
 if __name__ == "__main__":

@@ -153,6 +153,7 @@ _VALUES = attrgetter(*RESULT_FIELDS)
 #: The fields whose values are numbers (ints, floats or bools).
 _NUMBER_FIELDS = tuple(f.name for f in fields(ResultRow)
                        if any(t in str(f.type) for t in ("int", "float", "bool")))
+_NUMBERS = attrgetter(*_NUMBER_FIELDS)
 #: Only these columns hold containers (stored as JSON text); the rest bind as is.
 _JSON_POSITIONS = [
     i for i, name in enumerate(RESULT_FIELDS)
@@ -222,6 +223,8 @@ def checked_row(row: ResultRow) -> ResultRow:
     """``row``, or when a number in it cannot be kept (an integer past SQLite's 64 bits, a NaN or an
     infinity) that cell as an error with those numbers left out: a score is the matcher's error
     (``matcher_error``), any other number came from outside (``invalid_response``)."""
+    if _all_storable(_NUMBERS(row)) and not (row.grader_scores or row.rubric_scores):
+        return row  # the common case: one pass, no call per value
     bad = [name for name in _NUMBER_FIELDS if not _storable(getattr(row, name))]
     bad += [name for name in _SCORE_JSON if getattr(row, name) and not _finite_json(getattr(row, name))]
     if not bad:
@@ -235,11 +238,24 @@ def checked_row(row: ResultRow) -> ResultRow:
     return replace(row, **cleared, status="ERROR", passed=False, error_kind=kind, failure_reason=reason)
 
 
+def _all_storable(values: tuple[Any, ...]) -> bool:
+    """:func:`_storable` of every value, inlined (this runs for every cell)."""
+    for value in values:
+        kind = type(value)
+        if kind is float:
+            if value - value != 0.0:
+                return False
+        elif kind is int and not _INT_LOW <= value <= _INT_HIGH:
+            return False
+    return True
+
+
 def _storable(value: Any) -> bool:
-    if type(value) is int:
+    kind = type(value)
+    if kind is float:
+        return value - value == 0.0  # False for a NaN or an infinity
+    if kind is int:
         return _INT_LOW <= value <= _INT_HIGH
-    if type(value) is float:
-        return math.isfinite(value)
     return True
 
 
