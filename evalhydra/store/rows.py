@@ -12,7 +12,6 @@ The infrastructure-error rule lives here in both of its forms, side by side:
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
