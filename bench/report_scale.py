@@ -97,7 +97,8 @@ def fill(path: Path, rows: int) -> None:
     conn = store.conn
     conn.execute("begin immediate")
     conn.execute(_FILL_SQL, {"rows": rows, "cases": cases, "run_id": RUN_ID, "judged": JUDGED})
-    conn.execute("insert into run_cells (run_id, cell_key) select run_id, cell_key from results")
+    conn.execute("insert into run_cells (run_id, cell_key, result_run_id)"
+                 " select run_id, cell_key, run_id from results")
     conn.execute(
         "insert into runs (run_id, kind, started_at, finished_at, status, fingerprint, cells_total,"
         " cells_run) values (?, 'chat', '2026-01-01T00:00:00.000Z', '2026-01-01T01:00:00.000Z',"
