@@ -118,11 +118,13 @@ def select_runs(conn: sqlite3.Connection, run_ids: Sequence[str]) -> Selection:
     if not ids:
         return Selection((), "0", ())
     marks = ", ".join("?" * len(ids))
-    members, cells, own_members = conn.execute(
-        f"select count(*), count(distinct cell_key), coalesce(sum(result_run_id in ({marks})), 0)"
-        f" from run_cells where run_id in ({marks})", ids + ids).fetchone()
+    members = conn.execute(f"select count(*) from run_cells where run_id in ({marks})", ids).fetchone()[0]
     own = conn.execute(f"select count(*) from results where run_id in ({marks})", ids).fetchone()[0]
-    if members == cells == own_members == own:  # each cell once, every version its own run's
+    # A run writes a cell at most once, and its membership then names that row: when its members are
+    # as many as its rows, they are its rows. Several runs also need each cell once among them.
+    once = len(ids) == 1 or members == conn.execute(
+        f"select count(distinct cell_key) from run_cells where run_id in ({marks})", ids).fetchone()[0]
+    if members == own and once:
         dense = own >= DENSE_FRACTION * _table_size(conn)
         return Selection(ids, f"run_id in ({marks})", ids,
                          table="results not indexed" if dense else "results")
