@@ -146,7 +146,7 @@ class Store:
         except UnicodeEncodeError:  # a lone surrogate that slipped past the parsers: keep the row
             self.write_values(_scrubbed(values), batch.members, _scrubbed(attempts), settled=settled)
         except OverflowError:  # a number no row builder checked: the cell is kept, as an error
-            values = [row_values(checked_row(r), lenient=True) for r in results]
+            values = [row_values(checked_row(r, whole=True), lenient=True) for r in results]
             self.write_values(values, batch.members, [_checked_attempt(a) for a in attempts], settled=settled)
 
     def write_values(self, results: Sequence[Sequence[Any]], members: Sequence[Sequence[Any]],

@@ -152,7 +152,7 @@ _VALUES = attrgetter(*RESULT_FIELDS)
 #: The fields whose values are numbers (ints, floats or bools).
 _NUMBER_FIELDS = tuple(f.name for f in fields(ResultRow)
                        if any(t in str(f.type) for t in ("int", "float", "bool")))
-_NUMBERS = attrgetter(*_NUMBER_FIELDS)
+_FLOATS = attrgetter(*(f.name for f in fields(ResultRow) if "float" in str(f.type)))
 #: Only these columns hold containers (stored as JSON text); the rest bind as is.
 _JSON_POSITIONS = [
     i for i, name in enumerate(RESULT_FIELDS)
@@ -218,12 +218,16 @@ _SCORE_FIELDS = ("score", "pass_threshold")
 _SCORE_JSON = ("grader_scores", "rubric_scores")
 
 
-def checked_row(row: ResultRow) -> ResultRow:
+def checked_row(row: ResultRow, *, whole: bool = False) -> ResultRow:
     """``row``, or when a number in it cannot be kept (an integer past SQLite's 64 bits, a NaN or an
     infinity) that cell as an error with those numbers left out: a score is the matcher's error
-    (``matcher_error``), any other number came from outside (``invalid_response``)."""
-    if _all_storable(_NUMBERS(row)) and not (row.grader_scores or row.rubric_scores):
-        return row  # the common case: one pass, no call per value
+    (``matcher_error``), any other number came from outside (``invalid_response``).
+
+    Only floats are checked unless ``whole``: integers come capped from their parsers, and one
+    past 64 bits that slipped through makes the writer check the rows whole.
+    """
+    if not whole and _all_finite(_FLOATS(row)) and not (row.grader_scores or row.rubric_scores):
+        return row
     bad = [name for name in _NUMBER_FIELDS if not _storable(getattr(row, name))]
     bad += [name for name in _SCORE_JSON if getattr(row, name) and not _finite_json(getattr(row, name))]
     if not bad:
@@ -237,14 +241,10 @@ def checked_row(row: ResultRow) -> ResultRow:
     return replace(row, **cleared, status="ERROR", passed=False, error_kind=kind, failure_reason=reason)
 
 
-def _all_storable(values: tuple[Any, ...]) -> bool:
-    """:func:`_storable` of every value, inlined (this runs for every cell)."""
-    for value in values:
-        kind = type(value)
-        if kind is float:
-            if value - value != 0.0:
-                return False
-        elif kind is int and not _INT_LOW <= value <= _INT_HIGH:
+def _all_finite(values: tuple[Any, ...]) -> bool:
+    """Whether no value is a NaN or an infinity (this runs for every cell)."""
+    for value in values:  # noqa: SIM110 (a loop: any() over a generator costs more, for every cell)
+        if type(value) is float and value - value != 0.0:
             return False
     return True
 
