@@ -64,6 +64,7 @@ def test_a_deeply_nested_line_costs_its_cell_and_never_reaches_the_ledger(
     assert not any("[[[" in (b["output"] or "") for b in stored(tmp_path / "s.db", "select * from batches"))
 
 
+@pytest.mark.slow
 def test_a_poisoned_line_already_in_a_ledger_is_read_safely_on_rerun(server: HostileBatches,
                                                                       tmp_path: Path) -> None:
     evalhydra.evaluate(overrides(server, tmp_path))

@@ -38,6 +38,7 @@ def listing(db: Path, *command: str) -> Any:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_a_healed_rerun_leaves_the_failed_runs_record_as_it_was(url: str, tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     args = [f"registry={numbered_registry(tmp_path / 'reg', 12)}", "eval=g.e", "service=mock",

@@ -189,6 +189,7 @@ def test_a_missing_metric_library_names_the_extra_to_install(monkeypatch: pytest
         build_matcher(graders_spec(grader), registry_root=Path("."), judges=None)
 
 
+@pytest.mark.slow
 def test_rouge_l_reads_a_bounded_number_of_words() -> None:
     """Issue 47, item 9: ROUGE-L's cost grows with the product of the lengths, so a hostile
     reply is read to its first MAX_LCS_WORDS words (what follows cannot change the score)."""

@@ -233,6 +233,7 @@ def test_a_multi_grader_as_the_sdk_types_it_runs_its_one_grader(tmp_path: Path) 
     assert scores.fetchall() == [("item-1", 1.0, 1), ("item-2", -1.0, 0)]  # 2·0 − 1 is below the middle, 0.5
 
 
+@pytest.mark.slow
 def test_in_batch_mode_the_graders_score_the_same(tmp_path: Path) -> None:
     (tmp_path / "eval.json").write_text(json.dumps(eval_object()))
     (tmp_path / "run.json").write_text(json.dumps(run_object(

@@ -133,6 +133,7 @@ def test_rerun_failed_runs_exactly_the_failed_cases(tmp_path: Path) -> None:
     assert cases == {"c3", "c7"}
 
 
+@pytest.mark.slow
 def test_rerun_failed_with_nothing_failed_or_no_earlier_run(tmp_path: Path) -> None:
     reg = write_registry(
         tmp_path / "reg",
