@@ -85,7 +85,8 @@ def _print_next_steps(item: ImportedEval, out: Path) -> None:
     run = ["python", "-m", "evalhydra", override("registry", out), override("eval", item.eval_id)]
     print(f"  offline, on the mock: {command_line(*run)}")
     if item.model:
-        on_model = command_line(*run, "service=openai", override("service.model", item.model))
+        judged = ["judge_service=openai"] if needs_judge(item.spec["matcher"]) else []  # not the mock's
+        on_model = command_line(*run, "service=openai", override("service.model", item.model), *judged)
         print(f"  on its model: {on_model}")
 
 

@@ -208,6 +208,7 @@ class MatcherConfig:
     testing_criteria: list[Any] | None = None  # openai_graders: OpenAI Evals graders, as the API has them
     embedding_model: str | None = None  # openai_graders: cosine's embedding model
     python_timeout_s: float | None = None  # openai_graders: how long a python grader may run
+    output_json: bool | None = None  # openai_graders: fill sample.output_json (a structured-output run)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.strictjson import loads_plain
 
 __all__ = ["NAMESPACES", "ROLES", "SAMPLING_PARAMS", "TemplateError", "check_template", "render", "resolve",
            "text_parts"]
@@ -93,12 +94,24 @@ def resolve(reference: str, namespaces: Mapping[str, Any]) -> Any:
     if value is None:
         raise TemplateError(f"'{{{{{reference}}}}}': there is no {steps[0]} here")
     for step in steps[1:]:
+        if isinstance(value, str):  # a JSON string on the path (a tool call's arguments): read into it
+            value = _json_or_text(value)
         in_list = isinstance(step, int) and isinstance(value, list) and step < len(value)
         if in_list or (isinstance(step, str) and isinstance(value, Mapping) and step in value):
             value = value[step]
         else:
             raise TemplateError(f"'{{{{{reference}}}}}': {step!r} is not in the {steps[0]}")
     return value
+
+
+def _json_or_text(text: str) -> Any:
+    """``text`` parsed when it is a JSON object or array, else the text itself."""
+    if not text.lstrip().startswith(("{", "[")):
+        return text
+    try:
+        return loads_plain(text, constants=False)
+    except ValueError:
+        return text
 
 
 def _text(value: Any) -> str:

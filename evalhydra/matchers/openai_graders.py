@@ -70,6 +70,10 @@ _OPTIONAL = {"string_check": (), "text_similarity": ("pass_threshold",),
              "score_model": ("range", "pass_threshold", "sampling_params"), "label_model": (),
              "python": ("pass_threshold", "image_tag"), "multi": ("pass_threshold",)}
 _OPERATIONS = ("eq", "ne", "like", "ilike")
+#: Keys the API adds to every grader it returns (read-only): accepted, never used.
+READ_ONLY_KEYS = ("id", "object", "created_at", "metadata")
+#: cosine's embedding model unless the matcher names one (OpenAI's graders guide uses it).
+DEFAULT_EMBEDDING_MODEL = "text-embedding-3-large"
 _FUNCTIONS = {"min": min, "max": max, "abs": abs, "floor": math.floor, "ceil": math.ceil, "exp": math.exp,
               "sqrt": math.sqrt, "log": math.log}
 #: What a score model is asked to return (OpenAI's score-model output).
@@ -130,7 +134,7 @@ def _check_grader(grader: Any, where: str) -> None:
     for key in GRADER_TYPES[kind]:
         if key not in grader:
             raise EvalHydraError(f"{where}: a {kind} grader needs '{key}'.")
-    unknown = sorted(set(grader) - {"type", "name", *GRADER_TYPES[kind], *_OPTIONAL[kind]})
+    unknown = sorted(set(grader) - {"type", "name", *GRADER_TYPES[kind], *_OPTIONAL[kind], *READ_ONLY_KEYS})
     if unknown:
         raise EvalHydraError(f"{where}.{unknown[0]}: not a field of a {kind} grader.",
                              f"Its fields: {', '.join(('name', *GRADER_TYPES[kind], *_OPTIONAL[kind]))}.")
@@ -260,6 +264,10 @@ def _formula(text: Any, scores: Mapping[str, float]) -> float:
     return float(value)
 
 
+class _FormulaError(ValueError):
+    """A multi grader's formula failed for one item's scores."""
+
+
 def _formula_error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
 
@@ -276,15 +284,17 @@ def _range(grader: Mapping[str, Any]) -> tuple[float, float]:
 # -- the sample namespace -------------------------------------------------------------------------
 
 
-def sample_namespace(ctx: MatchContext) -> dict[str, Any]:
+def sample_namespace(ctx: MatchContext, *, with_json: bool = False) -> dict[str, Any]:
     """``sample`` as OpenAI's templates see it: ``output_text``, ``output_json`` (the reply parsed,
-    when it is JSON), ``output_tools`` and ``choices`` (chat-completions shapes)."""
+    as OpenAI fills it only for a run that asked for structured output: ``with_json``; else
+    None), ``output_tools`` and ``choices`` (chat-completions shapes)."""
     tools = [{"id": f"call_{i}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
              for i, c in enumerate(ctx.tool_calls)]
     message: dict[str, Any] = {"role": "assistant", "content": ctx.output}
     if tools:
         message["tool_calls"] = tools
-    return {"output_text": ctx.output, "output_json": strictjson.stored(ctx.output, None),
+    parsed = strictjson.stored(ctx.output, None) if with_json else None
+    return {"output_text": ctx.output, "output_json": parsed,
             "output_tools": tools,
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tools else "stop"}]}
 
@@ -314,6 +324,8 @@ class _Outcome:
     reason: str | None = None
     calls: list[Completion] = field(default_factory=list)
     failure: MatchResult | None = None
+    error: str | None = None  # the grader could not run for this item (its result is errored)
+    answer: str | None = None  # a model grader's raw answer (its steps included)
 
 
 class _Grading:
@@ -322,7 +334,8 @@ class _Grading:
     def __init__(self, options: Mapping[str, Any], judges: JudgeClient | None) -> None:
         self.service = options.get("judge_service")
         self.judge_model = options.get("judge_model")
-        self.embedding_model = options.get("embedding_model", "text-embedding-3-small")
+        self.embedding_model = options.get("embedding_model", DEFAULT_EMBEDDING_MODEL)
+        self.output_json = bool(options.get("output_json", False))
         self.timeout_s = float(options.get("python_timeout_s", DEFAULT_TIMEOUT_S))
         self.judges = judges
 
@@ -374,13 +387,14 @@ class _Grading:
         completion = await self._judges().judge(str(self.service), self._request(grader, ns, schema))
         if completion.error_kind is not None:
             return _Outcome(0.0, False, failure=judge_call_failed(completion))
-        score = _reply_number(completion.output)
-        if score is None or not low <= score <= high:
-            return _Outcome(0.0, False, failure=invalid_judge_output(
-                completion, f"InvalidScoreModelOutput: '{grader['name']}' wants a number in"
-                            f" [{low:g}, {high:g}]"
-                            f", got {completion.output[:200]!r}"))
-        return _threshold(grader, score, [completion], low, high)
+        given = _reply_number(completion.output)
+        # as OpenAI grades: an answer that is no number counts 0, one outside the range is cut to it
+        score = min(high, max(low, given if given is not None else 0.0))
+        outcome = _threshold(grader, score, [completion], low, high)
+        outcome.answer = completion.output[:_ANSWER_CHARS]
+        if given is None:
+            outcome.reason = f"the score model answered no number ({completion.output[:80]!r}): 0"
+        return outcome
 
     async def _label_model(self, grader: Mapping[str, Any], ns: Mapping[str, Any]) -> _Outcome:
         labels = list(grader["labels"])
@@ -411,10 +425,14 @@ class _Grading:
         calls: list[Completion] = []
         for key, sub in _sub_graders(grader).items():
             outcome = await self.grade(sub, ns)
-            if outcome.failure is not None:
+            if outcome.failure is not None or outcome.error is not None:
                 return outcome
             scores[key], calls = outcome.score, [*calls, *outcome.calls]
-        return _threshold(grader, _formula(grader["calculate_output"], scores), calls)
+        try:
+            value = _formula(grader["calculate_output"], scores)
+        except Exception as exc:  # noqa: BLE001 (a formula failing for this item's scores: 1/0, log(0))
+            raise _FormulaError(f"calculate_output: {_formula_error(exc)}") from None
+        return _threshold(grader, value, calls)
 
 
 def _string_check(grader: Mapping[str, Any], ns: Mapping[str, Any]) -> _Outcome:
@@ -450,6 +468,20 @@ def _reply_label(text: str, labels: Sequence[str]) -> str | None:
     return label if isinstance(label, str) and label in labels else None
 
 
+#: The most characters of a model grader's raw answer kept with its score.
+_ANSWER_CHARS = 4000
+
+
+def _score_entry(outcome: _Outcome) -> dict[str, Any]:
+    """One criterion's entry in ``results.grader_scores``."""
+    entry: dict[str, Any] = {"score": outcome.score, "passed": outcome.passed}
+    if outcome.error is not None:
+        entry.update(score=None, error=outcome.error)
+    if outcome.answer is not None:
+        entry["answer"] = outcome.answer
+    return entry
+
+
 def _scaled(outcome: _Outcome) -> float:
     span = outcome.high - outcome.low
     return min(1.0, max(0.0, (outcome.score - outcome.low) / span)) if span > 0 else 0.0
@@ -463,14 +495,15 @@ def build_openai_graders(spec: Mapping[str, Any], judges: JudgeClient | None) ->
         require_judge(judges, str(spec["judge_service"]), "openai_graders")
 
     async def match(ctx: MatchContext) -> MatchResult:
-        ns = {"item": ctx.case.item if ctx.case.item is not None else {}, "sample": sample_namespace(ctx)}
+        sample = sample_namespace(ctx, with_json=grading.output_json)
+        ns = {"item": ctx.case.item if ctx.case.item is not None else {}, "sample": sample}
         outcomes = {}
         for grader in criteria:
             try:
                 outcome = await grading.grade(grader, ns)
-            except TemplateError as exc:
-                raise EvalHydraError(f"testing criterion '{grader['name']}': {exc}") from None
-            if outcome.failure is not None:
+            except (TemplateError, _FormulaError) as exc:  # this grader, on this item: its result errors
+                outcome = _Outcome(0.0, False, error=str(exc), reason=f"errored: {exc}")
+            if outcome.failure is not None:  # a judge that did not answer: the cell measured nothing
                 return outcome.failure
             outcomes[grader["name"]] = outcome
         return _verdict(outcomes)
@@ -481,6 +514,6 @@ def build_openai_graders(spec: Mapping[str, Any], judges: JudgeClient | None) ->
 def _verdict(outcomes: Mapping[str, _Outcome]) -> MatchResult:
     failed = [f"{name}: {o.reason}" for name, o in outcomes.items() if not o.passed]
     judge = merge_judges([c for o in outcomes.values() for c in o.calls])
-    scores = {name: {"score": o.score, "passed": o.passed} for name, o in outcomes.items()}
+    scores = {name: _score_entry(o) for name, o in outcomes.items()}
     return MatchResult(passed=not failed, score=sum(_scaled(o) for o in outcomes.values()) / len(outcomes),
                        reason="; ".join(failed) or None, grader_scores=scores, judge=judge)

@@ -31,7 +31,7 @@ MATCHER_KINDS: dict[str, set[str]] = {
     "any_of": {"parts"},
     "weighted": {"parts", "threshold"},
     "custom": {"_target_", "validator", "kwargs", "pass_score"},
-    "openai_graders": {*_JUDGE, "testing_criteria", "embedding_model", "python_timeout_s"},
+    "openai_graders": {*_JUDGE, "testing_criteria", "embedding_model", "python_timeout_s", "output_json"},
 }
 
 #: Defaults filled into the cleaned spec.
@@ -115,6 +115,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "testing_criteria": (_is_parts, "a non-empty list of OpenAI grader objects"),
     "embedding_model": _NONBLANK,
     "python_timeout_s": (lambda v: is_number(v) and v > 0, "a number of seconds > 0"),
+    "output_json": _BOOL,
 }
 
 #: String options stored trimmed (zig_eval trims required strings).

@@ -204,13 +204,15 @@ def _read_definition(path: Path) -> Any:
 
 
 def _clean(value: Any) -> Any:
-    """Trim strings recursively (space, tab, CR, LF only); an empty string becomes None."""
+    """Trim strings recursively (space, tab, CR, LF only); an empty string becomes None. An OpenAI
+    Evals suite's ``testing_criteria`` are kept byte for byte: its references are compared as
+    written (``"Paris "`` is not ``"Paris"``, and ``""`` is a reference)."""
     if isinstance(value, str):
         return value.strip(WHITESPACE) or None
     if isinstance(value, list):
         return [_clean(v) for v in value]
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: v if k == "testing_criteria" else _clean(v) for k, v in value.items()}
     return value
 
 

@@ -125,6 +125,8 @@ def _spec(eval_obj: Mapping[str, Any], eval_id: str, matcher: dict[str, Any],
                               f"{source.where}: $.data_source.sampling_params")
     if params:
         spec["params"] = params
+    if params.get("response_format"):  # OpenAI fills sample.output_json only for such a run
+        spec["matcher"] = {**matcher, "output_json": True}
     if tools:
         spec["tools"] = tools
     return spec

@@ -90,9 +90,9 @@ def case(item: dict[str, Any]) -> Case:
 
 
 async def grade(criteria: list[dict[str, Any]], output: str, item: dict[str, Any],
-                tools: tuple[ToolCall, ...] = ()) -> Any:
-    matcher = build_matcher({"kind": "openai_graders", "testing_criteria": criteria}, registry_root=Path("."),
-                            judges=None)
+                tools: tuple[ToolCall, ...] = (), **options: Any) -> Any:
+    matcher = build_matcher({"kind": "openai_graders", "testing_criteria": criteria, **options},
+                            registry_root=Path("."), judges=None)
     return await matcher(MatchContext(case=case(item), output=output, tool_calls=tools))
 
 
@@ -115,8 +115,11 @@ async def test_the_sample_namespace_has_json_and_tools() -> None:
               "    again = sample['choices'][0]['message']['tool_calls'][0]['function']['name']\n"
               "    return 0.75 if ok and call == again else 0.0\n")
     result = await grade([{"type": "python", "name": "p", "source": source, "pass_threshold": 0.7}],
-                         '{"answer": 4}', {"answer": 4}, tools=(ToolCall("search", "{}"),))
+                         '{"answer": 4}', {"answer": 4}, tools=(ToolCall("search", "{}"),), output_json=True)
     assert result.grader_scores == {"p": {"score": 0.75, "passed": True}} and result.score == 0.75
+    # without a structured-output run OpenAI leaves output_json empty (issue 49)
+    empty = "def grade(sample, item):\n    return 1.0 if sample['output_json'] is None else 0.0\n"
+    assert (await grade([{"type": "python", "name": "p", "source": empty}], '{"answer": 4}', {})).passed
 
 
 async def test_thresholds_default_to_the_middle_of_the_range_and_multi_formulas_combine() -> None:
@@ -221,3 +224,13 @@ def test_templates_keep_their_meaning() -> None:
     ns = {"item": {"a": {"b": [1, "two"]}}, "sample": {"output_text": "out"}}
     assert render("x {{ item.a.b[1] }} {{sample.output_text}}{{item.a.b[0]}}", ns) == "x two out1"
     assert render("{{ not closed\n{{item.a.b[0]}}", ns) == "{{ not closed\n1"
+
+
+def test_a_json_string_on_a_template_path_is_read_into() -> None:
+    """The tools cookbook's ``{{sample.output_tools[0].function.arguments.symbols}}``: ``arguments``
+    is a JSON string, read as the object it holds (issue 49)."""
+    sample = {"output_tools": [{"function": {"name": "quote", "arguments": '{"symbols": ["AAPL", "MSFT"]}'}}]}
+    assert render("{{sample.output_tools[0].function.arguments.symbols}}", {"sample": sample}) == \
+        '["AAPL", "MSFT"]'
+    assert render("{{sample.output_tools[0].function.arguments}}", {"sample": sample}) == \
+        '{"symbols": ["AAPL", "MSFT"]}'  # the string itself where the path ends

@@ -266,7 +266,55 @@ def test_the_printed_commands_quote_what_the_export_names(tmp_path: Path) -> Non
     words = shlex.split(line.split("on its model: ", 1)[1])
     parsed = {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(words[3:])}
     assert parsed == {"registry": "my reg", "eval": "openai.capitals_qa", "service": "openai",
-                      "service.model": "gpt-4o; touch x #"}
+                      "service.model": "gpt-4o; touch x #", "judge_service": "openai"}
     shell = subprocess.run(["bash", "-c", f"set -- {line.split('on its model: ', 1)[1]}; echo $#"],
                            cwd=tmp_path, capture_output=True, text=True)
-    assert shell.stdout.strip() == "7" and not (tmp_path / "x").exists()  # nothing ran
+    assert shell.stdout.strip() == "8" and not (tmp_path / "x").exists()  # nothing ran
+
+
+def test_an_export_as_the_live_api_returns_it_imports_and_grades_as_openai_does(tmp_path: Path) -> None:
+    """Issue 49: every criterion the API returns carries an ``id`` (and the eval ``metadata``); grader
+    strings are compared byte for byte; a score model's answer outside its range is cut to it and
+    one that is no number counts 0; one grader failing for one item errors that grader only."""
+    evaluation = eval_object()
+    evaluation["metadata"] = {}
+    evaluation["testing_criteria"][0]["reference"] = "Paris "  # a trailing space: eq never holds
+    evaluation["testing_criteria"].append({
+        "type": "string_check", "name": "nick", "input": "{{item.nickname}}", "reference": "P",
+        "operation": "eq"})  # item-2 has no nickname
+    evaluation["testing_criteria"].append({
+        "type": "multi", "name": "ratio", "calculate_output": "exact / fuzzy",
+        "graders": {"exact": StringCheckGrader(type="string_check", name="exact", operation="eq",
+                                               input="{{sample.output_text}}",
+                                               reference="{{item.reference}}").model_dump(),
+                    "fuzzy": TextSimilarityGrader(type="text_similarity", name="fuzzy",
+                                                  input="{{sample.output_text}}",
+                                                  reference="{{item.reference}}",
+                                                  evaluation_metric="fuzzy_match").model_dump()}})
+    for index, criterion in enumerate(evaluation["testing_criteria"]):
+        criterion["id"] = f"{criterion['name']}-{index:04x}"  # read-only, as the API returns them
+    items = [{**ITEMS[0], "grade": "14", "nickname": "P"}, {**ITEMS[1], "grade": "lots"}]
+    (tmp_path / "eval.json").write_text(json.dumps(evaluation))
+    (tmp_path / "run.json").write_text(json.dumps(run_object(
+        {"type": "file_content", "content": [{"item": item} for item in items]})))
+    done = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "reg", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "judge_service=openai" in next(x for x in done.stdout.splitlines() if "on its model" in x)
+    ran = run_cli("registry=reg", "eval=openai.capitals_qa", f"store.path={tmp_path / 's.db'}",
+                  "run.progress=false", "report=[]", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    conn = sqlite3.connect(tmp_path / "s.db")
+    scores = {case: json.loads(text)
+              for case, text in conn.execute("select case_id, grader_scores from results")}
+    errors = dict(conn.execute("select case_id, error_kind from results").fetchall())
+    conn.close()
+    assert errors == {"item-1": None, "item-2": None}  # graders errored, the items were measured
+    assert scores["item-1"]["exact"]["passed"] is False  # "Paris" is not "Paris "
+    assert (scores["item-1"]["quality"]["score"], scores["item-1"]["quality"]["passed"]) == (10, True)
+    assert (scores["item-2"]["quality"]["score"], scores["item-2"]["quality"]["passed"]) == (0, False)
+    assert scores["item-1"]["quality"]["answer"] == "14" and scores["item-2"]["quality"]["answer"] == "lots"
+    assert scores["item-1"]["nick"] == {"score": 1.0, "passed": True}
+    assert scores["item-2"]["nick"]["score"] is None and "nickname" in scores["item-2"]["nick"]["error"]
+    assert scores["item-1"]["ratio"]["score"] == 1.0  # exact/fuzzy = 1/1 for Paris
+    assert "division by zero" in scores["item-2"]["ratio"]["error"]  # 0/0 for Lyon, this item only
+    assert scores["item-2"]["tone"]["passed"] is False and scores["item-2"]["fuzzy"]["score"] == 0
