@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
 from evalhydra.core import strictjson
-from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.openai_templates import ROLES, SAMPLING_PARAMS, TemplateError, render, resolve, text_parts
 
 __all__ = ["ImportedEval", "RunSource", "convert", "read_object", "write_registry"]
@@ -104,8 +106,66 @@ def convert(eval_obj: Mapping[str, Any], sources: Sequence[RunSource], *, where:
         imported = ImportedEval(eval_id, _spec(eval_obj, eval_id, matcher, source))
         imported.lines = _lines(source, files)
         imported.model = (source.run or {}).get("data_source", {}).get("model")
+        _check_items(eval_obj, imported.lines, where)
+        _check_grader_fields(criteria, imported.lines, where)
         out.append(imported)
     return out
+
+
+def _item_schema(eval_obj: Mapping[str, Any]) -> Any:
+    """The eval's item schema: ``data_source_config.item_schema``, or the ``item`` property of the
+    ``schema`` the API returns (None: none given)."""
+    config = eval_obj.get("data_source_config")
+    if not isinstance(config, Mapping):
+        return None
+    if isinstance(config.get("item_schema"), Mapping):
+        return config["item_schema"]
+    schema = config.get("schema")
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    return properties.get("item") if isinstance(properties, Mapping) else None
+
+
+def _check_items(eval_obj: Mapping[str, Any], lines: Sequence[Mapping[str, Any]], where: str) -> None:
+    """Every item must fit the eval's item schema, as OpenAI checks them when a run starts.
+
+    Raises:
+        EvalHydraError: Naming the first item that does not, the field, and what is wrong.
+    """
+    schema = _item_schema(eval_obj)
+    if not isinstance(schema, Mapping):
+        return
+    try:
+        validator = jsonschema.Draft202012Validator(schema)
+    except jsonschema.SchemaError as exc:
+        raise EvalHydraError(f"{where}: $.data_source_config: the item schema is no JSON schema: "
+                             f"{exc.message}.") from None
+    for number, line in enumerate(lines, start=1):
+        problem = next(iter(sorted(validator.iter_errors(line["item"]), key=lambda e: list(e.path))), None)
+        if problem is not None:
+            field_path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in problem.path)
+            raise EvalHydraError(f"{where}: item {number} ({line['id']}){field_path}: {problem.message}.",
+                                 "Fix the item, or the eval's data_source_config item schema.")
+
+
+#: A grader template's reference to an item field: ``{{ item.a.b }}`` → ``a``.
+_ITEM_FIELD = re.compile(r"\{\{\s*item\.([A-Za-z_][A-Za-z0-9_\-]*)")
+
+
+def _check_grader_fields(criteria: Sequence[Any], lines: Sequence[Mapping[str, Any]], where: str) -> None:
+    """A grader template must name a field some item has (a field no item has is a typo; one some
+    items lack errors that grader on those items, as OpenAI's does).
+
+    Raises:
+        EvalHydraError: Naming the criterion, the field, and the fields the items have.
+    """
+    present = {key for line in lines if isinstance(line["item"], Mapping) for key in line["item"]}
+    for index, grader in enumerate(criteria):
+        for name in sorted(set(_ITEM_FIELD.findall(json.dumps(grader)))):
+            if name not in present:
+                label = grader.get("name") if isinstance(grader, Mapping) else index
+                raise EvalHydraError(
+                    f"{where}: $.testing_criteria[{index}] ('{label}'): {{{{item.{name}}}}}: no item has "
+                    f"a field '{name}'.", did_you_mean(name, sorted(present)))
 
 
 def _spec(eval_obj: Mapping[str, Any], eval_id: str, matcher: dict[str, Any],

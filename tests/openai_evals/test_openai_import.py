@@ -318,3 +318,24 @@ def test_an_export_as_the_live_api_returns_it_imports_and_grades_as_openai_does(
     assert scores["item-1"]["ratio"]["score"] == 1.0  # exact/fuzzy = 1/1 for Paris
     assert "division by zero" in scores["item-2"]["ratio"]["error"]  # 0/0 for Lyon, this item only
     assert scores["item-2"]["tone"]["passed"] is False and scores["item-2"]["fuzzy"]["score"] == 0
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda e: e.update(data_source_config={"type": "custom", "item_schema": {
+        "type": "object", "properties": {"grade": {"type": "integer"}}, "required": ["grade"]}}),
+     "eval.json: item 1 (item-1).grade: '14' is not of type 'integer'"),
+    (lambda e: e["testing_criteria"][0].update(reference="{{item.refrence}}"),
+     "eval.json: $.testing_criteria[0] ('exact'): {{item.refrence}}: no item has a field 'refrence'"),
+])
+def test_items_are_checked_against_the_item_schema_and_the_graders_at_import(
+        change: Any, message: str, tmp_path: Path) -> None:
+    evaluation = eval_object()
+    change(evaluation)
+    (tmp_path / "eval.json").write_text(json.dumps(evaluation))
+    items = [{**ITEMS[0], "grade": "14"}, ITEMS[1]]
+    (tmp_path / "run.json").write_text(json.dumps(run_object(
+        {"type": "file_content", "content": [{"item": item} for item in items]})))
+    done = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "reg", cwd=tmp_path)
+    assert done.returncode == 2 and not (tmp_path / "reg").exists()
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: {message}"), line
