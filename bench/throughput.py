@@ -367,7 +367,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20000)
     parser.add_argument("--c", type=int, default=200)
     parser.add_argument("--latency-ms", type=float, default=50.0)
-    parser.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of {', '.join(SIDES)}")
+    parser.add_argument("--sides", default=",".join(s for s in SIDES if s != "baseline-lean"),
+                        help=f"comma-separated, of {', '.join(SIDES)}")
     parser.add_argument("--rounds", type=int, default=1, help="run every side this many times, interleaved")
     parser.add_argument("--baseline", metavar="DIR", help="a source tree the side baseline-lean runs")
     parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)

@@ -84,7 +84,8 @@ def test_agent_run_resume_and_retry_errors(compose: Compose, agent_registry: Pat
         run_plan(build_plan(compose(*overrides, "run.retry_errors=true")), output_dir=tmp_path / "out3") == 0
     )
     assert _rows(db, "select cells_run from runs order by started_at desc limit 1") == [(2,)]
-    assert _rows(db, "select count(*) from results") == [(8,)]
+    # the two errored cells were sent again: each has a second version, the first run's stays
+    assert _rows(db, "select count(*), count(distinct cell_key) from results") == [(10, 8)]
 
 
 def test_agent_eval_needs_a_command_service(compose: Compose) -> None:

@@ -33,3 +33,19 @@ def test_an_unknown_side_is_refused() -> None:
                          timeout=60)
     assert res.returncode == 2
     assert "unknown side(s) curl" in res.stderr
+
+
+@pytest.mark.slow
+def test_the_baseline_side_runs_another_tree_and_prints_ratios() -> None:
+    """``--baseline DIR`` (here this tree itself) runs evalhydra from DIR beside this tree's."""
+    root = BENCH.resolve().parent.parent
+    res = subprocess.run([sys.executable, str(BENCH), "--n", "200", "--c", "20", "--latency-ms", "1",
+                          "--sides", "bare-lean,evalhydra-lean,baseline-lean", "--baseline", str(root)],
+                         capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert re.search(r"^baseline-lean .*  200  stored=200 report=", res.stdout, re.M), res.stdout
+    for line in ("store floor ÷ baseline's = ", "own CPU per cell ÷ baseline's"):
+        assert re.search(rf"^{re.escape(line)}.*\(median \d+\.\d{{3}}", res.stdout, re.M), res.stdout
+    refused = subprocess.run([sys.executable, str(BENCH), "--sides", "baseline-lean"], capture_output=True,
+                             text=True, timeout=60)
+    assert refused.returncode == 2 and "needs --baseline DIR" in refused.stderr
