@@ -105,7 +105,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     Formats: json (runs.json, evals.json, baseline_comparisons.json, trials.json),
     jsonl (aiwg results.jsonl and summary.json), md (report.md, summary.md), text
-    (report.txt), junit (junit.xml), html (report.html: one self-contained page).
+    (report.txt), junit (junit.xml), html (report.html: one self-contained page),
+    openai (openai_output_items.jsonl and openai_run.json: OpenAI Evals' shapes).
     Regenerating gives the same bytes. Report files of an earlier report in --out that
     this one does not write are removed, so the folder holds one report.
 

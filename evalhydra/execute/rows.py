@@ -57,6 +57,8 @@ def chat_row(
     case: Case = job.case
     error = match.error_kind or completion.error_kind
     verdict = verdict_fields(match, error, job.eval.matcher)
+    if case.item is not None:  # an OpenAI Evals item: what its graders read, and the openai report shows
+        verdict["details"] = {**(verdict["details"] or {}), "item": case.item}
     if case.attachments:  # named in report.html's case details
         verdict["details"] = {**(verdict["details"] or {}),
                               "attachments": [a.label or a.path for a in case.attachments]}

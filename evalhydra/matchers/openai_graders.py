@@ -326,6 +326,7 @@ class _Outcome:
     failure: MatchResult | None = None
     error: str | None = None  # the grader could not run for this item (its result is errored)
     answer: str | None = None  # a model grader's raw answer (its steps included)
+    kind: str | None = None  # the grader's type
 
 
 class _Grading:
@@ -475,6 +476,8 @@ _ANSWER_CHARS = 4000
 def _score_entry(outcome: _Outcome) -> dict[str, Any]:
     """One criterion's entry in ``results.grader_scores``."""
     entry: dict[str, Any] = {"score": outcome.score, "passed": outcome.passed}
+    if outcome.kind is not None:
+        entry["type"] = outcome.kind
     if outcome.error is not None:
         entry.update(score=None, error=outcome.error)
     if outcome.answer is not None:
@@ -505,6 +508,7 @@ def build_openai_graders(spec: Mapping[str, Any], judges: JudgeClient | None) ->
                 outcome = _Outcome(0.0, False, error=str(exc), reason=f"errored: {exc}")
             if outcome.failure is not None:  # a judge that did not answer: the cell measured nothing
                 return outcome.failure
+            outcome.kind = grader["type"]
             outcomes[grader["name"]] = outcome
         return _verdict(outcomes)
 

@@ -42,6 +42,7 @@ from evalhydra.reports.data import collect
 from evalhydra.reports.html import write_html
 from evalhydra.reports.junit import write_junit
 from evalhydra.reports.markdown import render_markdown, render_summary_md
+from evalhydra.reports.openai_shape import OPENAI_FILES, write_openai_files
 from evalhydra.reports.selection import Selection, select_runs
 from evalhydra.reports.streams import write_runs_json
 from evalhydra.reports.trials import trials_json
@@ -57,12 +58,12 @@ __all__ = [
     "write_run_reports",
 ]
 
-ALL_FORMATS = ("json", "jsonl", "md", "text", "junit", "html")
+ALL_FORMATS = ("json", "jsonl", "md", "text", "junit", "html", "openai")
 #: Every file a report may write into its folder (``report --out`` removes stale ones).
 REPORT_FILES = frozenset({
     "runs.json", "evals.json", "baseline_comparisons.json", "paired_comparisons.json", "trials.json",
     "results.jsonl", "summary.json", "report.md", "summary.md", "report.txt", "junit.xml", "report.html",
-    "results.json", "experiment.json"})
+    "results.json", "experiment.json", *OPENAI_FILES})
 
 
 def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
@@ -218,6 +219,8 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
                            baseline_models=baseline_models, case_rows=cases.result if cases else None)
         experiment = _agent_experiment(store, runs)
         written = _json_files(conn, data, sel, out_dir, fmts)
+        if "openai" in fmts:
+            written += write_openai_files(conn, sel, out_dir)
         written += _text_files(conn, data, sel, out_dir, fmts, comparison, experiment)
         if "json" in fmts and experiment is not None:
             written += write_agent_artifacts(experiment, out_dir)

@@ -20,6 +20,8 @@ from openai.types.eval_retrieve_response import (
     TestingCriterionEvalGraderTextSimilarity,
 )
 from openai.types.evals import RunRetrieveResponse
+from openai.types.evals.run_retrieve_response import ResultCounts
+from openai.types.evals.runs import OutputItemListResponse
 from openai.types.graders import LabelModelGrader, MultiGrader, StringCheckGrader, TextSimilarityGrader
 
 from tests.helpers import run_cli
@@ -339,3 +341,29 @@ def test_items_are_checked_against_the_item_schema_and_the_graders_at_import(
     assert done.returncode == 2 and not (tmp_path / "reg").exists()
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
     assert line.startswith(f"error: {message}"), line
+
+
+def test_a_run_reports_in_openais_own_shapes(ran: tuple[Path, Any]) -> None:
+    """Issue 49, item 5: ``--format openai`` writes output items and a run summary the SDK's own
+    types parse, with every criterion's result as the store holds it."""
+    root, _ = ran
+    conn = sqlite3.connect(root / "s.db")
+    (run_id,) = conn.execute("select run_id from runs").fetchone()
+    conn.close()
+    done = run_cli("report", run_id, "--store", str(root / "s.db"), "--format", "openai", "--out", "oa",
+                   cwd=root)
+    assert done.returncode == 0, done.stderr
+    items = [OutputItemListResponse.model_validate(json.loads(line))
+             for line in (root / "oa" / "openai_output_items.jsonl").read_text().splitlines()]
+    assert [(i.datasource_item_id, i.status) for i in items] == [(0, "pass"), (1, "fail")]
+    assert items[1].datasource_item == ITEMS[1]  # the item as the export had it
+    by_name = {r.name: (r.type, r.score, r.passed) for r in items[1].results}
+    assert by_name["quality"] == ("score_model", 3.0, False)
+    assert by_name["exact"] == ("string_check", 0.0, False)
+    assert items[0].sample.output[0].content == "Paris" and items[0].sample.usage.total_tokens > 0
+    run = json.loads((root / "oa" / "openai_run.json").read_text())
+    assert ResultCounts.model_validate(run["result_counts"]).model_dump() == {
+        "total": 2, "passed": 1, "failed": 1, "errored": 0}
+    criteria = {c["testing_criteria"]: (c["passed"], c["failed"])
+                for c in run["per_testing_criteria_results"]}
+    assert criteria["exact"] == (1, 1) and criteria["short_and_right"] == (1, 1)
