@@ -315,7 +315,7 @@ def test_an_export_as_the_live_api_returns_it_imports_and_grades_as_openai_does(
     assert (scores["item-1"]["quality"]["score"], scores["item-1"]["quality"]["passed"]) == (10, True)
     assert (scores["item-2"]["quality"]["score"], scores["item-2"]["quality"]["passed"]) == (0, False)
     assert scores["item-1"]["quality"]["answer"] == "14" and scores["item-2"]["quality"]["answer"] == "lots"
-    assert scores["item-1"]["nick"] == {"score": 1.0, "passed": True}
+    assert scores["item-1"]["nick"] == {"score": 1.0, "passed": True, "type": "string_check"}
     assert scores["item-2"]["nick"]["score"] is None and "nickname" in scores["item-2"]["nick"]["error"]
     assert scores["item-1"]["ratio"]["score"] == 1.0  # exact/fuzzy = 1/1 for Paris
     assert "division by zero" in scores["item-2"]["ratio"]["error"]  # 0/0 for Lyon, this item only

@@ -51,7 +51,8 @@ def test_every_format_is_written_and_regenerates_byte_identical(mock_store: Mock
     first = _report(mock_store, names, tmp_path / "a")
     assert {p.name for p in first} == {
         "runs.json", "evals.json", "baseline_comparisons.json", "paired_comparisons.json", "trials.json",
-        "summary.json", "results.jsonl", "report.md", "summary.md", "report.txt", "junit.xml", "report.html"}
+        "summary.json", "results.jsonl", "report.md", "summary.md", "report.txt", "junit.xml", "report.html",
+        "openai_output_items.jsonl", "openai_run.json"}
     _report(mock_store, names, tmp_path / "b")
     _report(mock_store, names, tmp_path / "a")  # again into the same directory
     for path in first:
