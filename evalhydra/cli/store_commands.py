@@ -43,6 +43,10 @@ from evalhydra.store.rows import RESULT_STATUSES, infra_error_sql, verdict_sql
 __all__ = ["main"]
 
 
+#: Commands that never open a store: their --help lists no --store.
+_STORELESS = frozenset({"import", "cache", "list"})
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = CommandParser(
         prog="evalhydra", description="Inspect and report on the evalhydra store."
@@ -52,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
         fn = HANDLERS[name]
         command = sub.add_parser(name, help=help_text, description=inspect.cleandoc(fn.__doc__ or help_text),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-        add_store(command)
+        if name not in _STORELESS:
+            add_store(command)
         CONFIGURE[name](command)
         command.set_defaults(handler=fn)
     return parser
