@@ -153,6 +153,7 @@ class ServiceConfig:
     pricing: PricingConfig = field(default_factory=PricingConfig)
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
     stream: bool = False  # send stream: true and read server-sent events (time to first token is stored)
+    api: str = "chat"  # chat (…/chat/completions) | responses (…/v1/responses: OpenAI's Responses API)
     adaptive: bool = True  # adapt the requests in flight to the endpoint's limits (429s, x-ratelimit-*)
     rate_limit_timeout_s: float = 600.0  # adaptive: a cell refused (429) this long ends rate_limited
     batch: BatchConfig = field(default_factory=BatchConfig)

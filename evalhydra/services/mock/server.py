@@ -24,6 +24,7 @@ from typing import Any
 
 import trio
 
+from evalhydra.services import responses_api
 from evalhydra.services.mock import responses, wire
 from evalhydra.services.mock.batches import MockBatches
 from evalhydra.services.mock.delays import DelayLine
@@ -48,6 +49,7 @@ def _origin_form(target: bytes) -> bytes:
     return target
 _MODELS_PATHS = frozenset({b"/v1/models", b"/models"})
 _EMBEDDINGS_PATHS = frozenset({b"/v1/embeddings", b"/embeddings"})
+_RESPONSES_PATHS = frozenset({b"/v1/responses", b"/responses"})
 _FAIL = responses.error_body("mock failure", "server_error")
 _HTML = b"<html><body>502 Bad Gateway</body></html>"
 _RATE_LIMITED = responses.error_body("Rate limit reached for requests", "requests")
@@ -225,6 +227,9 @@ class MockServer:
                 return Reply(405, responses.error_body("use POST", "invalid_request_error"))
             self._last_head = head
             return await self._chat(body)
+        if path in _RESPONSES_PATHS and method == b"POST":
+            self._last_head = head
+            return await self._responses(body)
         if path in _MODELS_PATHS and method == b"GET":
             return Reply(200, responses.models_body(self.settings.model))
         if path in _EMBEDDINGS_PATHS and method == b"POST":
@@ -272,6 +277,27 @@ class MockServer:
         if self.settings.seed != self._seed:
             self._reseed()
         return 200, self.settings.to_dict()
+
+    # -- responses ------------------------------------------------------------
+
+    async def _responses(self, body: bytes) -> Reply:
+        """OpenAI's Responses API: the request read as a chat one, the chat logic's answer (delays,
+        faults, limits and all) returned as a response object, or its typed events when streamed."""
+        try:
+            request = json.loads(body)
+            if not isinstance(request, dict):
+                raise ValueError("the body must be a JSON object")
+            chat_body = json.dumps(responses_api.chat_request(request)).encode()
+        except (ValueError, TypeError, AttributeError) as exc:
+            return Reply(400, responses.error_body(f"invalid request: {exc}", "invalid_request_error"))
+        reply = await self._chat(chat_body)
+        if reply.status != 200:
+            return reply
+        chat = json.loads(reply.body)
+        answer = responses_api.responses_reply(chat, f"resp_{self.stats.chat_requests:08d}", int(time.time()))
+        if request.get("stream"):
+            return Reply(200, responses_api.responses_events(answer), wire.EVENT_STREAM)
+        return Reply(200, json.dumps(answer).encode(), reply.headers)
 
     # -- chat -----------------------------------------------------------------
 

@@ -15,7 +15,7 @@ __all__ = ["api_base", "build_payload", "count_image_chars", "normalize_chat_url
 def api_base(base_url: str) -> str:
     """The API root a service's ``base_url`` names (``…/v1``), where ``files`` and ``batches`` live."""
     url = base_url.strip().partition("?")[0].rstrip("/")
-    url = url.removesuffix("/chat/completions")
+    url = url.removesuffix("/chat/completions").removesuffix("/responses")
     return url if url.endswith("/v1") else url + "/v1"
 
 

@@ -7,8 +7,10 @@ from typing import Any
 from evalhydra.core import strictjson
 from evalhydra.core.values import MAX_TOKEN_COUNT, ToolCall, Usage, immutable
 from evalhydra.services.openai.reasoning import split_reasoning
+from evalhydra.services.responses_api import chat_reply
 
-__all__ = ["ChatAnswer", "InvalidResponseError", "parse_chat_response", "parse_usage",
+__all__ = ["ChatAnswer", "InvalidResponseError", "parse_chat_data", "parse_chat_response",
+           "parse_responses_reply", "parse_usage",
            "upstream_error_message"]
 
 
@@ -117,6 +119,30 @@ def parse_chat_response(body: bytes, requested_model: str,
         data = strictjson.loads(body)
     except (ValueError, UnicodeDecodeError):  # also a repeated key or a lone surrogate, as zig_eval
         raise InvalidResponseError("InvalidUpstreamJson") from None
+    return parse_chat_data(data, requested_model, reasoning_tags)
+
+
+def parse_responses_reply(body: bytes, requested_model: str,
+                          reasoning_tags: tuple[str, str] | None = None) -> ChatAnswer:
+    """Parse a 2xx Responses API body (:mod:`~evalhydra.services.responses_api`) as the chat
+    parser reads a completion.
+
+    Raises:
+        InvalidResponseError: As :func:`parse_chat_response`; a ``failed`` response with its error.
+    """
+    try:
+        data = chat_reply(strictjson.loads(body))
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidResponseError("InvalidUpstreamJson") from None
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        raise InvalidResponseError(f"ResponseFailed: {error.get('code') or 'error'}: {error['message']}")
+    return parse_chat_data(data, requested_model, reasoning_tags)
+
+
+def parse_chat_data(data: Any, requested_model: str,
+                    reasoning_tags: tuple[str, str] | None = None) -> ChatAnswer:
+    """:func:`parse_chat_response` of a body already parsed."""
     message = _first_message(data)
     tool_calls = _parse_tool_calls(message)
     if "content" in message:

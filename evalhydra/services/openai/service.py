@@ -55,6 +55,7 @@ from evalhydra.services.openai.response import (
     ChatAnswer,
     InvalidResponseError,
     parse_chat_response,
+    parse_responses_reply,
     upstream_error_message,
 )
 from evalhydra.services.openai.secrets import (
@@ -66,9 +67,16 @@ from evalhydra.services.openai.secrets import (
     resolve_header,
     split_headers,
 )
-from evalhydra.services.openai.stream import StreamAssembler, StreamTiming, is_event_stream, read_stream
+from evalhydra.services.openai.stream import (
+    ResponsesStreamAssembler,
+    StreamAssembler,
+    StreamTiming,
+    is_event_stream,
+    read_stream,
+)
 from evalhydra.services.pricing import cost_usd
 from evalhydra.services.ratelimit import RateLimiter, estimate_tokens
+from evalhydra.services.responses_api import responses_request, responses_url
 from evalhydra.services.retry import (
     AttemptResult,
     RetryOutcome,
@@ -126,6 +134,7 @@ class OpenAICompatService:
         tags = [str(t) for t in config.reasoning.tags]
         #: The inline thinking block's tags; None leaves the reply's content as it is.
         self._reasoning_tags = (tags[0], tags[1]) if config.reasoning.parse and len(tags) == 2 else None
+        self._parse = parse_responses_reply if config.api == "responses" else parse_chat_response
         #: Every configured header value is masked when echoed, whatever its origin (a literal, or
         #: an ``${oc.env:…}`` that OmegaConf resolved before the service saw it).
         self._static_secrets = [v.strip() for v in static.values() if len(v.strip()) >= MIN_SECRET_LENGTH]
@@ -180,7 +189,8 @@ class OpenAICompatService:
     def _set_url(self, base_url: str) -> None:
         """Point the service at ``base_url``: the endpoint, parsed once, and the request headers
         that never change (``Host`` and the static ones), encoded once."""
-        self._url = normalize_chat_url(base_url)
+        self._url = (normalize_chat_url(base_url) if self.config.api != "responses"
+                     else _with_query(responses_url(api_base(base_url)), base_url))
         self._http_url = httpx.URL(self._url)
         self._host = self._http_url.netloc.decode("ascii")
         fixed = {"host": self._host, **self._static_headers}
@@ -283,7 +293,10 @@ class OpenAICompatService:
         if request is self._encoded[0]:  # a case's next trial: the same body
             return model, self._encoded[1]
         try:
-            body = _BODY_ENCODER.encode(build_payload(self.config, request)).encode("utf-8")
+            payload = build_payload(self.config, request)
+            if self.config.api == "responses":
+                payload = responses_request(payload)
+            body = _BODY_ENCODER.encode(payload).encode("utf-8")
         except (TypeError, ValueError) as exc:
             return _failed(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
         self._encoded = (request, body)
@@ -295,7 +308,7 @@ class OpenAICompatService:
         Raises:
             InvalidResponseError: The body is no usable completion.
         """
-        return parse_chat_response(body, model, self._reasoning_tags)
+        return self._parse(body, model, self._reasoning_tags)
 
     def api_headers(self) -> dict[str, str]:
         """The headers every call to the endpoint's API carries: the configured ones and the key,
@@ -416,7 +429,7 @@ class OpenAICompatService:
         if raw is None:
             return _invalid(status, "ResponseTooLarge")
         try:
-            answer = streamed or parse_chat_response(raw, model, self._reasoning_tags)
+            answer = streamed or self._parse(raw, model, self._reasoning_tags)
         except InvalidResponseError as exc:
             return _invalid(status, str(exc.args[0]))
         if self._rate.counts_tokens:
@@ -426,7 +439,8 @@ class OpenAICompatService:
     async def _read_stream(self, response: httpx.Response, model: str,
                            started: float) -> ChatAnswer | InvalidResponseError:
         """A streamed reply's answer, or why it is none (the read's own errors propagate)."""
-        assembler = StreamAssembler(model, self._reasoning_tags, started, self._clock.now)
+        kind = ResponsesStreamAssembler if self.config.api == "responses" else StreamAssembler
+        assembler = kind(model, self._reasoning_tags, started, self._clock.now)
         try:
             return await read_stream(response, assembler, MAX_RESPONSE_BYTES)
         except InvalidResponseError as exc:
@@ -541,3 +555,9 @@ def _invalid(status: int, reason: str) -> AttemptResult[ChatAnswer]:
 
 def _failed(model: str, kind: ErrorKind, message: str, attempts: int) -> Completion:
     return Completion(output="", model=model, attempt_count=attempts, error_kind=kind, error_message=message)
+
+
+def _with_query(url: str, base_url: str) -> str:
+    """``url`` with ``base_url``'s query string (Azure's ``?api-version=…``) kept."""
+    query = base_url.strip().partition("?")[2]
+    return f"{url}?{query}" if query else url

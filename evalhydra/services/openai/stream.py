@@ -35,6 +35,7 @@ from evalhydra.core.values import ToolCall, Usage
 from evalhydra.http.body import BodyTooLarge, aiter_capped
 from evalhydra.services.openai.reasoning import split_reasoning
 from evalhydra.services.openai.response import ChatAnswer, InvalidResponseError, parse_usage
+from evalhydra.services.responses_api import chat_reply
 
 __all__ = ["AFTER_DONE_S", "StreamAssembler", "StreamTiming", "is_event_stream", "read_stream"]
 
@@ -228,6 +229,52 @@ class StreamAssembler:
 
     def _ms(self, at: float | None) -> float | None:
         return None if at is None else (at - self._started) * 1000.0
+
+
+class ResponsesStreamAssembler(StreamAssembler):
+    """Joins the Responses API's typed events (``response.output_text.delta``, the reasoning
+    summary's deltas, ``response.output_item.done`` of a function call, ``response.completed``)
+    into one answer, each read as the chat chunk it stands for; ``response.failed`` and ``error``
+    are the stream's error."""
+
+    def feed(self, event: str, data: str) -> None:
+        """Take one event (see the class).
+
+        Raises:
+            InvalidResponseError: An error or failed event, or data that is not JSON.
+        """
+        try:
+            found = strictjson.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidResponseError("InvalidUpstreamJson") from None
+        if not isinstance(found, dict):
+            raise InvalidResponseError("InvalidUpstreamJson")
+        kind = found.get("type") if isinstance(found.get("type"), str) else event
+        if kind in ("error", "response.failed"):
+            failed = found.get("response") if isinstance(found.get("response"), dict) else found
+            raise InvalidResponseError(f"StreamError: {_error_text(failed)}")
+        delta = found.get("delta")
+        if kind == "response.output_text.delta" and isinstance(delta, str):
+            self._delta({"content": delta})
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta") \
+                and isinstance(delta, str):
+            self._delta({"reasoning_content": delta})
+        elif kind == "response.output_item.done" and isinstance(found.get("item"), dict) \
+                and found["item"].get("type") == "function_call":
+            item = found["item"]
+            self._delta({"tool_calls": [{"index": found.get("output_index", 0), "function": {
+                "name": item.get("name"), "arguments": item.get("arguments", "")}}]})
+        elif kind in ("response.completed", "response.incomplete") \
+                and isinstance(found.get("response"), dict):
+            reply = chat_reply({**found["response"], "output": []})  # its usage and how it stopped
+            if isinstance(reply, dict) and reply.get("usage"):
+                self._usage = parse_usage(reply)
+            finish = reply["choices"][0]["finish_reason"] if isinstance(reply, dict) else "stop"
+            self._choice({"index": 0, "delta": {}, "finish_reason": finish})
+            self.done = True
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        self._choice({"index": 0, "delta": delta})
 
 
 def _error_text(chunk: Any) -> str:

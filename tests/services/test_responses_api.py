@@ -1,0 +1,161 @@
+"""OpenAI's Responses API (issue 49, item 1): the mock serves ``/v1/responses`` as the ``openai``
+SDK reads it (text, reasoning, a function call, a stream), and ``service.api=responses`` runs an
+eval through it, whole or streamed, with usage, reasoning and tool calls stored as for chat.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import openai
+import pytest
+
+import evalhydra
+from evalhydra.services.responses_api import chat_reply, responses_request
+from tests.conftest import smoke_eval, write_registry
+from tests.helpers import mock_call, numbered_registry
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url, api_key="sk-mock-not-a-key", max_retries=0)
+
+
+def test_the_sdk_reads_a_text_reply_with_its_usage(url: str) -> None:
+    reply = client(url).responses.create(
+        model="mock-model", input="Reply with exactly V7.", instructions="Be brief.", max_output_tokens=32
+    )
+    assert reply.output_text == "V7" and reply.status == "completed"
+    assert reply.usage is not None and reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0
+    sent = mock_call(url, "last")
+    assert sent["messages"][0] == {"role": "system", "content": "Be brief."}  # instructions reached it
+
+
+def test_the_sdk_reads_reasoning_and_a_function_call(url: str) -> None:
+    mock_call(url, "config", {"reasoning": "reasoning_content"})
+    thought = client(url).responses.create(model="mock-model", input="Reply with exactly V1.")
+    kinds = [item.type for item in thought.output]
+    assert kinds == ["reasoning", "message"] and thought.output_text == "V1"
+    mock_call(url, "config", {"reasoning": None})
+    called = client(url).responses.create(
+        model="mock-model", input="Use get_weather for Paris.", tools=[WEATHER]
+    )  # type: ignore[list-item]
+    (call,) = [item for item in called.output if item.type == "function_call"]
+    assert call.name == "get_weather" and "city" in json.loads(call.arguments)
+
+
+def test_the_sdk_reads_a_stream_of_typed_events(url: str) -> None:
+    events = list(
+        client(url).responses.create(
+            model="mock-model", input="Reply with exactly Vlonger-reply.", stream=True
+        )
+    )
+    kinds = [event.type for event in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    text = "".join(event.delta for event in events if event.type == "response.output_text.delta")
+    assert text == "Vlonger-reply" and events[-1].response.output_text == "Vlonger-reply"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_eval_runs_through_the_responses_api(stream: bool, url: str, tmp_path: Path) -> None:
+    registry = numbered_registry(tmp_path / "reg", 3)
+    result = evalhydra.evaluate(
+        [
+            f"registry={registry}",
+            "eval=g.e",
+            "service=mock",
+            "service.mock.enabled=false",
+            f"service.base_url={url}",
+            "service.api=responses",
+            f"service.stream={str(stream).lower()}",
+            f"store.path={tmp_path / 's.db'}",
+            "+service.params.max_tokens=64",
+        ]
+    )
+    rows = list(result.rows())
+    assert result.exit_code == 0 and [r["passed"] for r in rows] == [1, 1, 1]
+    assert all(r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 for r in rows)
+    assert all((r["ttft_ms"] is not None) == stream for r in rows)
+    sent = mock_call(url, "last")
+    assert sent["max_tokens"] == 64  # max_output_tokens on the wire, read back by the mock
+
+
+def test_a_tool_eval_stores_the_function_call(url: str, tmp_path: Path) -> None:
+    tools = [
+        {
+            "name": "get_weather",
+            "description": "The weather in a city.",
+            "parameters_json": json.dumps(WEATHER["parameters"]),
+        }
+    ]
+    spec = smoke_eval(tools=tools, matcher={"kind": "tool_call"})
+    expected = [{"name": "get_weather"}]
+    line = (
+        json.dumps({"id": "c1", "input": "Use get_weather for Paris.", "expected_tool_calls": expected})
+        + "\n"
+    )
+    registry = write_registry(tmp_path / "reg", evals={"g/e.json": spec}, data={"data/g/e/test.jsonl": line})
+    result = evalhydra.evaluate(
+        [
+            f"registry={registry}",
+            "eval=g.e",
+            "service=mock",
+            "service.mock.enabled=false",
+            f"service.base_url={url}",
+            "service.api=responses",
+            f"store.path={tmp_path / 's.db'}",
+        ]
+    )
+    (row,) = result.rows()
+    assert row["passed"] == 1 and json.loads(row["tool_calls"])[0]["name"] == "get_weather"
+
+
+def test_the_translations_keep_what_each_api_means() -> None:
+    chat = {
+        "model": "m",
+        "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+        "max_completion_tokens": 9,
+        "reasoning_effort": "low",
+        "stream": False,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "a", "schema": {"type": "object"}, "strict": True},
+        },
+        "tools": [{"type": "function", "function": WEATHER | {"type": None}}],
+    }
+    body = responses_request(chat)
+    assert body["instructions"] == "S" and body["input"] == [{"role": "user", "content": "U"}]
+    assert body["max_output_tokens"] == 9 and body["reasoning"] == {"effort": "low"}
+    assert body["text"] == {
+        "format": {"type": "json_schema", "name": "a", "schema": {"type": "object"}, "strict": True}
+    }
+    reply = {
+        "object": "response",
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "model": "m",
+        "output": [
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "T"}]},
+            {"type": "message", "content": [{"type": "output_text", "text": "A"}]},
+        ],
+        "usage": {
+            "input_tokens": 5,
+            "output_tokens": 9,
+            "total_tokens": 14,
+            "input_tokens_details": {"cached_tokens": 2},
+            "output_tokens_details": {"reasoning_tokens": 4},
+        },
+    }
+    chat_answer = chat_reply(reply)
+    choice = chat_answer["choices"][0]
+    assert choice["finish_reason"] == "length" and choice["message"]["content"] == "A"
+    assert choice["message"]["reasoning_content"] == "T"
+    assert chat_answer["usage"]["prompt_tokens_details"] == {"cached_tokens": 2}
+    assert chat_answer["usage"]["completion_tokens_details"] == {"reasoning_tokens": 4}
