@@ -82,7 +82,8 @@ def _print_next_steps(item: ImportedEval, out: Path) -> None:
     """The imported eval and the commands that run it (values from the export quoted for pasting)."""
     criteria = ", ".join(c["name"] for c in item.spec["matcher"]["testing_criteria"])
     print(visible(f"{item.eval_id}: {len(item.lines)} cases; criteria: {criteria}", lines=False))
-    run = ["python", "-m", "evalhydra", override("registry", out), override("eval", item.eval_id)]
+    api = ["service.api=responses"] if item.api == "responses" else []
+    run = ["python", "-m", "evalhydra", override("registry", out), override("eval", item.eval_id), *api]
     print(f"  offline, on the mock: {command_line(*run)}")
     if item.model:
         judged = ["judge_service=openai"] if needs_judge(item.spec["matcher"]) else []  # not the mock's

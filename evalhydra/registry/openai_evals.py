@@ -2,7 +2,7 @@
 
 An eval object (``client.evals.retrieve``) holds the graders (``testing_criteria``);
 each run object (``client.evals.runs.retrieve``) holds what to send: its
-``data_source`` (``completions``) with ``input_messages`` (a template over the
+``data_source`` (``completions`` or ``responses``) with ``input_messages`` (a template over the
 ``item`` namespace, or an ``item_reference`` to a conversation in the item), the
 ``model``, ``sampling_params`` and the items (``source``: ``file_content``, or a
 ``file_id`` whose JSONL the user kept). One registry eval is written per run: its
@@ -13,7 +13,8 @@ a JSONL file and each item's ``input`` (or another ``item_reference``) is sent.
 
 Anything evalhydra cannot run the same way is refused with its JSON path
 (``RUN.json: $.data_source.source.type: …``): stored-completions sources, image or
-audio content, the responses API's data source.
+audio content, ``jsonl`` data sources. A ``responses`` run imports as a completions one does, onto
+``service.api=responses``.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class ImportedEval:
     spec: dict[str, Any]
     lines: list[dict[str, Any]] = field(default_factory=list)
     model: str | None = None
+    api: str = "chat"  # the API the run was sampled through (service.api)
 
 
 def read_object(path: Path) -> Mapping[str, Any]:
@@ -105,7 +107,9 @@ def convert(eval_obj: Mapping[str, Any], sources: Sequence[RunSource], *, where:
         eval_id = f"openai.{base}{suffix}"
         imported = ImportedEval(eval_id, _spec(eval_obj, eval_id, matcher, source))
         imported.lines = _lines(source, files)
-        imported.model = (source.run or {}).get("data_source", {}).get("model")
+        data_source = (source.run or {}).get("data_source", {})
+        imported.model = data_source.get("model")
+        imported.api = "responses" if data_source.get("type") == "responses" else "chat"
         _check_items(eval_obj, imported.lines, where)
         _check_grader_fields(criteria, imported.lines, where)
         out.append(imported)
@@ -203,6 +207,8 @@ def _sampling(value: Any, where: str) -> tuple[dict[str, Any], list[dict[str, An
             continue
         if key == "tools":
             tools = [_tool(tool, f"{where}.tools[{i}]") for i, tool in enumerate(setting)]
+        elif key == "text" and isinstance(setting, Mapping) and isinstance(setting.get("format"), Mapping):
+            params["response_format"] = _chat_format(setting["format"])  # a responses run's structured output
         elif key in _SAMPLING:
             params[_SAMPLING[key]] = setting
         else:
@@ -211,7 +217,16 @@ def _sampling(value: Any, where: str) -> tuple[dict[str, Any], list[dict[str, An
     return params, tools
 
 
+def _chat_format(text_format: Mapping[str, Any]) -> dict[str, Any]:
+    """A Responses ``text.format`` as chat's ``response_format`` (sent back as ``text.format``)."""
+    if text_format.get("type") == "json_schema":
+        return {"type": "json_schema", "json_schema": {k: v for k, v in text_format.items() if k != "type"}}
+    return dict(text_format)
+
+
 def _tool(tool: Any, where: str) -> dict[str, Any]:
+    if isinstance(tool, Mapping) and tool.get("type") == "function" and "function" not in tool:
+        tool = {"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}  # responses'
     function = tool.get("function") if isinstance(tool, Mapping) else None
     if not isinstance(function, Mapping) or not function.get("name"):
         raise EvalHydraError(f"{where}: a tool must be {{type: function, function: {{name, parameters}}}}.")
@@ -227,11 +242,11 @@ def _lines(source: RunSource, files: Mapping[str, Path]) -> list[dict[str, Any]]
                 for n, item in enumerate(items, start=1)]
     where = f"{source.where}: $.data_source"
     data_source = source.run.get("data_source")
-    if not isinstance(data_source, Mapping) or data_source.get("type") != "completions":
+    if not isinstance(data_source, Mapping) or data_source.get("type") not in ("completions", "responses"):
         kind = data_source.get("type") if isinstance(data_source, Mapping) else None
         raise EvalHydraError(f"{where}.type: {kind!r} is not imported: evalhydra sends the items to a model "
-                             "itself, as a 'completions' run data source does.",
-                             "Export a run whose data_source.type is completions.")
+                             "itself, as a 'completions' or 'responses' run data source does.",
+                             "Export a run whose data_source.type is completions or responses.")
     items = _source_items(data_source.get("source"), f"{where}.source", files)
     messages = data_source.get("input_messages") or {"type": "item_reference", "item_reference": "item.input"}
     return [_line(item, n, _messages(messages, item, f"{where}.input_messages", n))

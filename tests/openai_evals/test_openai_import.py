@@ -367,3 +367,25 @@ def test_a_run_reports_in_openais_own_shapes(ran: tuple[Path, Any]) -> None:
     criteria = {c["testing_criteria"]: (c["passed"], c["failed"])
                 for c in run["per_testing_criteria_results"]}
     assert criteria["exact"] == (1, 1) and criteria["short_and_right"] == (1, 1)
+
+
+def test_a_responses_run_imports_onto_the_responses_api(tmp_path: Path) -> None:
+    """Issue 49, item 4: a run sampled through the Responses API (its structured output in
+    ``sampling_params.text.format``) imports, and its commands name ``service.api=responses``."""
+    run = run_object({"type": "file_content", "content": [{"item": item} for item in ITEMS]})
+    run["data_source"] = {
+        "type": "responses", "model": "gpt-4.1-mini",
+        "source": run["data_source"]["source"],
+        "input_messages": {"type": "template", "template": [
+            {"role": "user", "content": "{{item.question}} Reply with exactly {{item.answer}}."}]},
+        "sampling_params": {"temperature": 0, "text": {"format": {
+            "type": "json_schema", "name": "city", "schema": {"type": "object"}, "strict": True}}}}
+    RunRetrieveResponse.model_validate(run)  # the SDK's own type of such a run
+    (tmp_path / "eval.json").write_text(json.dumps(eval_object()))
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    done = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "reg", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert all("service.api=responses" in line for line in done.stdout.splitlines() if "python -m" in line)
+    spec = json.loads((tmp_path / "reg/evals/openai/capitals_qa.json").read_text())
+    assert spec["params"]["response_format"]["json_schema"]["name"] == "city"
+    assert spec["matcher"]["output_json"] is True  # a structured-output run fills sample.output_json
