@@ -38,6 +38,7 @@ def test_init_then_the_printed_run_succeeds_on_the_mock(tmp_path: Path) -> None:
     assert again.returncode == 2 and again.stderr.startswith("error: proj/evals/capitals.yaml: exists")
 
 
+@pytest.mark.slow
 def test_check_and_run_against_an_endpoint_named_in_dotenv(tmp_path: Path) -> None:
     assert run_cli("init", cwd=tmp_path).returncode == 0
     check_step, run_step = [s for s in next_steps(".") if s.startswith("evalhydra") and "my_model" in s]
@@ -62,6 +63,7 @@ def test_check_and_run_against_an_endpoint_named_in_dotenv(tmp_path: Path) -> No
     assert conn.execute("select count(*) from results where service_name = 'my_model'").fetchone() == (9,)
 
 
+@pytest.mark.slow
 def test_check_names_a_dead_endpoint_and_a_refused_key(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -168,6 +168,7 @@ def test_evaluate_raises_the_command_lines_error_for_hydras(overrides: list[str]
         evalhydra.evaluate(overrides, store__path=str(tmp_path / "api.db"))
 
 
+@pytest.mark.slow
 def test_runs_show_each_runs_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = str(tmp_path / "api.db")
     evalhydra.evaluate(["eval=smoke"], store__path=store)

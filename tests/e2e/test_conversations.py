@@ -126,6 +126,7 @@ def test_eval_params_merge_over_the_service_params_and_are_sweepable(compose: Co
     assert chat_requests(url) == 2  # a changed parameter is a new cell; the same one is not
 
 
+@pytest.mark.slow
 def test_changing_a_template_or_a_param_reruns_exactly_the_affected_cells(compose: Compose, url: str,
                                                                           tmp_path: Path) -> None:
     registry = _registry(tmp_path, "".join(json.dumps({"id": f"c{i}", "w": "B", "ideal": "B"}) + "\n"

@@ -37,6 +37,7 @@ def test_an_echoed_header_value_is_masked_whatever_its_origin(header: str, compo
     assert b"your token is ***" in (tmp_path / "out" / "runs.json").read_bytes()
 
 
+@pytest.mark.slow
 def test_a_literal_secret_override_is_kept_out_of_hydras_saved_files(tmp_path: Path) -> None:
     one = run_cli(f"+service.headers.X-Token={SECRET}", "run.progress=false", cwd=tmp_path)
     sweep = run_cli("-m", f"+service.headers.X-Token={SECRET}", "trials=1,2", "run.progress=false",

@@ -369,6 +369,7 @@ def test_a_run_reports_in_openais_own_shapes(ran: tuple[Path, Any]) -> None:
     assert criteria["exact"] == (1, 1) and criteria["short_and_right"] == (1, 1)
 
 
+@pytest.mark.slow
 def test_a_responses_run_imports_onto_the_responses_api(tmp_path: Path) -> None:
     """Issue 49, item 4: a run sampled through the Responses API (its structured output in
     ``sampling_params.text.format``) imports, and its commands name ``service.api=responses``."""

@@ -82,6 +82,7 @@ def test_a_bad_selection_is_refused(compose: Compose, tmp_path: Path, override: 
         build_plan(compose(f"registry={_registry(tmp_path / 'reg')}", "eval=g.e", override))
 
 
+@pytest.mark.slow
 def test_limit_sends_limit_times_trials_then_a_full_run_reuses_them(tmp_path: Path) -> None:
     reg = _registry(tmp_path / "reg")
     with mock_process() as url:
@@ -106,6 +107,7 @@ def test_limit_sends_limit_times_trials_then_a_full_run_reuses_them(tmp_path: Pa
     assert "**Selection**" not in (runs / "full" / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_rerun_failed_runs_exactly_the_failed_cases(tmp_path: Path) -> None:
     reg = _registry(tmp_path / "reg")
     store = tmp_path / "outputs" / "evalhydra.db"

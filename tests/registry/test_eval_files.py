@@ -129,6 +129,7 @@ def test_a_custom_matcher_imports_from_the_registry_root(tmp_path: Path) -> None
     assert "1 passed" in res.stdout
 
 
+@pytest.mark.slow
 def test_a_broken_unselected_eval_is_a_warning_and_a_selected_one_an_error(tmp_path: Path) -> None:
     root = _own_registry(
         tmp_path / "reg",
@@ -165,6 +166,7 @@ SCHEMA = '{"type": "object", "required": ["answer"]}'
 JSON_CASE = '{"id": "a", "input": "Reply in JSON with an answer field set to OK."}\n'
 
 
+@pytest.mark.slow
 def test_a_schema_file_beside_a_registry_eval_or_a_config_dir_eval(tmp_path: Path) -> None:
     root = _own_registry(
         tmp_path / "reg",

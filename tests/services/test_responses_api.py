@@ -87,6 +87,7 @@ def test_an_eval_runs_through_the_responses_api(stream: bool, url: str, tmp_path
     assert sent["max_tokens"] == 64  # max_output_tokens on the wire, read back by the mock
 
 
+@pytest.mark.slow
 def test_a_tool_eval_stores_the_function_call(url: str, tmp_path: Path) -> None:
     tools = [
         {
