@@ -9,6 +9,8 @@ import socket
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from evalhydra.cli.init import STARTER_FILES, next_steps
 from tests.conftest import REPO
 from tests.helpers import chat_requests, mock_process, run_cli
