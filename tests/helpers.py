@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -138,3 +138,15 @@ def installed_script(name: str) -> str | None:
     or not the venv is activated), else one on ``PATH``; None when neither has it."""
     beside = Path(sys.executable).parent / name
     return str(beside) if beside.is_file() else shutil.which(name)
+
+
+def query_rows(db: Path, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """The rows of ``sql`` over the store at ``db``, as dicts."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(sql, params)]
+    finally:
+        conn.close()

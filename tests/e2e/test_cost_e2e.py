@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,19 +18,14 @@ from evalhydra.plan.build import build_plan
 from evalhydra.services.mock.replies import reply_for, usage_for
 from evalhydra.services.openai import build_payload
 from tests.conftest import smoke_eval, write_registry
-from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli
+from tests.helpers import chat_requests, mock_call, numbered_registry, query_rows, run_cli
 
 GEN_PRICES = ["service.pricing.input_per_mtok=2.0", "service.pricing.output_per_mtok=8.0"]
 JUDGE_PRICING = {"input_per_mtok": 3.0, "output_per_mtok": 15.0}
 
 
 def rows(db: Path, sql: str) -> list[dict[str, Any]]:
-    conn = sqlite3.connect(db)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(sql)]
-    finally:
-        conn.close()
+    return query_rows(db, sql)
 
 
 def plan_for(compose: Callable[..., DictConfig], registry: Path, url: str, *extra: str) -> Any:

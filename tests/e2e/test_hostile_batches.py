@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import evalhydra
-from tests.helpers import numbered_registry, run_cli
+from tests.helpers import numbered_registry, query_rows, run_cli
 from tests.services.hostile_batches import HostileBatches, hostile_batches
 
 KEY = "sk-hostile-batch-key-123456"
@@ -40,12 +40,7 @@ def overrides(server: HostileBatches, tmp_path: Path, n: int = 3) -> list[str]:
 
 
 def stored(db: Path, sql: str = "select * from results order by case_id") -> list[dict[str, Any]]:
-    conn = sqlite3.connect(db)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(sql)]
-    finally:
-        conn.close()
+    return query_rows(db, sql)
 
 
 def by_case(db: Path) -> dict[str, dict[str, Any]]:

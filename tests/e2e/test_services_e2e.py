@@ -18,7 +18,6 @@ import base64
 import json
 import random
 import socket
-import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from evalhydra.services.mock.replies import usage_for
 from evalhydra.services.openai import OpenAICompatService
 from evalhydra.services.retry import RetryPolicy
 from tests.conftest import smoke_eval, write_registry
-from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli
+from tests.helpers import chat_requests, mock_call, numbered_registry, query_rows, run_cli
 
 # Every test here runs on both transports (service.transport: lean and httpx), on real sockets.
 pytestmark = pytest.mark.usefixtures("wire")
@@ -446,12 +445,7 @@ async def test_bearer_only_when_the_key_is_set_and_not_blank(
 
 
 def rows(db: Path, sql: str, *args: Any) -> list[dict[str, Any]]:
-    conn = sqlite3.connect(db)
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(sql, args)]
-    finally:
-        conn.close()
+    return query_rows(db, sql, args)
 
 
 def markdown_table(path: Path, column: str) -> list[dict[str, str]]:

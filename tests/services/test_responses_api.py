@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -22,6 +23,14 @@ WEATHER = {
     "description": "The weather in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
+
+
+def on_responses(url: str, registry: Path, tmp_path: Path, *extra: str) -> Any:
+    """Run eval ``g.e`` of ``registry`` against the mock at ``url`` through the Responses API."""
+    return evalhydra.evaluate([f"registry={registry}", "eval=g.e", "service=mock",
+                               "service.mock.enabled=false", f"service.base_url={url}",
+                               "service.api=responses",
+                               f"store.path={tmp_path / 's.db'}", *extra])
 
 
 def client(url: str) -> openai.OpenAI:
@@ -66,19 +75,8 @@ def test_the_sdk_reads_a_stream_of_typed_events(url: str) -> None:
 @pytest.mark.parametrize("stream", [False, True])
 def test_an_eval_runs_through_the_responses_api(stream: bool, url: str, tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 3)
-    result = evalhydra.evaluate(
-        [
-            f"registry={registry}",
-            "eval=g.e",
-            "service=mock",
-            "service.mock.enabled=false",
-            f"service.base_url={url}",
-            "service.api=responses",
-            f"service.stream={str(stream).lower()}",
-            f"store.path={tmp_path / 's.db'}",
-            "+service.params.max_tokens=64",
-        ]
-    )
+    result = on_responses(url, registry, tmp_path, f"service.stream={str(stream).lower()}",
+                          "+service.params.max_tokens=64")
     rows = list(result.rows())
     assert result.exit_code == 0 and [r["passed"] for r in rows] == [1, 1, 1]
     assert all(r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 for r in rows)
@@ -103,17 +101,7 @@ def test_a_tool_eval_stores_the_function_call(url: str, tmp_path: Path) -> None:
         + "\n"
     )
     registry = write_registry(tmp_path / "reg", evals={"g/e.json": spec}, data={"data/g/e/test.jsonl": line})
-    result = evalhydra.evaluate(
-        [
-            f"registry={registry}",
-            "eval=g.e",
-            "service=mock",
-            "service.mock.enabled=false",
-            f"service.base_url={url}",
-            "service.api=responses",
-            f"store.path={tmp_path / 's.db'}",
-        ]
-    )
+    result = on_responses(url, registry, tmp_path)
     (row,) = result.rows()
     assert row["passed"] == 1 and json.loads(row["tool_calls"])[0]["name"] == "get_weather"
 

@@ -57,18 +57,10 @@ def mask_secrets(completion: Completion, secrets: list[str]) -> Completion:
     quotes it) cannot write it to the store or a report."""
     if not secrets:
         return completion
-
-    def clean(text: str | None) -> str | None:
-        if not text:
-            return text
-        for secret in secrets:
-            if secret in text:
-                text = text.replace(secret, MASK)
-        return text
-
-    attempts = tuple(replace(a, error_message=clean(a.error_message)) for a in completion.attempts)
-    return replace(completion, output=clean(completion.output) or "",
-                   error_message=clean(completion.error_message), attempts=attempts)
+    attempts = tuple(replace(a, error_message=mask_text(a.error_message, secrets))
+                     for a in completion.attempts)
+    return replace(completion, output=mask_text(completion.output, secrets) or "",
+                   error_message=mask_text(completion.error_message, secrets), attempts=attempts)
 
 
 def secrets_of(configs: list[ServiceConfig]) -> list[str]:
