@@ -169,9 +169,6 @@ def _check_service(svc: ServiceConfig, registry: Registry) -> ServiceConfig:
     if svc.api not in ("chat", "responses"):
         raise EvalHydraError(f"{where}: service.api={svc.api} is unknown.",
                              did_you_mean(svc.api, ["chat", "responses"]))
-    if svc.api == "responses" and svc.batch.enabled:
-        raise EvalHydraError(f"{where}: batch mode sends chat-completions lines; service.api=responses"
-                             " runs online.", "Set service.batch.enabled=false, or service.api=chat.")
     tags = list(svc.reasoning.tags)
     if len(tags) != 2 or not all(isinstance(t, str) and t.strip() for t in tags):
         raise EvalHydraError(f"{where}: service.reasoning.tags={tags} must be two tags, opening and closing.",

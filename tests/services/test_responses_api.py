@@ -6,9 +6,11 @@ eval through it, whole or streamed, with usage, reasoning and tool calls stored 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -33,12 +35,15 @@ def on_responses(url: str, registry: Path, tmp_path: Path, *extra: str) -> Any:
                                f"store.path={tmp_path / 's.db'}", *extra])
 
 
-def client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url, api_key="sk-mock-not-a-key", max_retries=0)
+@pytest.fixture
+def sdk(url: str) -> Iterator[openai.OpenAI]:
+    """The openai SDK's client of the mock (closed after the test)."""
+    with openai.OpenAI(base_url=url, api_key="sk-mock-not-a-key", max_retries=0) as found:
+        yield found
 
 
-def test_the_sdk_reads_a_text_reply_with_its_usage(url: str) -> None:
-    reply = client(url).responses.create(
+def test_the_sdk_reads_a_text_reply_with_its_usage(url: str, sdk: openai.OpenAI) -> None:
+    reply = sdk.responses.create(
         model="mock-model", input="Reply with exactly V7.", instructions="Be brief.", max_output_tokens=32
     )
     assert reply.output_text == "V7" and reply.status == "completed"
@@ -47,22 +52,22 @@ def test_the_sdk_reads_a_text_reply_with_its_usage(url: str) -> None:
     assert sent["messages"][0] == {"role": "system", "content": "Be brief."}  # instructions reached it
 
 
-def test_the_sdk_reads_reasoning_and_a_function_call(url: str) -> None:
+def test_the_sdk_reads_reasoning_and_a_function_call(url: str, sdk: openai.OpenAI) -> None:
     mock_call(url, "config", {"reasoning": "reasoning_content"})
-    thought = client(url).responses.create(model="mock-model", input="Reply with exactly V1.")
+    thought = sdk.responses.create(model="mock-model", input="Reply with exactly V1.")
     kinds = [item.type for item in thought.output]
     assert kinds == ["reasoning", "message"] and thought.output_text == "V1"
     mock_call(url, "config", {"reasoning": None})
-    called = client(url).responses.create(
+    called = sdk.responses.create(
         model="mock-model", input="Use get_weather for Paris.", tools=[WEATHER]
     )  # type: ignore[list-item]
     (call,) = [item for item in called.output if item.type == "function_call"]
     assert call.name == "get_weather" and "city" in json.loads(call.arguments)
 
 
-def test_the_sdk_reads_a_stream_of_typed_events(url: str) -> None:
+def test_the_sdk_reads_a_stream_of_typed_events(url: str, sdk: openai.OpenAI) -> None:
     events = list(
-        client(url).responses.create(
+        sdk.responses.create(
             model="mock-model", input="Reply with exactly Vlonger-reply.", stream=True
         )
     )
@@ -148,3 +153,18 @@ def test_the_translations_keep_what_each_api_means() -> None:
     assert choice["message"]["reasoning_content"] == "T"
     assert chat_answer["usage"]["prompt_tokens_details"] == {"cached_tokens": 2}
     assert chat_answer["usage"]["completion_tokens_details"] == {"reasoning_tokens": 4}
+
+
+def test_batch_mode_sends_responses_lines(url: str, tmp_path: Path) -> None:
+    """Batch mode with ``service.api=responses``: each line a ``/v1/responses`` body, the batch
+    created for that endpoint, the answers read as the online ones."""
+    registry = numbered_registry(tmp_path / "reg", 3)
+    result = on_responses(url, registry, tmp_path, "service.batch.enabled=true",
+                          "service.batch.poll_interval_s=0.05", "service.batch.keep_files=true")
+    rows = list(result.rows())
+    assert result.exit_code == 0 and [(r["passed"], r["batched"]) for r in rows] == [(1, 1)] * 3
+    (batch,) = httpx.get(f"{url}/batches", params={"limit": 10}).json()["data"]
+    assert batch["endpoint"] == "/v1/responses"
+    lines = httpx.get(f"{url}/files/{batch['input_file_id']}/content").text.splitlines()
+    assert {json.loads(line)["url"] for line in lines} == {"/v1/responses"}
+    assert all("input" in json.loads(line)["body"] for line in lines)

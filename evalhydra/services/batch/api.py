@@ -97,11 +97,12 @@ class BatchApi:
         found = await self._call("POST", "files", data={"purpose": "batch"}, files=files)
         return str(found["id"])
 
-    async def create(self, input_file_id: str, completion_window: str,
+    async def create(self, input_file_id: str, completion_window: str, endpoint: str,
                      metadata: dict[str, str]) -> dict[str, Any]:
-        """Create a batch of chat completions from an uploaded file."""
+        """Create a batch of requests to ``endpoint`` (``/v1/chat/completions``, ``/v1/responses``)
+        from an uploaded file."""
         found = await self._call("POST", "batches", json={
-            "input_file_id": input_file_id, "endpoint": "/v1/chat/completions",
+            "input_file_id": input_file_id, "endpoint": endpoint,
             "completion_window": completion_window, "metadata": metadata})
         return checked_batch(found, "POST /batches")
 

@@ -117,16 +117,20 @@ class BatchQueue:
         price_line: A request's estimated online price, for ``run.max_cost_usd``.
         budget_usd: ``run.max_cost_usd`` times the batch discount (None: no cap).
         mask: Takes secrets out of a provider's message.
+        url_path: The endpoint every line is for: ``/v1/chat/completions``, or ``/v1/responses``
+            for a service with ``api: responses``.
     """
 
     def __init__(self, api: BatchApi, ledger: BatchLedger, config: BatchConfig, *, service: str,
                  endpoint: str, run_id: str, api_key_env: str | None, adopted: list[BatchRecord],
                  price_line: Callable[[bytes], float] = lambda body: 0.0, budget_usd: float | None = None,
-                 mask: Callable[[str], str] = lambda text: text) -> None:
+                 mask: Callable[[str], str] = lambda text: text,
+                 url_path: str = "/v1/chat/completions") -> None:
         self.api, self.ledger, self.config = api, ledger, config
         self.service, self.endpoint, self.run_id, self.api_key_env = service, endpoint, run_id, api_key_env
         self._adopted = adopted
         self._price_line, self._budget_usd, self._mask = price_line, budget_usd, mask
+        self.url_path = url_path
         self.enabled = config.enabled
         self.estimated_usd = 0.0
         self.tracked: dict[str, _Tracked] = {}
@@ -201,7 +205,7 @@ class BatchQueue:
         part: list[_Waiter] = []
         size = 0
         for waiter in waiters:
-            length = len(_line(waiter)) + 1
+            length = len(_line(waiter, self.url_path)) + 1
             if part and (len(part) >= self.config.max_requests or size + length > self.config.max_bytes):
                 yield part
                 part, size = [], 0
@@ -225,11 +229,11 @@ class BatchQueue:
         self.tracked[key] = _Tracked(record)
         self._in_batches.update(ids)
         try:
-            content = b"\n".join(_line(w) for w in waiters) + b"\n"
+            content = b"\n".join(_line(w, self.url_path) for w in waiters) + b"\n"
             record.input_file_id = await self.api.upload(content, f"evalhydra-{key}.jsonl")
             record.submitted_at = time.time()
             await trio.to_thread.run_sync(self.ledger.record, record)  # before create: a crash adopts it
-            batch = await self.api.create(record.input_file_id, self.config.completion_window,
+            batch = await self.api.create(record.input_file_id, self.config.completion_window, self.url_path,
                                           {_METADATA_KEY: key, "evalhydra_run": self.run_id})
         except BatchApiError as exc:
             await self._not_created(record, exc)
@@ -455,10 +459,10 @@ class _PollGaveUp(Exception):
     """Polls or downloads failed for longer than ``poll_timeout_s``."""
 
 
-def _line(waiter: _Waiter) -> bytes:
+def _line(waiter: _Waiter, url_path: str) -> bytes:
     """One request line of a batch input file (the body exactly as online mode sends it)."""
-    return b'{"custom_id":%s,"method":"POST","url":"/v1/chat/completions","body":%s}' % (
-        json.dumps(waiter.custom_id).encode(), waiter.body)
+    return b'{"custom_id":%s,"method":"POST","url":%s,"body":%s}' % (
+        json.dumps(waiter.custom_id).encode(), json.dumps(url_path).encode(), waiter.body)
 
 
 def _line_outcome(line: dict[str, Any], latency: float) -> LineOutcome:

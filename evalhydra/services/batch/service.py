@@ -188,7 +188,8 @@ async def open_batching(inner: OpenAICompatService, *, store_path: Path, run_id:
         run_id=run_id, api_key_env=config.api_key_env, adopted=adopted,
         price_line=lambda body: estimate_line_usd(body, pricing.input_per_mtok,
                                                   pricing.output_per_mtok) * pricing.batch_discount,
-        budget_usd=max_cost_usd, mask=inner.mask)
+        budget_usd=max_cost_usd, mask=inner.mask,
+        url_path="/v1/responses" if config.api == "responses" else "/v1/chat/completions")
     await nursery.start(queue.run)
     register(queue)
     return BatchingService(inner, queue, online)

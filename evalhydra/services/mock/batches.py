@@ -26,6 +26,7 @@ from typing import Any
 
 import trio
 
+from evalhydra.services import responses_api
 from evalhydra.services.mock import responses
 
 __all__ = ["BATCH_OUTCOMES", "MockBatches"]
@@ -168,14 +169,25 @@ class MockBatches:
             return 400, _invalid("body must be JSON")
         if not isinstance(request, dict) or request.get("input_file_id") not in self.files:
             return 400, _invalid("input_file_id names no uploaded file")
-        if request.get("endpoint") != "/v1/chat/completions":
-            return 400, _invalid("the mock batches /v1/chat/completions only")
+        if request.get("endpoint") not in ("/v1/chat/completions", "/v1/responses"):
+            return 400, _invalid("the mock batches /v1/chat/completions and /v1/responses only")
         batch = _Batch(self._new_id("batch"), request["input_file_id"], request["endpoint"],
                        str(request.get("completion_window", "24h")), request.get("metadata"),
                        int(time.time()), trio.current_time() + self._settings.batch_delay_s)
         batch.counts["total"] = len(self.files[batch.input_file_id].content.splitlines())
         self.batches[batch.id] = batch
         return 200, batch.to_dict()
+
+    def _line_answer(self, batch: _Batch, request: dict[str, Any]) -> tuple[int, bytes]:
+        """One line's answer by the chat logic; a ``/v1/responses`` batch's read and answered as the
+        Responses API's."""
+        if batch.endpoint != "/v1/responses":
+            return self._answer(json.dumps(request).encode())
+        status, body = self._answer(json.dumps(responses_api.chat_request(request)).encode())
+        if status != 200:
+            return status, body
+        reply = responses_api.responses_reply(json.loads(body), f"resp_{batch.id}", int(time.time()))
+        return status, json.dumps(reply).encode()
 
     def _list(self, query: bytes) -> dict[str, Any]:
         params = dict(p.split("=", 1) for p in query.decode().split("&") if "=" in p)
@@ -223,7 +235,7 @@ class MockBatches:
                 error = json.loads(responses.error_body("mock: this line failed", "server_error"))
                 failed.append(_line(batch, number, line["custom_id"], 500, request_id, error))
                 continue
-            status, body = self._answer(json.dumps(line["body"]).encode())
+            status, body = self._line_answer(batch, line["body"])
             target = done if status == 200 else failed
             target.append(_line(batch, number, line["custom_id"], status, request_id, json.loads(body)))
         order = random.Random(self._settings.seed + len(self.batches))
