@@ -488,3 +488,17 @@ def test_batches_through_litellms_proxy(url: str, tmp_path: Path, litellm_proxy:
     (recorded,) = ledger(tmp_path / "s.db")
     assert recorded["status"] == "completed" and recorded["api_key_env"] == "PROXY_KEY"
     assert PROXY_KEY.encode() not in (tmp_path / "s.db").read_bytes()
+
+
+@pytest.mark.slow
+def test_the_responses_api_through_litellms_proxy(url: str, tmp_path: Path, litellm_proxy: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49: ``service.api=responses`` against LiteLLM's proxy, which hands ``/v1/responses`` on
+    to the mock."""
+    monkeypatch.setenv("PROXY_KEY", PROXY_KEY)
+    args = [a for a in overrides(litellm_proxy, tmp_path, 3, "s.db") if not a.startswith("service.batch")]
+    result = evalhydra.evaluate([*args, "service.api_key_env=PROXY_KEY", "service.api=responses"])
+    stored = rows(tmp_path / "s.db")
+    assert result.exit_code == 0 and [r["passed"] for r in stored] == [1, 1, 1]
+    assert all(r["prompt_tokens"] > 0 for r in stored)
+    assert chat_requests(url) == 3  # the mock answered each (its chat logic counts responses too)
