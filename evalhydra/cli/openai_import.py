@@ -72,6 +72,8 @@ def _check(item: ImportedEval, out: Path, eval_path: Path) -> None:
     """Refuse, before anything is written, what a run would refuse: the criteria, the messages."""
     validate_matcher(item.spec["matcher"], f"{eval_path}: $", registry_root=out)
     for number, line in enumerate(item.lines, start=1):
+        if "sample" in line:  # a recorded output: its input is not sent
+            continue
         try:
             check_messages(line["input"])
         except MessageError as exc:
@@ -84,6 +86,9 @@ def _print_next_steps(item: ImportedEval, out: Path) -> None:
     print(visible(f"{item.eval_id}: {len(item.lines)} cases; criteria: {criteria}", lines=False))
     api = ["service.api=responses"] if item.api == "responses" else []
     run = ["python", "-m", "evalhydra", override("registry", out), override("eval", item.eval_id), *api]
+    if item.recorded:
+        print(f"  its recorded outputs, graded: {command_line(*run, 'service=recorded')}")
+        return
     print(f"  offline, on the mock: {command_line(*run)}")
     if item.model:
         judged = ["judge_service=openai"] if needs_judge(item.spec["matcher"]) else []  # not the mock's

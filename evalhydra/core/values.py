@@ -124,6 +124,7 @@ class Case:
         attachments: Files and images rendered into the user message.
         expected: aiwg ``expected`` object; never sent to a judge.
         item: An OpenAI Evals item (the ``item`` namespace of its graders' templates).
+        sample: An output recorded elsewhere, graded as the answer by ``service=recorded``.
         tags: Free-form labels.
         content_hash: Hash of the whole line; part of the resume key.
         line: 1-based line number in the dataset, for error messages.
@@ -138,6 +139,7 @@ class Case:
     attachments: tuple[Attachment, ...] = ()
     expected: Any = None
     item: Any = None
+    sample: Any = None  # an output produced elsewhere (an OpenAI Evals jsonl run), for service=recorded
     tags: tuple[str, ...] = ()
     content_hash: str = ""
     line: int = 0

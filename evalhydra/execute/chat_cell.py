@@ -28,6 +28,7 @@ from evalhydra.services.batch import start_cell
 from evalhydra.services.cache import TRIAL
 from evalhydra.services.openai.reasoning import NOT_FINISHED
 from evalhydra.services.openai.secrets import mask_text
+from evalhydra.services.recorded import RecordedService
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow
 
@@ -123,6 +124,8 @@ class ChatCellRunner:
 
     async def _generate(self, job: CellJob, refinement: str | None = None) -> Completion:
         """Ask the service the case's own input, or ``refinement`` (a refinement attempt's) in its place."""
+        if isinstance(self.service, RecordedService):  # an output produced elsewhere, graded as it is
+            return self.service.answer(job.case)
         case = job.case if refinement is None else _with_input(job.case, refinement)
         rendered = self._rendered
         if refinement is None and rendered is not None and rendered[0] is case and rendered[1] is job.eval:

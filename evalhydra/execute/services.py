@@ -18,6 +18,7 @@ from evalhydra.services.cache import USE_CACHE, ResponseCache
 from evalhydra.services.mock.server import serve
 from evalhydra.services.mock.settings import MockSettings
 from evalhydra.services.openai import OpenAICompatService
+from evalhydra.services.recorded import RecordedService
 
 __all__ = ["JudgeServices", "build_matchers", "open_service", "open_services"]
 
@@ -91,6 +92,8 @@ async def open_service(plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery,
                        run_id: str | None = None) -> Service:
     """Open one HTTP service, starting its mock server in ``nursery`` when enabled (and its batch
     queue, see :func:`open_services`)."""
+    if cfg.kind == "recorded":  # nothing to send: the cases' samples are the answers
+        return RecordedService(cfg)
     base_url = None
     if cfg.mock.enabled:
         handle = await nursery.start(serve, MockSettings.from_config(cfg.mock))

@@ -164,8 +164,9 @@ def _check_service(svc: ServiceConfig, registry: Registry) -> ServiceConfig:
     where = f"service '{svc.name}'"
     if svc.name in registry.services:
         where += f" ({registry.root / 'services.json'})"
-    if svc.kind not in ("openai", "command"):
-        raise EvalHydraError(f"{where}: service.kind={svc.kind} is unknown.", "Use openai or command.")
+    if svc.kind not in ("openai", "command", "recorded"):
+        raise EvalHydraError(f"{where}: service.kind={svc.kind} is unknown.",
+                             "Use openai, command or recorded.")
     if svc.api not in ("chat", "responses"):
         raise EvalHydraError(f"{where}: service.api={svc.api} is unknown.",
                              did_you_mean(svc.api, ["chat", "responses"]))

@@ -25,7 +25,8 @@ __all__ = ["DATASET_FIELDS", "MAX_DATASET_BYTES", "CaseTemplate", "dataset_file"
 
 MAX_DATASET_BYTES = 8 << 20
 #: The fields of a dataset line the loader reads (any other field is kept for templates).
-DATASET_FIELDS = ("id", "input", "ideal", "expected_tool_calls", "attachments", "tags", "expected", "item")
+DATASET_FIELDS = ("id", "input", "ideal", "expected_tool_calls", "attachments", "tags", "expected", "item",
+                  "sample")
 #: What loading trims, as zig_eval does: space, tab, CR and LF (not NO-BREAK SPACE or other
 #: Unicode spaces, which can be part of an answer).
 WHITESPACE = " \t\r\n"
@@ -202,6 +203,7 @@ def _parse_case(raw: Any, roots: tuple[Path, Path | None], where: str, number: i
         attachments=_attachments(raw.get("attachments"), roots, where, check),
         expected=raw.get("expected"),
         item=raw.get("item"),
+        sample=raw.get("sample"),
         tags=tuple(str(t) for t in raw.get("tags") or ()),
         content_hash=content_hash,
         line=number,

@@ -13,8 +13,8 @@ a JSONL file and each item's ``input`` (or another ``item_reference``) is sent.
 
 Anything evalhydra cannot run the same way is refused with its JSON path
 (``RUN.json: $.data_source.source.type: …``): stored-completions sources, image or
-audio content, ``jsonl`` data sources. A ``responses`` run imports as a completions one does, onto
-``service.api=responses``.
+audio content. A ``responses`` run imports as a completions one does, onto ``service.api=responses``;
+a ``jsonl`` run's rows keep their ``sample`` (the output), graded by ``service=recorded``.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ class ImportedEval:
     lines: list[dict[str, Any]] = field(default_factory=list)
     model: str | None = None
     api: str = "chat"  # the API the run was sampled through (service.api)
+    recorded: bool = False  # every line holds its output already: graded with service=recorded
 
 
 def read_object(path: Path) -> Mapping[str, Any]:
@@ -110,6 +111,7 @@ def convert(eval_obj: Mapping[str, Any], sources: Sequence[RunSource], *, where:
         data_source = (source.run or {}).get("data_source", {})
         imported.model = data_source.get("model")
         imported.api = "responses" if data_source.get("type") == "responses" else "chat"
+        imported.recorded = all("sample" in line for line in imported.lines)
         _check_items(eval_obj, imported.lines, where)
         _check_grader_fields(criteria, imported.lines, where)
         out.append(imported)
@@ -237,29 +239,46 @@ def _tool(tool: Any, where: str) -> dict[str, Any]:
 def _lines(source: RunSource, files: Mapping[str, Path]) -> list[dict[str, Any]]:
     if source.run is None:
         assert source.items_path is not None
-        items = _jsonl_items(source.items_path, source.items_path.name)
-        return [_line(item, n, _referenced(source.input_reference, item, f"{source.items_path}:{n}"))
-                for n, item in enumerate(items, start=1)]
+        rows = _jsonl_items(source.items_path, source.items_path.name)
+        recorded = all(sample is not None for _, sample in rows)  # outputs produced already
+        return [_line(item, n, _referenced(source.input_reference, item, f"{source.items_path}:{n}")
+                      if not recorded else _as_input(item), sample)
+                for n, (item, sample) in enumerate(rows, start=1)]
     where = f"{source.where}: $.data_source"
     data_source = source.run.get("data_source")
-    if not isinstance(data_source, Mapping) or data_source.get("type") not in ("completions", "responses"):
-        kind = data_source.get("type") if isinstance(data_source, Mapping) else None
-        raise EvalHydraError(f"{where}.type: {kind!r} is not imported: evalhydra sends the items to a model "
-                             "itself, as a 'completions' or 'responses' run data source does.",
-                             "Export a run whose data_source.type is completions or responses.")
-    items = _source_items(data_source.get("source"), f"{where}.source", files)
+    kind = data_source.get("type") if isinstance(data_source, Mapping) else None
+    if kind not in ("completions", "responses", "jsonl"):
+        raise EvalHydraError(f"{where}.type: {kind!r} is not imported.",
+                             "Export a run whose data_source.type is completions, responses or jsonl.")
+    assert isinstance(data_source, Mapping)
+    rows = _source_items(data_source.get("source"), f"{where}.source", files)
+    if kind == "jsonl":  # the outputs are in the rows: graded as recorded (service=recorded)
+        missing = next((n for n, (_, sample) in enumerate(rows, start=1) if sample is None), None)
+        if missing is not None:
+            raise EvalHydraError(f"{where}.source: row {missing} has no 'sample': a jsonl run's rows are"
+                                 " {item, sample}.", "Export the run's rows with their samples.")
+        return [_line(item, n, _as_input(item), sample) for n, (item, sample) in enumerate(rows, start=1)]
     messages = data_source.get("input_messages") or {"type": "item_reference", "item_reference": "item.input"}
     return [_line(item, n, _messages(messages, item, f"{where}.input_messages", n))
-            for n, item in enumerate(items, start=1)]
+            for n, (item, _) in enumerate(rows, start=1)]
 
 
-def _line(item: Any, number: int, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def _as_input(item: Any) -> Any:
+    """What a recorded case lists as its input: the item's ``input``, else the item as JSON."""
+    given = item.get("input") if isinstance(item, Mapping) else None
+    return given if isinstance(given, str | list) and given else json.dumps(item, ensure_ascii=False)
+
+
+def _line(item: Any, number: int, messages: Any, sample: Any = None) -> dict[str, Any]:
     given = item.get("id") if isinstance(item, Mapping) else None
     case_id = given if isinstance(given, str) and given.strip() else f"item-{number}"
-    return {"id": case_id, "input": messages, "item": item}
+    line = {"id": case_id, "input": messages, "item": item}
+    if sample is not None:
+        line["sample"] = sample
+    return line
 
 
-def _source_items(source: Any, where: str, files: Mapping[str, Path]) -> list[Any]:
+def _source_items(source: Any, where: str, files: Mapping[str, Path]) -> list[tuple[Any, Any]]:
     kind = source.get("type") if isinstance(source, Mapping) else None
     if kind == "file_content":
         content = source.get("content")
@@ -279,14 +298,16 @@ def _source_items(source: Any, where: str, files: Mapping[str, Path]) -> list[An
                          "Export the items to a JSONL file and pass it as a file_id source's file.")
 
 
-def _item(row: Any, where: str) -> Any:
+def _item(row: Any, where: str) -> tuple[Any, Any]:
+    """A row's item and its recorded sample (None without one)."""
     if not isinstance(row, Mapping) or "item" not in row:
         raise EvalHydraError(f"{where}: a row must be an object with an 'item'.")
-    return row["item"]
+    return row["item"], row.get("sample")
 
 
-def _jsonl_items(path: Path, where: str) -> list[Any]:
-    """The items of a JSONL file: each line ``{"item": {…}}`` (as OpenAI's files hold them) or the item."""
+def _jsonl_items(path: Path, where: str) -> list[tuple[Any, Any]]:
+    """The items of a JSONL file, each with its recorded sample (or None): each line ``{"item": {…}}``
+    or ``{"item", "sample"}`` (as OpenAI's files hold them), or the item itself."""
     items = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -299,8 +320,8 @@ def _jsonl_items(path: Path, where: str) -> list[Any]:
             row = strictjson.loads(text)
         except ValueError as exc:
             raise EvalHydraError(f"{where}:{number}: invalid JSON: {exc}.") from None
-        items.append(row["item"] if isinstance(row, Mapping) and set(row) <= {"item", "sample"}
-                     and "item" in row else row)
+        wrapped = isinstance(row, Mapping) and set(row) <= {"item", "sample"} and "item" in row
+        items.append((row["item"], row.get("sample")) if wrapped else (row, None))
     if not items:
         raise EvalHydraError(f"{where}: no items.")
     return items

@@ -390,3 +390,31 @@ def test_a_responses_run_imports_onto_the_responses_api(tmp_path: Path) -> None:
     spec = json.loads((tmp_path / "reg/evals/openai/capitals_qa.json").read_text())
     assert spec["params"]["response_format"]["json_schema"]["name"] == "city"
     assert spec["matcher"]["output_json"] is True  # a structured-output run fills sample.output_json
+
+
+def test_a_jsonl_run_is_graded_from_its_recorded_samples(tmp_path: Path) -> None:
+    """Issue 49, item 4: a ``jsonl`` run's rows carry the outputs already (``sample``): they import
+    with them, and ``service=recorded`` grades them without sampling again."""
+    rows = [{"item": ITEMS[0], "sample": {"output_text": "Paris", "model": "gpt-4o-mini",
+                                          "usage": {"prompt_tokens": 12, "completion_tokens": 1}}},
+            {"item": ITEMS[1], "sample": {"output_text": "Lyon", "model": "gpt-4o-mini"}}]
+    run = run_object({"type": "file_content", "content": rows})
+    run["data_source"] = {"type": "jsonl", "source": {"type": "file_content", "content": rows}}
+    RunRetrieveResponse.model_validate(run)
+    evaluation = eval_object()
+    kept = ("exact", "fuzzy")
+    evaluation["testing_criteria"] = [c for c in evaluation["testing_criteria"] if c["name"] in kept]
+    (tmp_path / "eval.json").write_text(json.dumps(evaluation))
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    done = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "reg", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (command,) = [x.split(": ", 1)[1] for x in done.stdout.splitlines() if "recorded outputs" in x]
+    assert command.endswith("service=recorded")
+    ran = run_cli(*shlex.split(command)[3:], f"store.path={tmp_path / 's.db'}", "run.progress=false",
+                  cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    conn = sqlite3.connect(tmp_path / "s.db")
+    got = conn.execute("select case_id, output, passed, reply_model, prompt_tokens from results"
+                       " order by case_id").fetchall()
+    assert got == [("item-1", "Paris", 1, "gpt-4o-mini", 12), ("item-2", "Lyon", 0, "gpt-4o-mini", 0)]
+    conn.close()

@@ -1,0 +1,98 @@
+"""The ``recorded`` service: a case's stored sample is its answer, so outputs produced elsewhere are
+graded without sampling again.
+
+An OpenAI Evals ``jsonl`` run (rows ``{"item", "sample"}``), or an import's ``--data`` file whose
+rows carry a ``sample``, holds each item's output already. Its dataset lines keep the sample,
+and a run with ``service=recorded`` answers each case from it: ``output_text`` (or the first
+choice's message, or the first output's content) is the output, ``output_tools`` the tool
+calls, ``model`` the model and ``usage`` the tokens (``prompt_tokens`` / ``completion_tokens``, or
+the Responses API's ``input_tokens`` / ``output_tokens``). Nothing is sent; a case without a sample
+is an ``invalid_response`` error naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalhydra.config.schema import ServiceConfig
+from evalhydra.core.values import MAX_TOKEN_COUNT, Case, ChatRequest, Completion, ErrorKind, ToolCall, Usage
+
+__all__ = ["RecordedService"]
+
+
+class RecordedService:
+    """Answers each case from its recorded sample (see the module).
+
+    Args:
+        config: The service (``kind: recorded``).
+    """
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+
+    @property
+    def name(self) -> str:
+        """The service's name."""
+        return self.config.name
+
+    def answer(self, case: Case) -> Completion:
+        """The completion a case's sample records."""
+        model = self.config.model or self.config.default_model
+        sample = case.sample
+        if not isinstance(sample, dict):
+            return _failed(model, f"case '{case.id}' has no recorded sample to grade")
+        output = _output_text(sample)
+        if output is None:
+            return _failed(model, f"case '{case.id}': its sample records no output text")
+        recorded = sample.get("model")
+        return Completion(output=output, model=recorded if isinstance(recorded, str) and recorded else model,
+                          tool_calls=_tool_calls(sample), usage=_usage(sample.get("usage")), status_code=200)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """A request without its case cannot be answered from a recording."""
+        return _failed(request.model or self.config.default_model,
+                       "the recorded service answers cases from their samples only")
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
+
+def _output_text(sample: dict[str, Any]) -> str | None:
+    if isinstance(sample.get("output_text"), str):
+        return str(sample["output_text"])
+    choices = sample.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            return str(message["content"])
+    output = sample.get("output")
+    if isinstance(output, list) and output and isinstance(output[0], dict):
+        content = output[0].get("content")
+        return content if isinstance(content, str) else None
+    return None
+
+
+def _tool_calls(sample: dict[str, Any]) -> tuple[ToolCall, ...]:
+    calls = []
+    for call in sample.get("output_tools") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            arguments = function.get("arguments")
+            calls.append(ToolCall(function["name"], arguments if isinstance(arguments, str) else "{}"))
+    return tuple(calls)
+
+
+def _usage(usage: Any) -> Usage:
+    if not isinstance(usage, dict):
+        return Usage()
+    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+    completion = usage.get("completion_tokens", usage.get("output_tokens"))
+    return Usage(_count(prompt), _count(completion))
+
+
+def _count(value: Any) -> int:
+    return value if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT else 0
+
+
+def _failed(model: str, message: str) -> Completion:
+    return Completion(output="", model=model, error_kind=ErrorKind.INVALID_RESPONSE, error_message=message)
