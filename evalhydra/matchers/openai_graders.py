@@ -480,6 +480,8 @@ def _score_entry(outcome: _Outcome) -> dict[str, Any]:
         entry["type"] = outcome.kind
     if outcome.error is not None:
         entry.update(score=None, error=outcome.error)
+    else:
+        entry["scaled"] = round(_scaled(outcome), 10)  # the score in [0, 1] by its range
     if outcome.answer is not None:
         entry["answer"] = outcome.answer
     return entry

@@ -34,6 +34,7 @@ from typing import Any
 from evalhydra.reports.aggregate import Target, TargetAgg, run_histograms
 from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.evalstats import evals_and_targets
+from evalhydra.reports.graders import grader_rows
 from evalhydra.reports.selection import PASSED_SQL, Selection
 
 __all__ = [
@@ -69,7 +70,12 @@ _SINGLE = (f"json_array(json_object('attempt', 1, 'output', coalesce(output, '')
            f" 'pass', {_BOOL}, 'feedback', {_FEEDBACK}))")
 _HISTORY = (f"(case when attempt_history is null then {_SINGLE}"
             f" else {_json_or('attempt_history', 'array', '[]')} end)")
-_RUBRIC = _json_or("rubric_scores", "object", "{}")
+# A suite of OpenAI graders has no rubric: each criterion's score, scaled to [0, 1] by its range,
+# stands for it (the schema's rubric_scores are numbers in [0, 1]).
+_GRADERS = ("(select json_group_object(g.key, json_extract(g.value, '$.scaled')) from json_each("
+            "grader_scores) g where json_type(g.value, '$.scaled') in ('real', 'integer'))")
+_RUBRIC = (f"(case when rubric_scores is null and json_valid(grader_scores) then {_GRADERS}"
+           f" else {_json_or('rubric_scores', 'object', '{}')} end)")
 
 def _finite(column: str) -> str:
     """The column, or null when it holds an infinity (JSON has none; a NaN is stored as null)."""
@@ -239,6 +245,8 @@ def summary_json(conn: sqlite3.Connection, run_id: str, sel: Selection,
         "tokens": {"input": total.input_tokens, "output": total.output_tokens,
                    "reasoning": total.reasoning_tokens},
         "cache_hits": total.cached,
+        # an OpenAI Evals suite's criteria: each one's results, passes, pass rate and mean score
+        **({"graders": graders} if (graders := grader_rows(conn, sel)) else {}),
     }
 
 

@@ -294,9 +294,11 @@ def responses_reply(chat: dict[str, Any], response_id: str, created: int) -> dic
         "tools": [],
         "usage": {
             "input_tokens": usage.get("prompt_tokens", 0),
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": (usage.get("prompt_tokens_details") or {}).get(
+                "cached_tokens", 0)},
             "output_tokens": usage.get("completion_tokens", 0),
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": (usage.get("completion_tokens_details") or {}).get(
+                "reasoning_tokens", 0)},
             "total_tokens": usage.get("total_tokens", 0),
         },
     }

@@ -105,7 +105,8 @@ async def test_string_check_operations(operation: str, output: str, passed: bool
              "reference": "{{item.city}}"}
     result = await grade([check], output, {"city": "Paris"})
     assert result.passed == passed
-    assert result.grader_scores == {"s": {"score": float(passed), "passed": passed, "type": "string_check"}}
+    assert result.grader_scores == {"s": {"score": float(passed), "passed": passed, "type": "string_check",
+                                          "scaled": float(passed)}}
 
 
 async def test_the_sample_namespace_has_json_and_tools() -> None:
@@ -116,7 +117,7 @@ async def test_the_sample_namespace_has_json_and_tools() -> None:
               "    return 0.75 if ok and call == again else 0.0\n")
     result = await grade([{"type": "python", "name": "p", "source": source, "pass_threshold": 0.7}],
                          '{"answer": 4}', {"answer": 4}, tools=(ToolCall("search", "{}"),), output_json=True)
-    assert result.grader_scores == {"p": {"score": 0.75, "passed": True, "type": "python"}}
+    assert result.grader_scores == {"p": {"score": 0.75, "passed": True, "type": "python", "scaled": 0.75}}
     assert result.score == 0.75
     # without a structured-output run OpenAI leaves output_json empty (issue 49)
     empty = "def grade(sample, item):\n    return 1.0 if sample['output_json'] is None else 0.0\n"
@@ -133,9 +134,10 @@ async def test_thresholds_default_to_the_middle_of_the_range_and_multi_formulas_
          "pass_threshold": 0.75},
     ]
     result = await grade(criteria, "x", {})
-    assert result.grader_scores == {"half": {"score": 0.5, "passed": True, "type": "python"},
-                                    "low": {"score": 0.2, "passed": False, "type": "python"},
-                                    "m": {"score": 0.75, "passed": True, "type": "multi"}}  # 0.25 + 1 − 0.5
+    assert result.grader_scores == {"half": {"score": 0.5, "passed": True, "type": "python", "scaled": 0.5},
+                                    "low": {"score": 0.2, "passed": False, "type": "python", "scaled": 0.2},
+                                    "m": {"score": 0.75, "passed": True, "type": "multi",
+                                          "scaled": 0.75}}  # 0.25 + 1 − 0.5
     assert not result.passed and result.reason == "low: score 0.2 < pass_threshold 0.5"
     assert result.score == pytest.approx((0.5 + 0.2 + 0.75) / 3)
 

@@ -315,7 +315,7 @@ def test_an_export_as_the_live_api_returns_it_imports_and_grades_as_openai_does(
     assert (scores["item-1"]["quality"]["score"], scores["item-1"]["quality"]["passed"]) == (10, True)
     assert (scores["item-2"]["quality"]["score"], scores["item-2"]["quality"]["passed"]) == (0, False)
     assert scores["item-1"]["quality"]["answer"] == "14" and scores["item-2"]["quality"]["answer"] == "lots"
-    assert scores["item-1"]["nick"] == {"score": 1.0, "passed": True, "type": "string_check"}
+    assert scores["item-1"]["nick"] == {"score": 1.0, "passed": True, "type": "string_check", "scaled": 1.0}
     assert scores["item-2"]["nick"]["score"] is None and "nickname" in scores["item-2"]["nick"]["error"]
     assert scores["item-1"]["ratio"]["score"] == 1.0  # exact/fuzzy = 1/1 for Paris
     assert "division by zero" in scores["item-2"]["ratio"]["error"]  # 0/0 for Lyon, this item only
@@ -418,3 +418,15 @@ def test_a_jsonl_run_is_graded_from_its_recorded_samples(tmp_path: Path) -> None
                        " order by case_id").fetchall()
     assert got == [("item-1", "Paris", 1, "gpt-4o-mini", 12), ("item-2", "Lyon", 0, "gpt-4o-mini", 0)]
     conn.close()
+
+
+def test_each_criterion_is_in_the_aiwg_records_too(ran: tuple[Path, Any]) -> None:
+    """Issue 49, item 5: ``results.jsonl`` holds each criterion's score (scaled to [0, 1]) as its
+    rubric scores, and ``summary.json`` each criterion's figures."""
+    root, _ = ran
+    lines = [json.loads(x) for x in (root / "out" / "results.jsonl").read_text().splitlines()]
+    by_case = {line["case_id"]: line["rubric_scores"] for line in lines}
+    assert by_case["item-2"]["quality"] == pytest.approx(0.3) and by_case["item-1"]["exact"] == 1.0
+    summary = json.loads((root / "out" / "summary.json").read_text())
+    quality = next(g for g in summary["graders"] if g["grader"] == "quality")
+    assert (quality["n"], quality["passed"]) == (2, 1)

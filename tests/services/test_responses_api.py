@@ -57,6 +57,7 @@ def test_the_sdk_reads_reasoning_and_a_function_call(url: str, sdk: openai.OpenA
     thought = sdk.responses.create(model="mock-model", input="Reply with exactly V1.")
     kinds = [item.type for item in thought.output]
     assert kinds == ["reasoning", "message"] and thought.output_text == "V1"
+    assert thought.usage is not None and thought.usage.output_tokens_details.reasoning_tokens > 0
     mock_call(url, "config", {"reasoning": None})
     called = sdk.responses.create(
         model="mock-model", input="Use get_weather for Paris.", tools=[WEATHER]
