@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from evalhydra.job.exit_codes import ExitCode
 
-__all__ = ["RUN_COMMANDS", "STORE_COMMANDS", "SUBCOMMANDS", "CommandParser", "usage"]
+__all__ = ["RUN_COMMANDS", "STORELESS_COMMANDS", "STORE_COMMANDS", "SUBCOMMANDS", "CommandParser", "usage"]
 
 #: Commands over the store (:mod:`evalhydra.cli.store_commands`).
 STORE_COMMANDS: dict[str, str] = {
@@ -29,6 +29,8 @@ STORE_COMMANDS: dict[str, str] = {
     "batches": "the store's batch jobs: list, cancel",
     "import": "import OpenAI Evals API definitions into a registry",
 }
+#: Store commands that never open a store: their --help offers no --store.
+STORELESS_COMMANDS = frozenset({"import", "cache", "list"})
 #: Commands that take a run's Hydra overrides: ``rejudge`` (:mod:`evalhydra.cli.rejudge`) and ``check``.
 RUN_COMMANDS: dict[str, str] = {
     "rejudge": "score a run's stored outputs again",

@@ -23,7 +23,7 @@ from evalhydra.cli.batches import cmd_batches, configure_batches
 from evalhydra.cli.cache import cmd_cache, configure_cache
 from evalhydra.cli.callbacks import sweep_run_ids
 from evalhydra.cli.catalog import eval_rows, service_rows
-from evalhydra.cli.commands import STORE_COMMANDS, CommandParser
+from evalhydra.cli.commands import STORE_COMMANDS, STORELESS_COMMANDS, CommandParser
 from evalhydra.cli.openai_import import cmd_import, configure_import
 from evalhydra.cli.power import cmd_power, configure_power
 from evalhydra.cli.query import cmd_query, configure_query
@@ -43,10 +43,6 @@ from evalhydra.store.rows import RESULT_STATUSES, infra_error_sql, verdict_sql
 __all__ = ["main"]
 
 
-#: Commands that never open a store: their --help lists no --store.
-_STORELESS = frozenset({"import", "cache", "list"})
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = CommandParser(
         prog="evalhydra", description="Inspect and report on the evalhydra store."
@@ -56,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         fn = HANDLERS[name]
         command = sub.add_parser(name, help=help_text, description=inspect.cleandoc(fn.__doc__ or help_text),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-        if name not in _STORELESS:
+        if name not in STORELESS_COMMANDS:
             add_store(command)
         CONFIGURE[name](command)
         command.set_defaults(handler=fn)

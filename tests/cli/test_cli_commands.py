@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalhydra.cli.commands import STORE_COMMANDS as COMMANDS
+from evalhydra.cli.commands import STORELESS_COMMANDS
 from evalhydra.cli.store_commands import main
 from evalhydra.store.db import open_store
 from tests.helpers import run_cli
@@ -32,10 +33,6 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return code, out.out, out.err
 
 
-#: Subcommands that never open a store (issue 49: --help lists only the options a command uses).
-STORELESS = {"cache", "import", "list"}
-
-
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_subcommand_has_help_with_store_where_it_reads_one(name: str,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
@@ -43,7 +40,7 @@ def test_every_subcommand_has_help_with_store_where_it_reads_one(name: str,
         main([name, "--help"])
     assert exc.value.code == 0
     text = capsys.readouterr().out
-    assert ("--store PATH" in text and "outputs/evalhydra.db" in text) == (name not in STORELESS)
+    assert ("--store PATH" in text and "outputs/evalhydra.db" in text) == (name not in STORELESS_COMMANDS)
 
 
 def test_compare_is_dispatched_by_the_console_entry(tmp_path: Path) -> None:
