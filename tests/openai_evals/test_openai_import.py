@@ -430,3 +430,23 @@ def test_each_criterion_is_in_the_aiwg_records_too(ran: tuple[Path, Any]) -> Non
     summary = json.loads((root / "out" / "summary.json").read_text())
     quality = next(g for g in summary["graders"] if g["grader"] == "quality")
     assert (quality["n"], quality["passed"]) == (2, 1)
+
+
+def test_a_data_file_of_produced_outputs_is_graded_as_recorded(tmp_path: Path) -> None:
+    """``--data`` rows that carry a ``sample`` are outputs produced already: graded, never sent."""
+    evaluation = eval_object()
+    evaluation["testing_criteria"] = [c for c in evaluation["testing_criteria"] if c["name"] == "exact"]
+    (tmp_path / "eval.json").write_text(json.dumps(evaluation))
+    rows = [{"item": ITEMS[0], "sample": {"choices": [{"message": {"content": "Paris"}}]}},
+            {"item": ITEMS[1], "sample": {"output": [{"role": "assistant", "content": "Paris"}]}}]
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    done = run_cli("import", "openai-evals", "eval.json", "--data", "items.jsonl", "--out", "reg",
+                   cwd=tmp_path)
+    assert done.returncode == 0 and "service=recorded" in done.stdout, done.stdout + done.stderr
+    ran = run_cli("registry=reg", "eval=openai.capitals_qa", "service=recorded",
+                  f"store.path={tmp_path / 's.db'}", "run.progress=false", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    conn = sqlite3.connect(tmp_path / "s.db")
+    assert conn.execute("select output, passed from results order by case_id").fetchall() == [
+        ("Paris", 1), ("Paris", 1)]
+    conn.close()

@@ -15,6 +15,8 @@ import openai
 import pytest
 
 import evalhydra
+from evalhydra.services.openai.response import InvalidResponseError
+from evalhydra.services.openai.stream import ResponsesStreamAssembler
 from evalhydra.services.responses_api import chat_reply, responses_request
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import mock_call, numbered_registry
@@ -169,3 +171,34 @@ def test_batch_mode_sends_responses_lines(url: str, tmp_path: Path) -> None:
     lines = httpx.get(f"{url}/files/{batch['input_file_id']}/content").text.splitlines()
     assert {json.loads(line)["url"] for line in lines} == {"/v1/responses"}
     assert all("input" in json.loads(line)["body"] for line in lines)
+
+
+def test_the_stream_reader_joins_typed_events_and_stops_at_a_failure() -> None:
+    """The Responses API's events as a server sends them: text and reasoning deltas, a function
+    call, the completion with its usage and stop; ``response.failed`` is the call's error."""
+    ticks = iter(range(100))
+    reader = ResponsesStreamAssembler("m", ("<think>", "</think>"), 0.0, lambda: float(next(ticks)))
+    events = [
+        {"type": "response.reasoning_summary_text.delta", "delta": "Thinking."},
+        {"type": "response.output_text.delta", "delta": "Par"},
+        {"type": "response.output_text.delta", "delta": "is"},
+        {"type": "response.output_item.done", "output_index": 2,
+         "item": {"type": "function_call", "name": "get_weather", "arguments": '{"city":"Paris"}'}},
+        {"type": "response.completed", "response": {
+            "object": "response", "model": "m-1", "status": "incomplete",
+            "incomplete_details": {"reason": "max_output_tokens"},
+            "usage": {"input_tokens": 4, "output_tokens": 6, "total_tokens": 10,
+                      "output_tokens_details": {"reasoning_tokens": 2}}}},
+    ]
+    for event in events:
+        reader.feed(event["type"], json.dumps(event))
+    assert reader.done
+    answer = reader.answer()
+    assert (answer.output, answer.reasoning) == ("Paris", "Thinking.")
+    assert [(c.name, c.arguments) for c in answer.tool_calls] == [("get_weather", '{"city":"Paris"}')]
+    usage = answer.usage
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.reasoning_tokens) == (4, 6, 2)
+    failing = ResponsesStreamAssembler("m", None, 0.0, lambda: 0.0)
+    failed = {"type": "response.failed", "response": {"error": {"code": "server_error", "message": "boom"}}}
+    with pytest.raises(InvalidResponseError, match="boom"):
+        failing.feed("response.failed", json.dumps(failed))
