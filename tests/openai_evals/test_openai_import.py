@@ -322,6 +322,7 @@ def test_an_export_as_the_live_api_returns_it_imports_and_grades_as_openai_does(
     assert scores["item-2"]["tone"]["passed"] is False and scores["item-2"]["fuzzy"]["score"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("change", "message"), [
     (lambda e: e.update(data_source_config={"type": "custom", "item_schema": {
         "type": "object", "properties": {"grade": {"type": "integer"}}, "required": ["grade"]}}),
@@ -392,6 +393,7 @@ def test_a_responses_run_imports_onto_the_responses_api(tmp_path: Path) -> None:
     assert spec["matcher"]["output_json"] is True  # a structured-output run fills sample.output_json
 
 
+@pytest.mark.slow
 def test_a_jsonl_run_is_graded_from_its_recorded_samples(tmp_path: Path) -> None:
     """Issue 49, item 4: a ``jsonl`` run's rows carry the outputs already (``sample``): they import
     with them, and ``service=recorded`` grades them without sampling again."""
@@ -432,6 +434,7 @@ def test_each_criterion_is_in_the_aiwg_records_too(ran: tuple[Path, Any]) -> Non
     assert (quality["n"], quality["passed"]) == (2, 1)
 
 
+@pytest.mark.slow
 def test_a_data_file_of_produced_outputs_is_graded_as_recorded(tmp_path: Path) -> None:
     """``--data`` rows that carry a ``sample`` are outputs produced already: graded, never sent."""
     evaluation = eval_object()
