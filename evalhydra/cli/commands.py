@@ -23,7 +23,7 @@ STORE_COMMANDS: dict[str, str] = {
     "results": "per-trial listing of a run",
     "merge": "merge shard stores exactly",
     "list": "list a registry's services and evals",
-    "view": "write report.html and open it in the browser",
+    "view": "serve a live viewer of the store's runs (--static: write report.html)",
     "power": "cases × trials needed to detect a drop",
     "cache": "the response cache: stats, prune, clear",
     "batches": "the store's batch jobs: list, cancel",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import secrets
+import sqlite3
 from collections.abc import Callable
 from contextlib import closing
 from functools import cache
@@ -30,7 +31,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.comparecmd import Target, compare, parse_target
@@ -42,14 +43,21 @@ from evalhydra.viewer.queries import comparisons, run_status, runs_page, selecti
 
 __all__ = ["COOKIE", "create_app"]
 
-#: The cookie that carries the token after the first visit.
+#: The cookie that carries the token after the first visit, suffixed by the server's port (two
+#: viewers in one browser keep their own).
 COOKIE = "evalhydra_view_token"
+#: Host names the viewer answers to besides the one it was started on (a DNS-rebinding page
+#: names another host and gets 421).
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+#: The highest page number a link may name (a larger one is the last page anyway).
+MAX_PAGE = 1_000_000
 #: How often a live page asks for its run's status.
 POLL_MS = 2000
 
 
-def create_app(store_path: Path, token: str) -> ASGIApp:
-    """The viewer for the store at ``store_path``, open to requests that carry ``token``."""
+def create_app(store_path: Path, token: str, host: str = "127.0.0.1") -> ASGIApp:
+    """The viewer for the store at ``store_path``, open to requests that carry ``token`` and name
+    a loopback host or ``host`` (the interface it serves)."""
     pages = _Pages(Path(store_path))
     app = Starlette(routes=[
         Route("/", pages.runs),
@@ -57,42 +65,81 @@ def create_app(store_path: Path, token: str) -> ASGIApp:
         Route("/runs/{ids}/case", pages.case),
         Route("/compare", pages.compare),
         Route("/api/runs/{ids}", pages.status),
-    ])
-    return TokenGate(app, token)
+    ], exception_handlers={sqlite3.Error: _store_trouble, EvalHydraError: _store_trouble})
+    return TokenGate(app, token, LOOPBACK_HOSTS | {host, f"[{host}]"})
 
 
 class TokenGate:
-    """Lets through GET and HEAD requests that carry the token (query or cookie); nothing else."""
+    """Lets through GET and HEAD requests to an allowed host that carry the token (query or
+    cookie); nothing else. Every answer carries the security headers (:func:`_secure`)."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, hosts: frozenset[str] = LOOPBACK_HOSTS) -> None:
         self.app = app
-        self.token = token
+        self.token = token.encode()
+        self.hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request = Request(scope)
-        response = self._refusal(request)
-        if response is None:
-            await self.app(scope, receive, send)
-        else:
-            await response(scope, receive, send)
+        scope["state"] = {**scope.get("state", {}), "nonce": secrets.token_urlsafe(16)}
 
-    def _refusal(self, request: Request) -> Response | None:
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *_secure(scope)]}
+            await send(message)
+
+        request = Request(scope)
+        response = self._refusal(request, _cookie_name(scope))
+        if response is None:
+            await self.app(scope, receive, secured)
+        else:
+            await response(scope, receive, secured)
+
+    def _refusal(self, request: Request, cookie: str) -> Response | None:
+        host = (request.headers.get("host") or "").rpartition(":")[0] or request.headers.get("host", "")
+        if host.lower() not in self.hosts:  # a page of another site that rebound its name to us
+            return PlainTextResponse("this viewer answers on its own address only", status_code=421)
         if request.method not in ("GET", "HEAD"):
             return PlainTextResponse("the viewer is read-only", status_code=405,
                                      headers={"allow": "GET, HEAD"})
         given = request.query_params.get("token")
-        if given is not None and secrets.compare_digest(given, self.token):
+        if given is not None and self._holds(given):
             rest = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
             redirect = RedirectResponse(request.url.path + (f"?{rest}" if rest else ""), status_code=303)
-            redirect.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+            redirect.set_cookie(cookie, self.token.decode(), httponly=True, samesite="strict")
             return redirect
-        if secrets.compare_digest(request.cookies.get(COOKIE, ""), self.token):
+        if self._holds(request.cookies.get(cookie, "")):
             return None
         return PlainTextResponse("open the URL evalhydra view printed (it carries the token)",
                                  status_code=403)
+
+    def _holds(self, given: str) -> bool:
+        """Whether ``given`` is the token (compared as bytes: any text may come in)."""
+        return secrets.compare_digest(given.encode("utf-8", "surrogateescape"), self.token)
+
+
+def _cookie_name(scope: Scope) -> str:
+    server = scope.get("server")
+    return f"{COOKIE}_{server[1]}" if server and server[1] else COOKIE
+
+
+def _secure(scope: Scope) -> list[tuple[bytes, bytes]]:
+    """The headers every answer carries: a policy allowing only this page's own nonced scripts and
+    styles, no framing, no referrer, no sniffing, no caching."""
+    nonce = scope["state"]["nonce"]
+    policy = (f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
+              "img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+              "frame-ancestors 'none'")
+    return [(b"content-security-policy", policy.encode()), (b"referrer-policy", b"no-referrer"),
+            (b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store"),
+            (b"x-frame-options", b"DENY")]
+
+
+def _store_trouble(request: Request, exc: Exception) -> Response:
+    """A store that cannot be read (deleted, replaced, damaged): a page naming the problem."""
+    detail = exc.message if isinstance(exc, EvalHydraError) else f"{type(exc).__name__}: {exc}"
+    return _missing(f"the store cannot be read: {detail}", 503)
 
 
 @cache
@@ -103,8 +150,10 @@ def _templates() -> Environment:
                        lstrip_blocks=True)
 
 
-def _render(name: str, **values: Any) -> HTMLResponse:
-    return HTMLResponse(_templates().get_template(name).render(marks=STATUS_MARKS, poll_ms=POLL_MS, **values))
+def _render(request: Request, name: str, **values: Any) -> HTMLResponse:
+    nonce = request.scope.get("state", {}).get("nonce", "")
+    return HTMLResponse(_templates().get_template(name).render(marks=STATUS_MARKS, poll_ms=POLL_MS,
+                                                               nonce=nonce, **values))
 
 
 class _Pages:
@@ -123,7 +172,7 @@ class _Pages:
         status = request.query_params.get("status", "")
         with closing(self._store()) as store:
             rows, more = runs_page(store.conn, query, page, status)
-        return _render("runs.html.j2", runs=rows, q=query, page=page, more=more, status=status,
+        return _render(request, "runs.html.j2", runs=rows, q=query, page=page, more=more, status=status,
                        running=any(r["status"] == "running" for r in rows), store=str(self.store_path))
 
     def run(self, request: Request) -> Response:
@@ -141,7 +190,7 @@ class _Pages:
             kept = {k: v for k, v in params.items() if k in ("filter", "sort", "base")}  # a search keeps them
             summary = selection_summary(store.conn, ids)
             rows = target_rows(summary)
-            return _render("run.html.j2", header=header_facts(summary, store.runs(ids)), rows=rows,
+            return _render(request, "run.html.j2", header=header_facts(summary, store.runs(ids)), rows=rows,
                            comparisons=comparisons(store.conn, ids, summary),
                            graders=summary.get("graders", []), chart=chart(rows),
                            previous=previous if len(ids) == 1 else None,
@@ -156,7 +205,7 @@ class _Pages:
                                                    params.get("case", ""))
         if found is None:
             return _missing("no such case in these runs")
-        return _render("case.html.j2", view=found, ids=",".join(ids))
+        return _render(request, "case.html.j2", view=found, ids=",".join(ids))
 
     def compare(self, request: Request) -> Response:
         """Two runs or targets (``base``, ``candidate``: ``RUN[@SERVICE[:MODEL]]``), paired."""
@@ -170,7 +219,8 @@ class _Pages:
             except EvalHydraError as exc:
                 return _missing(exc.message, 400)
         ids = [*base.runs, *(r for r in cand.runs if r not in base.runs)]
-        return _render("compare.html.j2", comparison=comparison, base=base, candidate=cand, ids=",".join(ids))
+        return _render(request, "compare.html.j2", comparison=comparison, base=base, candidate=cand,
+                       ids=",".join(ids))
 
     def status(self, request: Request) -> Response:
         """The runs' status and counts, for a live page."""
@@ -208,7 +258,7 @@ def _target(store: Store, text: str) -> Target:
 
 
 def _page_number(text: str) -> int:
-    return int(text) if text.isdigit() else 0
+    return min(int(text), MAX_PAGE) if text.isascii() and text.isdigit() else 0
 
 
 def _missing(message: str, status: int = 404) -> Response:

@@ -57,10 +57,11 @@ def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0,
     rows = [dict(row) for row in conn.execute(
         f"select run_id, started_at, finished_at, status, exit_code, sweep_dir, {verdict_sql()} as verdict"
         " from runs"
-        " where (run_id like ?1 or sweep_dir like ?1 or config like ?1)"
+        " where (run_id like ?1 escape '\\' or sweep_dir like ?1 escape '\\'"
+        " or config like ?1 escape '\\')"
         " and (?4 = '' or status = ?4 or ?4 = 'gate' and exit_code = 1)"
         " order by started_at desc, run_id limit ?2 offset ?3",
-        [f"%{query}%", PAGE_SIZE + 1, page * PAGE_SIZE, status])]
+        [f"%{_literal(query)}%", PAGE_SIZE + 1, page * PAGE_SIZE, status])]
     conn.row_factory = None
     more, rows = len(rows) > PAGE_SIZE, rows[:PAGE_SIZE]
     found = summaries(conn, [row["run_id"] for row in rows])
@@ -124,3 +125,8 @@ def comparisons(conn: sqlite3.Connection, run_ids: Sequence[str],
         return []
     sel = select_runs(conn, run_ids)
     return target_comparisons(conn, sel, evals_and_targets(conn, sel)[0], targets)
+
+
+def _literal(text: str) -> str:
+    """``text`` for a LIKE pattern that matches it literally (``%`` and ``_`` escaped by ``\\``)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -35,7 +35,7 @@ async def serve_viewer(store_path: Path, *, on_ready: Callable[[str], None], hos
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
     config.errorlog = logging.getLogger("evalhydra.viewer")  # quiet unless configured
-    app = create_app(store_path, token)
+    app = create_app(store_path, token, host)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
 
         async def stopped() -> None:

@@ -10,8 +10,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import httpx
@@ -76,6 +78,15 @@ def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
     return proc.returncode, err
 
 
+def wait_until(page: Any, expression: str, timeout_s: float = 30.0) -> None:
+    """Poll a page's ``expression`` from here until it is true: the viewer's policy forbids the
+    string evaluation Playwright's ``wait_for_function`` runs inside the page."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"still false after {timeout_s:g} s: {expression}"
+        page.wait_for_timeout(100)
+
+
 def base_of(url: str) -> str:
     return url.split("/?", 1)[0]
 
@@ -86,7 +97,8 @@ def test_only_the_printed_url_gets_in_and_nothing_writes(viewer: str,
     assert httpx.get(base + "/").status_code == 403
     assert httpx.get(base + "/?token=guess").status_code == 403
     first = httpx.get(viewer)
-    assert first.status_code == 303 and first.headers["location"] == "/" and COOKIE in first.cookies
+    cookie = f"{COOKIE}_{base.rsplit(':', 1)[1]}"  # one per port: two viewers keep their own
+    assert first.status_code == 303 and first.headers["location"] == "/" and cookie in first.cookies
     with httpx.Client(base_url=base, cookies=first.cookies) as client:
         page = client.get("/")
         assert page.status_code == 200 and all(run_id in page.text for run_id in two_runs[1])
@@ -98,6 +110,40 @@ def test_only_the_printed_url_gets_in_and_nothing_writes(viewer: str,
         assert client.get("/runs/eval-nope").status_code == 404
         assert client.get("/compare?base=eval-nope&candidate=x").status_code == 400
         assert 'id="live"' in client.get(f"/runs/{two_runs[1][1]}").text
+
+
+def test_hostile_requests_are_refused_never_a_500_and_every_answer_is_hardened(
+        viewer: str, two_runs: tuple[Path, list[str]]) -> None:
+    """Issue 50, item 5: another Host is 421 (DNS rebinding); non-ASCII tokens and cookies, huge
+    page numbers are refused or read safely; every answer carries the security headers."""
+    base = base_of(viewer)
+    port = base.rsplit(":", 1)[1]
+    assert httpx.get(viewer, headers={"host": f"evil.example:{port}"}).status_code == 421
+    assert httpx.get(base + "/?token=%C3%A9t%C3%A9").status_code == 403
+    odd = httpx.get(base + "/", headers={"cookie": f"{COOKIE}_{port}=\u00e9t\u00e9".encode()})
+    assert odd.status_code == 403
+    first = httpx.get(viewer)
+    with httpx.Client(base_url=base, cookies=first.cookies) as client:
+        page = client.get(f"/runs/{two_runs[1][0]}", params={"page": "1" + "0" * 20})
+        assert page.status_code == 200
+        policy = page.headers["content-security-policy"]
+        nonce = policy.split("'nonce-", 1)[1].split("'", 1)[0]
+        assert f'<script nonce="{nonce}">' in page.text and "frame-ancestors 'none'" in policy
+        assert (page.headers["referrer-policy"], page.headers["x-content-type-options"],
+                page.headers["cache-control"]) == ("no-referrer", "nosniff", "no-store")
+        assert client.get("/?q=%25").status_code == 200
+
+
+def test_an_unreadable_store_answers_503_naming_it(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from evalhydra.viewer.app import create_app
+
+    store = tmp_path / "s.db"
+    store.write_bytes(b"not a store at all" * 100)
+    with TestClient(create_app(store, "t0k3n"), base_url="http://127.0.0.1") as client:
+        answer = client.get("/?token=t0k3n")
+    assert answer.status_code == 503 and "the store cannot be read" in answer.text
 
 
 @pytest.mark.slow
@@ -141,6 +187,8 @@ def shots() -> Path | None:
 def test_a_user_walks_from_the_run_list_to_a_case_and_compares_two_runs(
         viewer: str, two_runs: tuple[Path, list[str]], browser: object) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    refused: list[str] = []  # what the page's security policy blocked (nothing of the viewer's own)
+    page.on("console", lambda note: refused.append(note.text) if "Security Policy" in note.text else None)
     page.goto(viewer)
     assert page.locator("#runs tbody tr").count() == 2
     listed = page.locator("#runs").inner_text()
@@ -150,7 +198,7 @@ def test_a_user_walks_from_the_run_list_to_a_case_and_compares_two_runs(
     first, second = two_runs[1]
     page.click(f'a[href="/runs/{second}"]')
     page.wait_for_selector("#grid tbody tr")
-    page.wait_for_function(f"{LIVE}.status === 'completed'")
+    wait_until(page, f"{LIVE}.status === 'completed'")
     assert "8 of 8 cells stored" in page.locator("#live-status").inner_text()
     assert page.locator("#grid tbody tr").count() == 4
     assert page.locator('#grid tr[data-key="g.e/c2"] .out').all_inner_texts() == ["V2", "V2"]  # both trials
@@ -190,6 +238,7 @@ def test_a_user_walks_from_the_run_list_to_a_case_and_compares_two_runs(
     page.click("#regressions")
     page.wait_for_url("**filter=regressions**")
     assert [tr.get_attribute("data-key") for tr in page.locator("#grid tbody tr").all()] == ["g.e/c1"]
+    assert refused == []
 
 
 @pytest.mark.slow
@@ -203,13 +252,13 @@ def test_a_live_run_page_counts_up_while_the_run_writes(tmp_path: Path, browser:
     try:
         page = browser.new_page()  # type: ignore[attr-defined]
         page.goto(url.replace("/?", f"/runs/{_run_id(store)}?"))
-        page.wait_for_function(f"{LIVE}.status === 'running'")
+        wait_until(page, f"{LIVE}.status === 'running'")
         page.evaluate("window.stillThisPage = true")  # gone if the page reloads
         seen = int(page.locator("#live").get_attribute("data-cells") or 0)
-        page.wait_for_function(f"Number({LIVE}.cells) > {seen}", timeout=30000)
-        page.wait_for_function(f"{LIVE}.status === 'completed'", timeout=60000)
+        wait_until(page, f"Number({LIVE}.cells) > {seen}", 30)
+        wait_until(page, f"{LIVE}.status === 'completed'", 60)
         assert page.locator("#live").get_attribute("data-cells") == "12"
-        page.wait_for_function("document.querySelectorAll('#grid tbody tr').length === 12")
+        wait_until(page, "document.querySelectorAll('#grid tbody tr').length === 12")
         assert page.evaluate("window.stillThisPage === true")  # the rows came in without a reload
     finally:
         stop(proc)

@@ -74,6 +74,9 @@ def test_the_run_list_and_two_runs_together_match_the_results(tmp_path: Path) ->
     store.finish_run(BASE, status="interrupted", exit_code=130)
     assert [r["run_id"] for r in runs_page(store.conn, status="interrupted")[0]] == [BASE]
     assert runs_page(store.conn, status="gate")[0] == []
+    # issue 50: a search is literal text, % and _ no wildcards
+    assert runs_page(store.conn, "%")[0] == [] and runs_page(store.conn, "eval_base")[0] == []
+    assert [r["run_id"] for r in runs_page(store.conn, "eval-base")[0]] == [BASE]
     cand = rows[0]
     assert (cand["cells"], cand["errors"], cand["targets"], cand["evals"]) == (60, 0, ["svc/m"], ["g.e"])
     assert cand["rate"].estimate == 0.5 and cand["rate"].low < 0.5 < cand["rate"].high
