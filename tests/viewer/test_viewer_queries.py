@@ -10,6 +10,7 @@ from evalhydra.reports.runsummary import overall_interval, run_summary, target_r
 from evalhydra.store.db import Batch, Store, open_store
 from evalhydra.viewer.grid import GRID_PAGE, case_view, grid_page, previous_run
 from evalhydra.viewer.queries import run_status, runs_page, selection_summary, summaries
+from tests.conftest import smoke_eval, write_registry
 from tests.helpers import numbered_registry, run_cli
 from tests.reports.test_reports_support import regression_store, result_row, write_run
 
@@ -158,3 +159,32 @@ def test_a_summary_keeps_each_graders_figures_and_a_sweep_merges_them(tmp_path: 
     both = selection_summary(store.conn, [BASE, CAND])  # apart targets: merged from the two summaries
     assert [g["service"] for g in both["graders"]] == ["svc-a", "svc-b"]
     store.close()
+
+
+def test_compare_links_every_case_even_with_a_slash_in_its_id(tmp_path: Path) -> None:
+    """Issue 50, item 1: HumanEval-style ids (``HumanEval/0``) link to their case; past 20
+    regressions the rest are counted; the heading names both sides."""
+    import re
+
+    from starlette.testclient import TestClient
+
+    import evalhydra
+    from evalhydra.viewer.app import create_app
+
+    lines = "".join(json.dumps({"id": f"HumanEval/{i}", "input": f"Reply with exactly V{i}.",
+                                "ideal": f"V{i}"}) + "\n" for i in range(25))
+    registry = write_registry(tmp_path / "reg", evals={"g/e.json": smoke_eval("g.e")},
+                              data={"data/g/e/test.jsonl": lines})
+    common = [f"registry={registry}", "eval=g.e", f"store.path={tmp_path / 's.db'}"]
+    good = evalhydra.evaluate(common)
+    bad = evalhydra.evaluate([*common, "service.mock.fixed_reply=WRONG"])
+    with TestClient(create_app(tmp_path / "s.db", "t0k3n"), base_url="http://127.0.0.1") as client:
+        client.get("/?token=t0k3n")
+        page = client.get("/compare", params={"base": str(good.run_id), "candidate": str(bad.run_id)})
+        assert page.status_code == 200
+        assert f"<h1>{good.run_id} → {bad.run_id}</h1>" in page.text and "and 5 more" in page.text
+        links = set(re.findall(r'href="(/runs/[^"]+/case\?[^"]+)"', page.text))
+        assert len(links) >= 20
+        for link in links:
+            case = client.get(link.replace("&amp;", "&"))
+            assert case.status_code == 200 and "HumanEval/" in case.text, link
