@@ -37,7 +37,8 @@ from evalhydra.store.rows import (
 from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION, VERSION_JOIN, latest_version_sql
 from evalhydra.store.sqlite_lib import disable_memory_statistics
 
-__all__ = ["Batch", "Store", "connect", "immediate", "insert_present", "insert_rows", "migrate", "open_store"]
+__all__ = ["Batch", "Store", "connect", "immediate", "insert_present", "insert_rows", "migrate", "open_store",
+           "process_gone"]
 
 
 def _null(value: None) -> None:
@@ -243,6 +244,12 @@ class Store:
 
 #: Claims left by runs that are no longer running (released at their end, unless they crashed).
 _ENDED_CLAIMS = "from claims where run_id in (select run_id from runs where status != 'running')"
+
+
+def process_gone(hostname: str | None, pid: int | None) -> bool:
+    """Whether a run recorded as ``running`` by ``pid`` on ``hostname`` has lost its process: on
+    this host, with no such process any more (killed with -9, a crash). Another host's is unknown."""
+    return hostname == socket.gethostname() and pid is not None and not _process_alive(int(pid))
 
 
 def _process_alive(pid: int) -> bool:

@@ -17,6 +17,7 @@ from evalhydra.reports.data import target_comparisons
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.runsummary import merge_summaries, overall_interval, run_summary
 from evalhydra.reports.selection import select_runs
+from evalhydra.store.db import process_gone
 from evalhydra.store.rows import infra_error_sql, verdict_sql
 
 __all__ = ["PAGE_SIZE", "comparisons", "run_status", "runs_page", "selection_summary", "summaries"]
@@ -55,8 +56,8 @@ def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0,
     whether a next page exists."""
     conn.row_factory = sqlite3.Row
     rows = [dict(row) for row in conn.execute(
-        f"select run_id, started_at, finished_at, status, exit_code, sweep_dir, {verdict_sql()} as verdict"
-        " from runs"
+        f"select run_id, started_at, finished_at, status, exit_code, sweep_dir, {verdict_sql()} as verdict,"
+        " hostname, pid from runs"
         " where (run_id like ?1 escape '\\' or sweep_dir like ?1 escape '\\'"
         " or config like ?1 escape '\\')"
         " and (?4 = '' or status = ?4 or ?4 = 'gate' and exit_code = 1)"
@@ -64,6 +65,8 @@ def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0,
         [f"%{_literal(query)}%", PAGE_SIZE + 1, page * PAGE_SIZE, status])]
     conn.row_factory = None
     more, rows = len(rows) > PAGE_SIZE, rows[:PAGE_SIZE]
+    for row in rows:
+        row["status"] = _shown_status(row["status"], row.pop("hostname"), row.pop("pid"))
     found = summaries(conn, [row["run_id"] for row in rows])
     sweeps = _sweep_members(conn, {row["sweep_dir"] for row in rows if row["sweep_dir"]})
     for row in rows:
@@ -94,11 +97,11 @@ def run_status(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, An
     Several runs (a sweep) are ``running`` while one of them is.
     """
     marks = ", ".join("?" * len(run_ids))
-    found = conn.execute(f"select status, finished_at, cells_total from runs where run_id in ({marks})",
-                         list(run_ids)).fetchall()
+    found = conn.execute(f"select status, finished_at, cells_total, hostname, pid from runs"
+                         f" where run_id in ({marks})", list(run_ids)).fetchall()
     if len(found) != len(set(run_ids)):
         return None
-    statuses = [row[0] for row in found]
+    statuses = [_shown_status(row[0], row[3], row[4]) for row in found]
     status = "running" if "running" in statuses else statuses[0] if len(set(statuses)) == 1 else "mixed"
     err = infra_error_sql("r.")
     cells, passed, errors = conn.execute(
@@ -108,6 +111,16 @@ def run_status(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, An
         list(run_ids)).fetchone() if status == "running" else _finished_counts(conn, run_ids)
     return {"run_id": ",".join(run_ids), "status": status, "finished_at": max(str(r[1] or "") for r in found),
             "cells_total": sum(r[2] or 0 for r in found), "cells": cells, "passed": passed, "errors": errors}
+
+
+#: How the viewer shows a run left ``running`` by a process of this host that is gone.
+GONE = "interrupted (process gone)"
+
+
+def _shown_status(status: str, hostname: str | None, pid: int | None) -> str:
+    """The status to show: a ``running`` run whose process is gone is interrupted (the store is
+    left as it is: a reader writes nothing; the next writer marks it)."""
+    return GONE if status == "running" and process_gone(hostname, pid) else status
 
 
 def _finished_counts(conn: sqlite3.Connection, run_ids: Sequence[str]) -> tuple[int, int, int]:

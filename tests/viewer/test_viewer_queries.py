@@ -188,3 +188,31 @@ def test_compare_links_every_case_even_with_a_slash_in_its_id(tmp_path: Path) ->
         for link in links:
             case = client.get(link.replace("&amp;", "&"))
             assert case.status_code == 200 and "HumanEval/" in case.text, link
+
+
+def test_a_run_whose_process_is_gone_shows_interrupted_without_a_write(tmp_path: Path) -> None:
+    """Issue 50, item 2: a run killed with -9 on this host reads as interrupted in the viewer
+    (list and live status) while the store, opened read-only, is left as it is."""
+    import socket
+    import sqlite3
+    import subprocess
+    import sys
+
+    from evalhydra.viewer.queries import GONE
+
+    store = regression_store(tmp_path / "s.db")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store.conn.execute("update runs set status = 'running', hostname = ?, pid = ? where run_id = ?",
+                       [socket.gethostname(), dead.pid, BASE])
+    store.conn.commit()
+    store.close()
+    reader = open_store(tmp_path / "s.db", read_only=True)
+    listed = {r["run_id"]: r["status"] for r in runs_page(reader.conn)[0]}
+    status = run_status(reader.conn, [BASE])
+    reader.close()
+    assert listed[BASE] == GONE and listed[CAND] != GONE
+    assert status is not None and status["status"] == GONE
+    conn = sqlite3.connect(tmp_path / "s.db")
+    assert conn.execute("select status from runs where run_id = ?", [BASE]).fetchone()[0] == "running"
+    conn.close()
