@@ -63,7 +63,7 @@ _BASE_JOIN = f"""left join (select eval_id as e, case_id as c,
   from results where {{where}} group by e, c) as base on base.e = per_case.e and base.c = per_case.c"""
 
 _TRIALS_SQL = f"""select eval_id, case_id, service_name || '/' || coalesce(model, '') as t, run_index,
-  {STATUS_SQL} as status, score, {INFRA_ERROR_SQL} as err,
+  {STATUS_SQL} as status, score, {INFRA_ERROR_SQL} as err, error_kind,
   substr(coalesce(output, ''), 1, {EXCERPT + 1}) as output, substr(coalesce(input, ''), 1, {EXCERPT + 1})
 from results indexed by idx_results_eval_case
 where ({{where}}) and (eval_id, case_id) in (values {{keys}}) order by eval_id, case_id, t, run_index"""
@@ -138,15 +138,16 @@ def _cases(conn: sqlite3.Connection, sel: Selection, keys: list[tuple[str, str]]
         key: {"eval": key[0], "case": key[1], "n": 0, "passed": 0, "errors": 0, "input": "", "targets": {}}
         for key in keys}
     sql = _TRIALS_SQL.format(where=sel.where, keys=", ".join(["(?, ?)"] * len(keys)))
-    for eval_id, case_id, target, index, status, score, err, output, text in conn.execute(
+    for eval_id, case_id, target, index, status, score, err, kind, output, text in conn.execute(
             sql, [*sel.params, *(part for key in keys for part in key)]):
         case = cases[(eval_id, case_id)]
         case["input"] = case["input"] or _excerpt(text)
         case["n"] += 1
         case["errors"] += err
         case["passed"] += status in ("PASS", "EXCELLENT")
-        case["targets"].setdefault(target, []).append(
-            {"trial": index, "status": status, "score": score, "output": _excerpt(output)})
+        case["targets"].setdefault(target, []).append(  # an error has its kind, and no score
+            {"trial": index, "status": status, "score": None if err else score, "output": _excerpt(output),
+             "error": (kind or status) if err else None})
     return list(cases.values())
 
 
@@ -178,7 +179,8 @@ def case_view(conn: sqlite3.Connection, run_ids: Sequence[str], eval_id: str,
     for row in rows:
         row["attempts"] = conn.execute(
             "select call, attempt, status_code, error_kind, error_message, latency_ms from attempts"
-            " where cell_key = ? order by call, attempt", [row["cell_key"]]).fetchall()
+            " where cell_key = ? and run_id = ? order by call, attempt",  # this version's own attempts
+            [row["cell_key"], row["run_id"]]).fetchall()
         row["rubric_scores"] = strictjson.stored(row["rubric_scores"], None)
         row["grader_scores"] = strictjson.stored(row["grader_scores"], None)
         if row["kind"] == "agent":

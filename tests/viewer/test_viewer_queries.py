@@ -216,3 +216,23 @@ def test_a_run_whose_process_is_gone_shows_interrupted_without_a_write(tmp_path:
     conn = sqlite3.connect(tmp_path / "s.db")
     assert conn.execute("select status from runs where run_id = ?", [BASE]).fetchone()[0] == "running"
     conn.close()
+
+
+def test_an_error_cell_shows_its_kind_and_no_score_and_a_case_its_versions_attempts(tmp_path: Path) -> None:
+    """Issue 50, item 3: an errored trial is its error kind in the grid, with no score; the case page
+    of a run lists the attempts of that run's version only (issue 48)."""
+    store = regression_store(tmp_path / "s.db")
+    key = result_row(BASE, "c00", 1)["cell_key"]
+    errored = {**result_row(CAND, "c00", 1, passed=False), "cell_key": key, "status": "ERROR",
+               "error_kind": "timeout", "score": 0.0}
+    attempts = [{"cell_key": key, "run_id": run, "call": "candidate", "attempt": 1, "status_code": code,
+                 "latency_ms": 1.0} for run, code in ((BASE, 200), (CAND, 504))]
+    store.write(Batch(results=[errored], members=[(CAND, key)], attempts=attempts))
+    page = grid_page(store.conn, [CAND])
+    trials = page.cases[0]["targets"]["svc/m"]
+    assert [(t["error"], t["score"]) for t in trials if t["error"]] == [("timeout", None)]
+    assert all(t["score"] is not None for t in trials if not t["error"])
+    view = case_view(store.conn, [BASE], "g.e", "c00")
+    assert view is not None
+    assert [a[2] for t in view.trials["svc/m"] if t["run_index"] == 1 for a in t["attempts"]] == [200]
+    store.close()
