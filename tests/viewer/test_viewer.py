@@ -341,3 +341,22 @@ def test_a_sweep_has_one_page_with_its_targets_compared(tmp_path: Path) -> None:
             assert case.count('class="trial"') == 4 and case.count('class="target"') == 2
     finally:
         stop(proc)
+
+
+@pytest.mark.slow
+def test_the_viewer_follows_a_dark_colour_scheme(viewer: str, browser: object) -> None:
+    """Issue 50, item 4: ``prefers-color-scheme: dark`` gives a dark page, its text light."""
+    shades = {}
+    for scheme in ("light", "dark"):
+        page = browser.new_page(color_scheme=scheme)  # type: ignore[attr-defined]
+        page.goto(viewer)
+        shades[scheme] = page.evaluate(
+            "[getComputedStyle(document.body).backgroundColor, getComputedStyle(document.body).color]")
+        page.close()
+
+    def brightness(rgb: str) -> float:
+        red, green, blue = (int(x) for x in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3])
+        return (red + green + blue) / 3
+
+    assert brightness(shades["light"][0]) > 200 and brightness(shades["light"][1]) < 60
+    assert brightness(shades["dark"][0]) < 60 and brightness(shades["dark"][1]) > 200
