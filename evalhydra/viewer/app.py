@@ -24,7 +24,7 @@ from contextlib import closing
 from functools import cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -205,7 +205,8 @@ class _Pages:
                                                    params.get("case", ""))
         if found is None:
             return _missing("no such case in these runs")
-        return _render(request, "case.html.j2", view=found, ids=",".join(ids))
+        back = urlencode(parse_qsl(params.get("back", "")))  # the grid's filter, sort, search and page
+        return _render(request, "case.html.j2", view=found, ids=",".join(ids), back=back)
 
     def compare(self, request: Request) -> Response:
         """Two runs or targets (``base``, ``candidate``: ``RUN[@SERVICE[:MODEL]]``), paired."""

@@ -236,3 +236,24 @@ def test_an_error_cell_shows_its_kind_and_no_score_and_a_case_its_versions_attem
     assert view is not None
     assert [a[2] for t in view.trials["svc/m"] if t["run_index"] == 1 for a in t["attempts"]] == [200]
     store.close()
+
+
+def test_back_from_a_case_keeps_the_grids_filter_sort_and_search(tmp_path: Path) -> None:
+    """Issue 50, item 3: a case opened from a filtered, sorted, searched grid page leads back to it."""
+    import html
+    import re
+
+    from starlette.testclient import TestClient
+
+    from evalhydra.viewer.app import create_app
+
+    regression_store(tmp_path / "s.db").close()
+    with TestClient(create_app(tmp_path / "s.db", "t0k3n"), base_url="http://127.0.0.1") as client:
+        client.get("/?token=t0k3n")
+        grid = client.get(f"/runs/{CAND}", params={"filter": "failures", "sort": "worst", "q": "c0"})
+        first = html.unescape(re.findall(r'class="case" href="([^"]+)"', grid.text)[0])
+        case = client.get(first)
+        found = re.search(r'id="back" href="([^"]+)"', case.text)
+        assert found is not None
+        back = html.unescape(found.group(1))
+    assert back.startswith(f"/runs/{CAND}?") and all(p in back for p in ("filter=failures", "sort=worst", "q=c0"))
