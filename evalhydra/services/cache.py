@@ -105,6 +105,8 @@ class CacheEntry:
 
 #: The cache file's layout (``pragma user_version``); a file of another is refused at open.
 CACHE_SCHEMA_VERSION = 1
+#: The longest opening waits for another process that is making the file.
+OPEN_TIMEOUT_S = 30.0
 #: The longest a write waits for another process's lock before its entries are dropped (warned).
 WRITE_TIMEOUT_S = 2.0
 #: The longest a read waits (a reader in WAL mode waits only while the file is being recovered).
@@ -139,9 +141,13 @@ class ResponseCache:
         self._write_lock = threading.Lock()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = _connect(path, WRITE_TIMEOUT_S)
+            # Opening may wait for another process making the file (WAL mode, the table): as long
+            # as a store would. Afterwards a write waits WRITE_TIMEOUT_S, a read READ_TIMEOUT_S.
+            self._conn = _connect(path, OPEN_TIMEOUT_S)
             _check_layout(self._conn, path)
-            self._reader = _connect(path, READ_TIMEOUT_S)
+            self._conn.execute(f"pragma busy_timeout = {int(WRITE_TIMEOUT_S * 1000)}")
+            self._reader = _connect(path, OPEN_TIMEOUT_S)
+            self._reader.execute(f"pragma busy_timeout = {int(READ_TIMEOUT_S * 1000)}")
         except (OSError, sqlite3.Error) as exc:
             raise EvalHydraError(f"cache.path={path}: cannot open the response cache: {exc}",
                                  "Point cache.path at a writable file, or set cache.enabled=false.") from None
