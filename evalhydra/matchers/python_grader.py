@@ -34,7 +34,7 @@ __all__ = ["DEFAULT_TIMEOUT_S", "PythonGraderError", "check_source", "run_python
 
 #: How long one ``grade`` call may take unless the matcher says otherwise (OpenAI's limit: 2 minutes).
 DEFAULT_TIMEOUT_S = 120.0
-#: A grader's limits (``resource`` names): OpenAI's hosted graders get 2 GB of memory.
+#: A grader's limits (``resource`` names): the memory OpenAI's hosted graders get (docs/openai-evals.md).
 LIMITS = {"RLIMIT_AS": 2 << 30, "RLIMIT_FSIZE": 64 << 20}
 #: Processes (and threads) the user may run beyond those running when the first grader starts.
 SPARE_PROCESSES = 128

@@ -111,7 +111,8 @@ OPEN_TIMEOUT_S = 30.0
 WRITE_TIMEOUT_S = 2.0
 #: The longest a read waits (a reader in WAL mode waits only while the file is being recovered).
 READ_TIMEOUT_S = 0.5
-#: The largest entry read back (a reply is capped at 8 MiB on the wire; its JSON a little more).
+#: The largest entry read back: three times a reply's cap (``MAX_RESPONSE_BYTES`` of the chat
+#: service, which imports this module), as an answer's JSON escapes add to it.
 MAX_ENTRY_CHARS = 24 << 20
 
 

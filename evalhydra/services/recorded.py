@@ -15,7 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.core.values import MAX_TOKEN_COUNT, Case, ChatRequest, Completion, ErrorKind, ToolCall, Usage
+from evalhydra.core.values import Case, ChatRequest, Completion, ErrorKind, ToolCall, Usage
+from evalhydra.services.openai.response import InvalidResponseError, parse_usage
+from evalhydra.services.responses_api import chat_usage
 
 __all__ = ["RecordedService"]
 
@@ -44,9 +46,13 @@ class RecordedService:
         output = _output_text(sample)
         if output is None:
             return _failed(model, f"case '{case.id}': its sample records no output text")
+        try:
+            usage = _usage(sample.get("usage"))
+        except InvalidResponseError as exc:
+            return _failed(model, f"case '{case.id}': {exc.args[0]}")
         recorded = sample.get("model")
         return Completion(output=output, model=recorded if isinstance(recorded, str) and recorded else model,
-                          tool_calls=_tool_calls(sample), usage=_usage(sample.get("usage")), status_code=200)
+                          tool_calls=_tool_calls(sample), usage=usage, status_code=200)
 
     async def complete(self, request: ChatRequest) -> Completion:
         """A request without its case cannot be answered from a recording."""
@@ -83,15 +89,14 @@ def _tool_calls(sample: dict[str, Any]) -> tuple[ToolCall, ...]:
 
 
 def _usage(usage: Any) -> Usage:
-    if not isinstance(usage, dict):
-        return Usage()
-    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
-    completion = usage.get("completion_tokens", usage.get("output_tokens"))
-    return Usage(_count(prompt), _count(completion))
+    """A sample's usage, in chat's names or the Responses API's, read as a reply's is.
 
-
-def _count(value: Any) -> int:
-    return value if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT else 0
+    Raises:
+        InvalidResponseError: A count past any real one.
+    """
+    if isinstance(usage, dict) and "input_tokens" in usage:
+        usage = chat_usage(usage)
+    return parse_usage({"usage": usage})
 
 
 def _failed(model: str, message: str) -> Completion:

@@ -23,12 +23,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["chat_reply", "chat_request", "responses_reply", "responses_request", "responses_url"]
-
-
-def responses_url(base: str) -> str:
-    """The Responses endpoint of an API root (``…/v1``)."""
-    return base.rstrip("/") + "/responses"
+__all__ = ["chat_reply", "chat_request", "chat_usage", "responses_events", "responses_reply",
+           "responses_request"]
 
 
 # -- a chat body as a Responses request ------------------------------------------------------------
@@ -179,11 +175,12 @@ def chat_reply(reply: Any) -> Any:
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
     }
     if isinstance(reply.get("usage"), dict):
-        chat["usage"] = _chat_usage(reply["usage"])
+        chat["usage"] = chat_usage(reply["usage"])
     return chat
 
 
-def _chat_usage(usage: dict[str, Any]) -> dict[str, Any]:
+def chat_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    """A Responses ``usage`` (input, output, cached and reasoning tokens) in chat's names."""
     cached = (usage.get("input_tokens_details") or {}).get("cached_tokens", 0)
     thinking = (usage.get("output_tokens_details") or {}).get("reasoning_tokens", 0)
     return {

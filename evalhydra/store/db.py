@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import socket
@@ -33,6 +32,7 @@ from evalhydra.store.rows import (
     checked_row,
     now_iso,
     row_values,
+    storable,
 )
 from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION, VERSION_JOIN, latest_version_sql
 from evalhydra.store.sqlite_lib import disable_memory_statistics
@@ -496,11 +496,7 @@ def _typed(row: ResultRow | Mapping[str, Any]) -> ResultRow:
 
 def _checked_attempt(values: list[Any]) -> list[Any]:
     """An attempt row with any integer past 64 bits (or non-finite number) left out."""
-    return [None if isinstance(v, int | float) and not _fits(v) else v for v in values]
-
-
-def _fits(value: float) -> bool:
-    return -(1 << 63) <= value < (1 << 63) if isinstance(value, int) else math.isfinite(value)
+    return [v if storable(v) else None for v in values]
 
 
 def _attempt_values(row: Mapping[str, Any]) -> list[Any]:

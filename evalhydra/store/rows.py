@@ -26,6 +26,7 @@ __all__ = [
     "ResultRow",
     "cap_output",
     "checked_row",
+    "storable",
     "infra_error_sql",
     "is_infra_error",
     "now_iso",
@@ -228,7 +229,7 @@ def checked_row(row: ResultRow, *, whole: bool = False) -> ResultRow:
     """
     if not whole and _all_finite(_FLOATS(row)) and not (row.grader_scores or row.rubric_scores):
         return row
-    bad = [name for name in _NUMBER_FIELDS if not _storable(getattr(row, name))]
+    bad = [name for name in _NUMBER_FIELDS if not storable(getattr(row, name))]
     bad += [name for name in _SCORE_JSON if getattr(row, name) and not _finite_json(getattr(row, name))]
     if not bad:
         return row
@@ -249,7 +250,8 @@ def _all_finite(values: tuple[Any, ...]) -> bool:
     return True
 
 
-def _storable(value: Any) -> bool:
+def storable(value: Any) -> bool:
+    """Whether SQLite keeps ``value`` as given: not an integer past 64 bits, a NaN or an infinity."""
     kind = type(value)
     if kind is float:
         return value - value == 0.0  # False for a NaN or an infinity
@@ -267,7 +269,7 @@ def _finite_json(value: Any) -> bool:
             stack.extend(item.values())
         elif isinstance(item, list | tuple):
             stack.extend(item)
-        elif not _storable(item):
+        elif not storable(item):
             return False
     return True
 

@@ -19,22 +19,25 @@ def api_base(base_url: str) -> str:
     return url if url.endswith("/v1") else url + "/v1"
 
 
-def normalize_chat_url(base_url: str) -> str:
+def normalize_chat_url(base_url: str, *, api: str = "chat") -> str:
     """Turn a service ``base_url`` into its chat-completions endpoint (zig_eval rule).
 
     ``…/chat/completions`` is kept; ``…/v1`` gets ``/chat/completions``;
     ``…/v1/`` gets ``chat/completions``; ``…/`` gets ``v1/chat/completions``;
-    anything else gets ``/v1/chat/completions``. A query string (Azure's ``?api-version=…``)
-    is kept after the path.
+    anything else gets ``/v1/chat/completions``. With ``api="responses"`` the endpoint is the
+    API root's ``/responses`` instead. A query string (Azure's ``?api-version=…``) is kept after
+    the path.
 
     Args:
         base_url: The configured URL (surrounding whitespace is ignored).
+        api: ``chat`` or ``responses`` (``service.api``).
 
     Returns:
         The endpoint URL.
     """
     url, mark, query = base_url.strip().partition("?")
-    return _chat_path(url) + mark + query
+    path = api_base(url) + "/responses" if api == "responses" else _chat_path(url)
+    return path + mark + query
 
 
 def _chat_path(url: str) -> str:

@@ -60,9 +60,9 @@ from evalhydra.services.openai.response import (
 )
 from evalhydra.services.openai.secrets import (
     ENV_REF,
-    MASK,
     MIN_SECRET_LENGTH,
     mask_secrets,
+    mask_text,
     read_env,
     resolve_header,
     split_headers,
@@ -76,7 +76,7 @@ from evalhydra.services.openai.stream import (
 )
 from evalhydra.services.pricing import cost_usd
 from evalhydra.services.ratelimit import RateLimiter, estimate_tokens
-from evalhydra.services.responses_api import responses_request, responses_url
+from evalhydra.services.responses_api import responses_request
 from evalhydra.services.retry import (
     AttemptResult,
     RetryOutcome,
@@ -189,8 +189,7 @@ class OpenAICompatService:
     def _set_url(self, base_url: str) -> None:
         """Point the service at ``base_url``: the endpoint, parsed once, and the request headers
         that never change (``Host`` and the static ones), encoded once."""
-        self._url = (normalize_chat_url(base_url) if self.config.api != "responses"
-                     else _with_query(responses_url(api_base(base_url)), base_url))
+        self._url = normalize_chat_url(base_url, api=self.config.api)
         self._http_url = httpx.URL(self._url)
         self._host = self._http_url.netloc.decode("ascii")
         fixed = {"host": self._host, **self._static_headers}
@@ -323,9 +322,7 @@ class OpenAICompatService:
 
     def mask(self, text: str) -> str:
         """``text`` with every secret this service sends replaced by ``***``."""
-        for secret in self._secrets():
-            text = text.replace(secret, MASK)
-        return text
+        return mask_text(text, self._secrets()) or text
 
     def _cache_endpoint(self) -> str:
         """The endpoint as the cache names it: the built-in mock's port changes with each run, so
@@ -556,8 +553,3 @@ def _invalid(status: int, reason: str) -> AttemptResult[ChatAnswer]:
 def _failed(model: str, kind: ErrorKind, message: str, attempts: int) -> Completion:
     return Completion(output="", model=model, attempt_count=attempts, error_kind=kind, error_message=message)
 
-
-def _with_query(url: str, base_url: str) -> str:
-    """``url`` with ``base_url``'s query string (Azure's ``?api-version=…``) kept."""
-    query = base_url.strip().partition("?")[2]
-    return f"{url}?{query}" if query else url
