@@ -54,7 +54,7 @@ _FILL_SQL = """
 WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < :rows - 1),
 cells AS (
   SELECT i, i % 10 AS e, (i / 10) % :cases AS c, i / (10 * :cases) + 1 AS t,
-         (i * 2654435761) % 1000 AS h, i % 10 < :judged AS j
+         (i * 2654435761 + :salt) % 1000 AS h, i % 10 < :judged AS j
   FROM n),
 outcomes AS (SELECT *, h < 20 AS err, h >= 20 AND h < 730 AS ok FROM cells)
 INSERT INTO results (cell_key, run_id, "group", eval_id, service_name, model, requested_model,
@@ -64,7 +64,7 @@ INSERT INTO results (cell_key, run_id, "group", eval_id, service_name, model, re
   cached_tokens, judge_prompt_tokens, judge_completion_tokens, cost_usd, judge_cost_usd,
   feedback, rubric_scores, failure_category, suggested_fix, pass_threshold, attempts,
   evaluated_at)
-SELECT printf('%016x%016x', i, h), :run_id, 'bench', 'bench.e' || e, 'svc', 'model-a', 'model-a',
+SELECT printf('%016x%016x', i, (i * 2654435761) % 1000), :run_id, 'bench', 'bench.e' || e, 'svc', 'model-a', 'model-a',
   t, printf('case-%05d', c), 'chat', CASE WHEN err THEN 'ERROR' WHEN ok THEN 'PASS' ELSE 'FAIL' END,
   'Question ' || c || ': what is ' || c || ' + ' || e || '? Answer with the number only.',
   CAST(c + e AS TEXT),
@@ -88,22 +88,24 @@ FROM outcomes
 """
 
 
-def fill(path: Path, rows: int) -> None:
-    """Create the store at ``path`` holding ``rows`` synthetic results of one run."""
+def fill(path: Path, rows: int, run_id: str = RUN_ID, salt: int = 0,
+         started_at: str = "2026-01-01T00:00:00.000Z") -> None:
+    """Add to the store at ``path`` one run of ``rows`` synthetic results (the same cells for every
+    ``run_id``; ``salt`` shifts which of them pass), started at ``started_at``."""
     from evalhydra.store.db import open_store
 
     cases = max(1, rows // (EVALS * TRIALS))
     store = open_store(path)
     conn = store.conn
     conn.execute("begin immediate")
-    conn.execute(_FILL_SQL, {"rows": rows, "cases": cases, "run_id": RUN_ID, "judged": JUDGED})
+    conn.execute(_FILL_SQL, {"rows": rows, "cases": cases, "run_id": run_id, "judged": JUDGED,
+                             "salt": salt})
     conn.execute("insert into run_cells (run_id, cell_key, result_run_id)"
-                 " select run_id, cell_key, run_id from results")
+                 " select run_id, cell_key, run_id from results where run_id = ?", [run_id])
     conn.execute(
         "insert into runs (run_id, kind, started_at, finished_at, status, fingerprint, cells_total,"
-        " cells_run) values (?, 'chat', '2026-01-01T00:00:00.000Z', '2026-01-01T01:00:00.000Z',"
-        " 'completed', 'bench', ?, ?)",
-        (RUN_ID, rows, rows),
+        " cells_run) values (?, 'chat', ?, ?, 'completed', 'bench', ?, ?)",
+        (run_id, started_at, started_at, rows, rows),
     )
     conn.execute("commit")
     store.close()

@@ -24,6 +24,7 @@ from evalhydra.reports.clustered import CaseDiffs, holm, paired_difference
 from evalhydra.reports.selection import PASSED_SQL, Selection
 from evalhydra.reports.stats import delta_interval, wilson_interval
 from evalhydra.reports.zig import CONFIDENCE_LEVEL, SCHEMA_VERSION
+from evalhydra.store.fractions import parse_digest
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = [
@@ -47,11 +48,13 @@ ALPHA = 0.05
 
 @dataclass(frozen=True)
 class Side:
-    """One side of a comparison: a label and a condition on ``results``."""
+    """One side of a comparison: a label and a condition on ``results`` (or, with ``fractions``,
+    on a finished run's ``case_fractions``: :mod:`evalhydra.store.fractions`)."""
 
     label: str
     where: str
     params: tuple[Any, ...] = ()
+    fractions: bool = False
 
 
 @dataclass
@@ -77,6 +80,10 @@ class EvalPairing:
 
 
 def _by_case(side: Side) -> str:
+    if side.fractions:  # a case on several targets has k > u: ambiguous, as from results
+        return ('select "group" as g, eval_id as e, case_id as c, sum(results) as k,'
+                " case when count(*) = 1 then max(trials) else 0 end as u, sum(passed) as ok,"
+                f" sum(scored) as scored from case_fractions where {side.where} group by g, e, c")
     return (
         f'select "group" as g, eval_id as e, case_id as c, count(*) as k,'
         f" count(distinct run_index) as u, sum({PASSED_SQL}) as ok,"
@@ -167,9 +174,28 @@ def paired_by_eval(conn: sqlite3.Connection, base: Side, cand: Side, *,
     for g, e, case, worse in conn.execute(_changed_sql(base, cand), params):
         item = out[(g, e)]
         (item.regressed_cases if worse else item.improved_cases).append(case)
-    for g, e, case, trial in conn.execute(_flips_sql(base, cand), params):
+    flips = _digest_flips(conn, base, cand) if base.fractions and cand.fractions else conn.execute(
+        _flips_sql(base, cand), params)
+    for g, e, case, trial in flips:
         out[(g, e)].judge_flips.append(f"{case}#{trial}")
     return list(out.values())
+
+
+def _digest_flips(conn: sqlite3.Connection, base: Side, cand: Side) -> list[tuple[str, str, str, int]]:
+    """:func:`_flips_sql`'s rows from two runs' saved digests: the (case, trial) pairs scored on
+    both sides whose output hash is the same and whose verdict is not."""
+    sql = f"""select b.g, b.e, b.c, b.d, x.d from
+      (select "group" as g, eval_id as e, case_id as c, digest as d from case_fractions
+        where {base.where}) b
+      join (select "group" as g, eval_id as e, case_id as c, digest as d from case_fractions
+        where {cand.where}) x on x.g = b.g and x.e = b.e and x.c = b.c
+      where b.d != x.d order by b.g, b.e, b.c"""
+    out = []
+    for g, e, c, before, after in conn.execute(sql, [*base.params, *cand.params]):
+        then, now = parse_digest(before), parse_digest(after)
+        out += [(g, e, c, trial) for trial in sorted(then.keys() & now.keys())
+                if then[trial][1] == now[trial][1] and then[trial][0] != now[trial][0]]
+    return out
 
 
 def paired_block(pairing: EvalPairing) -> dict[str, Any] | None:

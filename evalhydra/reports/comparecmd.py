@@ -48,6 +48,7 @@ from evalhydra.reports.markdown import comparison_table
 from evalhydra.reports.power import DEFAULT_POWER, cases_needed, from_differences, min_detectable, noise_floor
 from evalhydra.reports.selection import versions_of_runs
 from evalhydra.reports.ttft import paired_first_token
+from evalhydra.store.fractions import fractions_valid
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["Comparison", "Target", "compare", "parse_target", "precision", "render", "regressions", "side_of"]
@@ -77,8 +78,12 @@ def parse_target(text: str) -> tuple[str, str | None, str | None]:
     return run, service or None, model or None
 
 
-def side_of(target: Target, evals: Sequence[str]) -> Side:
-    """The condition on ``results`` that selects a target (and, if given, only these evals)."""
+def side_of(target: Target, evals: Sequence[str], conn: sqlite3.Connection | None = None) -> Side:
+    """The condition on ``results`` that selects a target (and, if given, only these evals); with
+    ``conn``, on the run's saved per-case fractions where they hold the same figures."""
+    fast = _fractions_side(conn, target, evals) if conn is not None else None
+    if fast is not None:
+        return fast
     conds: list[str] = []
     params: list[Any] = []
     for column, value in (("service_name", target.service), ("model", target.model)):
@@ -94,6 +99,25 @@ def side_of(target: Target, evals: Sequence[str]) -> Side:
         return Side(target.label, " and ".join(conds), tuple(params))
     inner = f"where {' and '.join(conds)}" if conds else ""
     return Side(target.label, _LATEST.format(where=inner), tuple(params))
+
+
+def _fractions_side(conn: sqlite3.Connection, target: Target, evals: Sequence[str]) -> Side | None:
+    """The target as a condition on ``case_fractions``: for one finished run whose fractions still
+    hold, when no case of the selection has several targets (whose trials would pool)."""
+    if len(target.runs) != 1 or not fractions_valid(conn, target.runs[0]):
+        return None
+    conds, params = ["run_id = ?"], [target.runs[0]]
+    for column, value in (("service_name", target.service), ("model", target.model)):
+        if value is not None:
+            conds.append(f"{column} = ?")
+            params.append(value)
+    if evals:
+        conds.append(f"eval_id in ({', '.join('?' * len(evals))})")
+        params += list(evals)
+    where = " and ".join(conds)
+    pooled_targets = conn.execute(f'select 1 from case_fractions where {where} group by "group", eval_id,'
+                                  " case_id having count(*) > 1 limit 1", params).fetchone()
+    return None if pooled_targets else Side(target.label, where, tuple(params), fractions=True)
 
 
 @dataclass
@@ -128,7 +152,8 @@ def _kind(base: Target, cand: Target) -> str:
 
 
 def _errors(conn: sqlite3.Connection, side: Side) -> int:
-    sql = f"select count(*) from results where ({side.where}) and {INFRA_ERROR_SQL}"
+    sql = (f"select coalesce(sum(results - scored), 0) from case_fractions where {side.where}"
+           if side.fractions else f"select count(*) from results where ({side.where}) and {INFRA_ERROR_SQL}")
     return int(conn.execute(sql, side.params).fetchone()[0])
 
 
@@ -156,7 +181,7 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
             raise EvalHydraError(f"The {name} {target.label!r} names no run, service or model.",
                                  "Give RUN (an id, a prefix or 'latest') and/or @SERVICE[:MODEL]; "
                                  "is a shell variable unset?")
-    sides = (side_of(base, evals), side_of(cand, evals))
+    sides = (side_of(base, evals, conn), side_of(cand, evals, conn))
     errors = (_errors(conn, sides[0]), _errors(conn, sides[1]))
     pairings = paired_by_eval(conn, *sides, skip_errors=True)
     for name, target, total, err in (("baseline", base, sum(p.base_total for p in pairings), errors[0]),
@@ -180,8 +205,7 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
     return Comparison(base.label, cand.label, kind, rows, overall, errors, one_sided,
                       precision(all_evals.diffs, overall.get("paired"), min_detectable_drop,
                                 overall["baseline_pass_rate"]), all_evals.diffs,
-                      paired_first_token(conn, (sides[0].where, sides[0].params),
-                                         (sides[1].where, sides[1].params)))
+                      paired_first_token(conn, *sides))
 
 
 def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalhydra.reports.aggregate import Target, TargetAgg
+from evalhydra.reports.compare import Side
 from evalhydra.reports.selection import Selection
 from evalhydra.reports.stats import nearest_rank
 
@@ -69,10 +70,11 @@ def first_token_latency(conn: sqlite3.Connection, sel: Selection,
     return out
 
 
-def _case_medians(conn: sqlite3.Connection, where: str,
-                  params: tuple[Any, ...]) -> dict[tuple[str, str, str], float]:
+def _case_medians(conn: sqlite3.Connection, side: Side) -> dict[tuple[str, str, str], float]:
     """Per (group, eval, case), the median time to first token of its streamed trials."""
-    sql = f'select "group", eval_id, case_id, ttft_ms from results where ({where}) and ttft_ms is not null'
+    table = "case_fractions" if side.fractions else "results"  # a saved case median is the median
+    sql = f'select "group", eval_id, case_id, ttft_ms from {table} where ({side.where}) and ttft_ms is not null'
+    params = side.params
     values: dict[tuple[str, str, str], list[float]] = {}
     for g, e, c, ttft in conn.execute(sql, params):
         values.setdefault((g, e, c), []).append(ttft)
@@ -101,8 +103,7 @@ def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[
     return ordered[k - 1], ordered[n - k]
 
 
-def paired_first_token(conn: sqlite3.Connection, base: tuple[str, tuple[Any, ...]],
-                       cand: tuple[str, tuple[Any, ...]]) -> dict[str, Any] | None:
+def paired_first_token(conn: sqlite3.Connection, base: Side, cand: Side) -> dict[str, Any] | None:
     """The candidate's time to first token against the baseline's, case by case.
 
     Each side's case median over its streamed trials; the cases both sides streamed are
@@ -111,14 +112,14 @@ def paired_first_token(conn: sqlite3.Connection, base: tuple[str, tuple[Any, ...
 
     Args:
         conn: The store.
-        base: The baseline's condition on ``results`` and its parameters.
-        cand: The candidate's.
+        base: The baseline.
+        cand: The candidate.
 
     Returns:
         ``{cases, baseline_median_ms, candidate_median_ms, difference_median_ms, ci_low_ms,
         ci_high_ms}``, or None when no case streamed on both sides.
     """
-    before, after = _case_medians(conn, *base), _case_medians(conn, *cand)
+    before, after = _case_medians(conn, base), _case_medians(conn, cand)
     shared = sorted(before.keys() & after.keys())
     if not shared:
         return None

@@ -24,6 +24,7 @@ from typing import Any
 import sqlite_utils
 
 from evalhydra.core.errors import EvalHydraError, did_you_mean
+from evalhydra.store.fractions import save_case_fractions
 from evalhydra.store.rows import (
     ATTEMPT_FIELDS,
     INFRA_ERROR_SQL,
@@ -185,11 +186,13 @@ class Store:
             self.db.table("runs").update(run_id, fields)
 
     def save_run_summary(self, run_id: str, summary: Mapping[str, Any]) -> None:
-        """Keep a run's summary (:func:`evalhydra.reports.runsummary.run_summary`), replacing any."""
+        """Keep a run's summary (:func:`evalhydra.reports.runsummary.run_summary`) and its per-case
+        fractions (:mod:`evalhydra.store.fractions`), replacing any."""
         row = {"run_id": run_id, "cells": summary["cells"], "summary": json.dumps(summary),
                "saved_at": now_iso()}
         with immediate(self.conn):
             self.db.table("run_summaries").upsert(row, pk="run_id")
+            save_case_fractions(self.conn, run_id)
 
     # -- reads ------------------------------------------------------------
     def done_keys(self, eval_ids: Sequence[str], service: str, *, retry_errors: bool,

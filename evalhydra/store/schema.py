@@ -412,6 +412,19 @@ def _migration_14(db: sqlite_utils.Database) -> None:
             (select run_id from run_cells where cell_key = old.cell_key); end""")
 
 
+def _migration_18(db: sqlite_utils.Database) -> None:
+    """``case_fractions``: a finished run's per-case counts (results, trials, passes, scored), its
+    median time to first token and a digest of each trial's verdict and output, saved when it ends
+    (with ``case_fraction_runs`` marking which runs have them), so comparing two large runs pairs
+    their cases without a pass over their results."""
+    db.conn.execute("""create table if not exists case_fractions (run_id text not null, "group" text,
+      eval_id text not null, service_name text, model text, case_id text not null, results integer,
+      trials integer, passed integer, scored integer, ttft_ms real, digest text)""")
+    db.conn.execute('create index if not exists idx_case_fractions on case_fractions'
+                    ' (run_id, "group", eval_id, case_id)')
+    db.table("case_fraction_runs").create({"run_id": str, "cells": int}, pk="run_id", if_not_exists=True)
+
+
 #: Views of migration 15: an OpenAI Evals suite's criteria (``openai_graders``), by name.
 GRADER_VIEWS: dict[str, str] = {
     # One row per run × result × criterion: its score and verdict.
@@ -524,6 +537,6 @@ def _migration_17(db: sqlite_utils.Database) -> None:
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
-    _migration_14, _migration_15, _migration_16, _migration_17,
+    _migration_14, _migration_15, _migration_16, _migration_17, _migration_18,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
