@@ -64,7 +64,8 @@ INSERT INTO results (cell_key, run_id, "group", eval_id, service_name, model, re
   cached_tokens, judge_prompt_tokens, judge_completion_tokens, cost_usd, judge_cost_usd,
   feedback, rubric_scores, failure_category, suggested_fix, pass_threshold, attempts,
   evaluated_at)
-SELECT printf('%016x%016x', i, (i * 2654435761) % 1000), :run_id, 'bench', 'bench.e' || e, 'svc', 'model-a', 'model-a',
+SELECT printf('%016x%016x', i, (i * 2654435761) % 1000), :run_id, 'bench', 'bench.e' || e, 'svc',
+  'model-a', 'model-a',
   t, printf('case-%05d', c), 'chat', CASE WHEN err THEN 'ERROR' WHEN ok THEN 'PASS' ELSE 'FAIL' END,
   'Question ' || c || ': what is ' || c || ' + ' || e || '? Answer with the number only.',
   CAST(c + e AS TEXT),

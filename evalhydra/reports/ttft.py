@@ -73,10 +73,10 @@ def first_token_latency(conn: sqlite3.Connection, sel: Selection,
 def _case_medians(conn: sqlite3.Connection, side: Side) -> dict[tuple[str, str, str], float]:
     """Per (group, eval, case), the median time to first token of its streamed trials."""
     table = "case_fractions" if side.fractions else "results"  # a saved case median is the median
-    sql = f'select "group", eval_id, case_id, ttft_ms from {table} where ({side.where}) and ttft_ms is not null'
-    params = side.params
+    sql = (f'select "group", eval_id, case_id, ttft_ms from {table}'
+           f" where ({side.where}) and ttft_ms is not null")
     values: dict[tuple[str, str, str], list[float]] = {}
-    for g, e, c, ttft in conn.execute(sql, params):
+    for g, e, c, ttft in conn.execute(sql, side.params):
         values.setdefault((g, e, c), []).append(ttft)
     return {key: statistics.median(times) for key, times in values.items()}
 

@@ -34,7 +34,8 @@ def _rows(rng: random.Random, run_id: str) -> list[dict[str, Any]]:
                                          output=rng.choice(["same", f"c{case}", "wrong"]),
                                          ttft_ms=rng.choice([None, rng.randrange(5, 500)]))
                         if rng.random() < 0.1:
-                            row.update(status="ERROR", error_kind="server_error", status_code=503, passed=False)
+                            row.update(status="ERROR", error_kind="server_error", status_code=503,
+                                       passed=False)
                         row["cell_key"] = f"{service}|{model}|{eval_id}|{case}|{trial}"
                         rows.append(row)
     return rows
