@@ -51,6 +51,12 @@ COOKIE = "evalhydra_view_token"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 #: The highest page number a link may name (a larger one is the last page anyway).
 MAX_PAGE = 1_000_000
+#: The lists of cases a comparison row holds, and how a page names them.
+CHANGE_LISTS = {"regressed": "regressed cases (lower pass fraction on the candidate)",
+                "improved": "improved cases (higher pass fraction on the candidate)",
+                "judge_flips": "judge flips (case#trial: same output, other verdict)"}
+#: Cases on one page of such a list.
+CHANGES_PAGE = 200
 #: How often a live page asks for its run's status.
 POLL_MS = 2000
 
@@ -63,6 +69,7 @@ def create_app(store_path: Path, token: str, host: str = "127.0.0.1") -> ASGIApp
         Route("/", pages.runs),
         Route("/runs/{ids}", pages.run),
         Route("/runs/{ids}/case", pages.case),
+        Route("/runs/{ids}/changes", pages.changes),
         Route("/compare", pages.compare),
         Route("/api/runs/{ids}", pages.status),
     ], exception_handlers={sqlite3.Error: _store_trouble, EvalHydraError: _store_trouble})
@@ -183,7 +190,7 @@ class _Pages:
             if not ids:
                 return _missing(f"no run {request.path_params['ids']} in this store")
             previous = previous_run(store.conn, ids)
-            base = params.get("base") or previous
+            base, base_problem = _base_run(store, params.get("base"), previous)
             grid = grid_page(store.conn, ids, page=_page_number(params.get("page", "0")),
                              filter=params.get("filter", "all"), query=params.get("q", ""),
                              sort=params.get("sort", "case"), base=base)
@@ -193,8 +200,8 @@ class _Pages:
             return _render(request, "run.html.j2", header=header_facts(summary, store.runs(ids)), rows=rows,
                            comparisons=comparisons(store.conn, ids, summary),
                            graders=summary.get("graders", []), chart=chart(rows),
-                           previous=previous if len(ids) == 1 else None,
-                           grid=grid, ids=",".join(ids), link=_linker(params), kept=kept)
+                           previous=previous if len(ids) == 1 else None, grid=grid, ids=",".join(ids),
+                           link=_linker(params), kept=kept, base_problem=base_problem)
 
     def case(self, request: Request) -> Response:
         """One case of a run (or of several), whole."""
@@ -209,8 +216,10 @@ class _Pages:
         return _render(request, "case.html.j2", view=found, ids=",".join(ids), back=back)
 
     def compare(self, request: Request) -> Response:
-        """Two runs or targets (``base``, ``candidate``: ``RUN[@SERVICE[:MODEL]]``), paired."""
-        texts = [request.query_params.get(name, "") for name in ("base", "candidate")]
+        """Two runs or targets (``base``, ``candidate``: ``RUN[,RUN…][@SERVICE[:MODEL]]``), paired;
+        with ``list`` and ``row``, one row's whole list of changed cases, a page at a time."""
+        params = request.query_params
+        texts = [params.get(name, "") for name in ("base", "candidate")]
         if not all(texts):
             return _missing("pick two runs to compare (base= and candidate=)", 400)
         with closing(self._store()) as store:
@@ -219,9 +228,33 @@ class _Pages:
                 comparison = compare(store.conn, base, cand).to_json()
             except EvalHydraError as exc:
                 return _missing(exc.message, 400)
-        ids = [*base.runs, *(r for r in cand.runs if r not in base.runs)]
+        ids = ",".join([*base.runs, *(r for r in cand.runs if r not in base.runs)])
+        if "list" in params:
+            return self._changes(request, [*comparison["comparisons"], comparison["overall"]], ids)
         return _render(request, "compare.html.j2", comparison=comparison, base=base, candidate=cand,
-                       ids=",".join(ids))
+                       ids=ids)
+
+    def changes(self, request: Request) -> Response:
+        """One comparison row of a sweep's page (``row``): its whole list (``list``) of changed cases."""
+        with closing(self._store()) as store:
+            ids = _resolve(store, request.path_params["ids"].split(","))
+            if not ids:
+                return _missing(f"no run {request.path_params['ids']} in this store")
+            rows = comparisons(store.conn, ids, selection_summary(store.conn, ids))
+        return self._changes(request, rows, ",".join(ids))
+
+    def _changes(self, request: Request, rows: list[dict[str, Any]], ids: str) -> Response:
+        params = request.query_params
+        kind, row = params.get("list", ""), _page_number(params.get("row", "x"))
+        if kind not in CHANGE_LISTS or not params.get("row", "").isdigit() or row >= len(rows):
+            return _missing("no such list of cases (list=regressed, improved or judge_flips; row=N)", 400)
+        found = (rows[row].get("paired") or {}).get(kind) or []
+        page = _page_number(params.get("page", "0"))
+        shown = found[page * CHANGES_PAGE:(page + 1) * CHANGES_PAGE]
+        return _render(request, "changes.html.j2", row=rows[row], kind=kind, label=CHANGE_LISTS[kind],
+                       cases=shown, total=len(found), page=page,
+                       more=(page + 1) * CHANGES_PAGE < len(found), first=page * CHANGES_PAGE,
+                       ids=ids, link=_linker(params))
 
     def status(self, request: Request) -> Response:
         """The runs' status and counts, for a live page."""
@@ -255,7 +288,18 @@ def _resolve(store: Store, texts: list[str]) -> list[str]:
 
 def _target(store: Store, text: str) -> Target:
     run, service, model = parse_target(text)
-    return Target(text, tuple(store.resolve_run_ids([run])) if run else (), service, model)
+    return Target(text, tuple(store.resolve_run_ids(run.split(","))) if run else (), service, model)
+
+
+def _base_run(store: Store, text: str | None, previous: str | None) -> tuple[str | None, str | None]:
+    """The run a grid's regressions are measured against: ``base=`` resolved as any run id (an id,
+    a unique prefix, ``latest``), else ``previous``; and what is wrong with a ``base=`` given."""
+    if not text:
+        return previous, None
+    try:
+        return store.resolve_run_ids([text])[0], None
+    except EvalHydraError as exc:
+        return None, exc.message
 
 
 def _page_number(text: str) -> int:

@@ -202,13 +202,14 @@ def _agent_parts(row: dict[str, Any], root: Any) -> dict[str, Any]:
 
 def previous_run(conn: sqlite3.Connection, run_ids: Sequence[str]) -> str | None:
     """The run a grid's regressions are measured against by default: the latest run started before
-    the first of ``run_ids`` with the same configuration fingerprint, else any earlier one."""
+    the first of ``run_ids`` with the same configuration fingerprint; None when there is none (an
+    unrelated run is no baseline)."""
     marks = ", ".join("?" * len(run_ids))
     first = conn.execute(f"select min(started_at), min(fingerprint) from runs where run_id in ({marks})",
                          list(run_ids)).fetchone()
-    if first is None or first[0] is None:
+    if first is None or first[0] is None or first[1] is None:
         return None
     found = conn.execute(
-        f"select run_id from runs where started_at < ? and run_id not in ({marks})"
-        " order by fingerprint is not ?, started_at desc limit 1", [first[0], *run_ids, first[1]]).fetchone()
+        f"select run_id from runs where started_at < ? and run_id not in ({marks}) and fingerprint = ?"
+        " order by started_at desc, run_id desc limit 1", [first[0], *run_ids, first[1]]).fetchone()
     return found[0] if found else None

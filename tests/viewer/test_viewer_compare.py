@@ -1,0 +1,128 @@
+"""Issue 50, item 1: comparisons in the viewer are right. Case ids holding ``/`` link to their
+case, every regressed case is reachable (a paged list past the first 20), heading and title name
+both sides, the unpaired Δ sits beside the paired one, ``base=`` takes a prefix, and the default
+baseline is the previous run of the same configuration or none (said so). The viewer runs in its
+own process over a real store; pages are fetched over HTTP."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urlencode
+
+import httpx
+import pytest
+
+from evalhydra.reports.runsummary import run_summary
+from evalhydra.store.db import open_store
+from evalhydra.viewer.app import CHANGES_PAGE
+from tests.reports.test_reports_support import result_row, write_run
+from tests.viewer.test_viewer import base_of, start_viewer, stop
+
+BASE, CAND, OTHER = "eval-base-aaaaaaaa", "eval-cand-bbbbbbbb", "eval-other-cccccccc"
+CASES = CHANGES_PAGE + 30  # more regressions than one page of the list holds
+BROKEN = CHANGES_PAGE + 10
+
+
+def _rows(run_id: str, broken: int) -> list[dict[str, object]]:
+    return [result_row(run_id, f"HumanEval/{i}", passed=i >= broken, cell_key=f"k{i}") for i in range(CASES)]
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A viewer over three runs: a base, a candidate of the same configuration failing the first
+    BROKEN cases (ids with "/"), and a later run of another configuration sharing no case."""
+    root = tmp_path_factory.mktemp("compare")
+    store = open_store(root / "s.db")
+    write_run(store, BASE, _rows(BASE, 0))
+    write_run(store, CAND, _rows(CAND, BROKEN), started="2026-01-02T00:00:00.000Z")
+    other = [result_row(OTHER, f"x{i}", eval_id="g.other", cell_key=f"o{i}") for i in range(3)]
+    write_run(store, OTHER, other, started="2026-01-03T00:00:00.000Z")
+    store.conn.execute("update runs set fingerprint = 'another' where run_id = ?", [OTHER])
+    for run_id in (BASE, CAND, OTHER):
+        store.save_run_summary(run_id, run_summary(store.conn, [run_id]))
+    store.conn.commit()
+    store.close()
+    proc, url = start_viewer(root / "s.db")
+    with httpx.Client(base_url=base_of(url), follow_redirects=True, timeout=30) as http:
+        http.get(url)  # the token, then the cookie
+        yield http
+    stop(proc)
+
+
+def _hrefs(page: str, pattern: str) -> list[str]:
+    return [unquote(h.replace("&amp;", "&")) for h in re.findall(r'href="([^"]*)"', page) if pattern in h]
+
+
+def test_compare_names_both_sides_and_shows_both_deltas(client: httpx.Client) -> None:
+    page = client.get("/compare", params={"base": BASE[:9], "candidate": CAND[:9]}).text
+    assert f"<title>evalhydra · {BASE[:9]} vs {CAND[:9]}</title>" in page
+    assert re.search(rf"<h1>{BASE[:9]} → {CAND[:9]}</h1>", page)
+    unpaired = re.findall(r'class="num unpaired-delta">([^<]*)<', page)
+    expected = -BROKEN / CASES
+    assert unpaired and all(float(u.split()[0]) == pytest.approx(expected, abs=5e-4) for u in unpaired)
+    assert re.findall(r'class="num paired-delta">([^< ]*)', page)[0] == f"{expected:+.3f}"
+
+
+def test_every_regressed_case_is_reachable_and_ids_with_a_slash_open(client: httpx.Client) -> None:
+    page = client.get("/compare", params={"base": BASE, "candidate": CAND}).text
+    more = _hrefs(page, "list=regressed")
+    assert more and f">and {BROKEN - 20} more</a>" in page
+    seen: list[str] = []
+    link: str | None = more[0]
+    while link:
+        listing = client.get(link).text
+        seen += _hrefs(listing, "/case?")
+        following = re.search(r'id="next" href="\?([^"]+)"', listing)
+        link = "/compare?" + following[1].replace("&amp;", "&") if following else None
+    cases = sorted(h.split("case=", 1)[1].split("&")[0] for h in seen)
+    assert cases == sorted(f"HumanEval/{i}" for i in range(BROKEN))  # each once, over two pages
+    opened = client.get(seen[0])
+    assert opened.status_code == 200 and 'id="case-title"' in opened.text
+    assert f"HumanEval/{cases[0].split('/')[1]}" in opened.text
+
+
+def test_a_short_base_resolves_and_a_wrong_one_says_so(client: httpx.Client) -> None:
+    found = client.get(f"/runs/{CAND}", params={"filter": "regressions", "base": "eval-base"}).text
+    assert found.count('<tr data-key="g.e/HumanEval/') == 50  # a full grid page of regressed cases
+    assert f'href="/runs/{BASE}"' in found
+    missing = client.get(f"/runs/{CAND}", params={"filter": "regressions", "base": "nope"}).text
+    assert 'id="regressions-base"' in missing and "nope" in missing.split('id="regressions-base"')[1][:300]
+    assert '<tr data-key="' not in missing
+
+
+def test_the_default_base_is_the_previous_run_of_the_same_configuration(client: httpx.Client) -> None:
+    cand = client.get(f"/runs/{CAND}").text
+    assert 'id="compare-previous"' in cand and f"base={BASE}" in cand
+    other = client.get(f"/runs/{OTHER}").text  # later than both, but another configuration
+    assert 'id="compare-previous"' not in other and "No earlier run of this configuration" in other
+    none = client.get(f"/runs/{OTHER}", params={"filter": "regressions"}).text
+    assert "No earlier run of this configuration" in none
+
+
+def test_nothing_shared_shows_dashes(client: httpx.Client) -> None:
+    page = client.get("/compare?" + urlencode({"base": BASE, "candidate": OTHER})).text
+    assert re.findall(r'class="num paired-delta">([^<]*)<', page) == ["—"]
+
+
+def test_a_sweeps_target_comparison_lists_every_regressed_case(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    for n, service in enumerate(("svc-a", "svc-b")):
+        run_id = f"eval-sweep-{service[-1] * 8}"
+        write_run(store, run_id, [result_row(run_id, f"HumanEval/{i}", passed=service == "svc-a" or i >= 25,
+                                             service_name=service) for i in range(30)],
+                  started=f"2026-01-0{n + 1}T00:00:00.000Z")
+    store.close()
+    proc, url = start_viewer(tmp_path / "s.db")
+    try:
+        with httpx.Client(base_url=base_of(url), follow_redirects=True, timeout=30) as http:
+            http.get(url)
+            page = http.get("/runs/eval-sweep-aaaaaaaa,eval-sweep-bbbbbbbb").text
+            (more,) = set(_hrefs(page, "/changes?"))
+            listing = http.get(more).text
+            cases = sorted(h.split("case=", 1)[1] for h in _hrefs(listing, "/case?"))
+            assert cases == sorted(f"HumanEval/{i}" for i in range(25))
+            assert http.get("/runs/eval-sweep-aaaaaaaa/changes?list=regressed&row=9").status_code == 400
+    finally:
+        stop(proc)
