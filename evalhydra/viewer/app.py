@@ -38,7 +38,7 @@ from evalhydra.reports.comparecmd import Target, compare, parse_target
 from evalhydra.reports.html import STATUS_MARKS, chart
 from evalhydra.reports.runsummary import header_facts, target_rows
 from evalhydra.store.db import Store, open_store
-from evalhydra.viewer.grid import case_view, grid_page, previous_run
+from evalhydra.viewer.grid import GridPage, case_view, grid_page, previous_run
 from evalhydra.viewer.queries import comparisons, run_status, runs_page, selection_summary
 
 __all__ = ["COOKIE", "create_app"]
@@ -193,7 +193,8 @@ class _Pages:
             base, base_problem = _base_run(store, params.get("base"), previous)
             grid = grid_page(store.conn, ids, page=_page_number(params.get("page", "0")),
                              filter=params.get("filter", "all"), query=params.get("q", ""),
-                             sort=params.get("sort", "case"), base=base)
+                             sort=params.get("sort", "case"), base=base, after=_key(params, "after"),
+                             before=_key(params, "before"), last="last" in params)
             kept = {k: v for k, v in params.items() if k in ("filter", "sort", "base")}  # a search keeps them
             summary = selection_summary(store.conn, ids)
             rows = target_rows(summary)
@@ -201,7 +202,8 @@ class _Pages:
                            comparisons=comparisons(store.conn, ids, summary),
                            graders=summary.get("graders", []), chart=chart(rows),
                            previous=previous if len(ids) == 1 else None, grid=grid, ids=",".join(ids),
-                           link=_linker(params), kept=kept, base_problem=base_problem)
+                           link=_linker(params), kept=kept, base_problem=base_problem,
+                           pager=_pager(grid, _linker(params), params))
 
     def case(self, request: Request) -> Response:
         """One case of a run (or of several), whole."""
@@ -300,6 +302,37 @@ def _base_run(store: Store, text: str | None, previous: str | None) -> tuple[str
         return store.resolve_run_ids([text])[0], None
     except EvalHydraError as exc:
         return None, exc.message
+
+
+#: The parameters that place a page of the grid: cleared by every pager link but the one it sets.
+_PLACE = {"page": "", "after_eval": "", "after_case": "", "before_eval": "", "before_case": "", "last": "",
+          "from_end": ""}
+
+
+def _pager(grid: GridPage, link: Callable[..., str], params: Any) -> dict[str, str | None]:
+    """The grid's first/previous/next/last links and its page's name. Pages read by key count from
+    the start (``page``) or, reached from the last page, from the end (``from_end``)."""
+    if not grid.keyset:
+        return {"first": None, "prev": link(page=grid.page - 1) if grid.page else None,
+                "next": link(page=grid.page + 1) if grid.more else None, "last": None,
+                "label": f"page {grid.page + 1}"}
+    from_end = 1 if "last" in params else _page_number(params.get("from_end", "0"))
+    counted = {"from_end": from_end + 1} if from_end else {"page": grid.page - 1}
+    prev = link(**{**_PLACE, "before_eval": grid.first[0], "before_case": grid.first[1], **counted}) \
+        if grid.earlier and grid.first else None
+    ahead = {"from_end": from_end - 1} if from_end else {"page": grid.page + 1}
+    following = link(**{**_PLACE, "after_eval": grid.last[0], "after_case": grid.last[1], **ahead}) \
+        if grid.more and grid.last else None
+    label = ("last page" if from_end == 1 else f"page {from_end} from the end") if from_end \
+        else f"page {grid.page + 1}"
+    return {"first": link(**_PLACE) if grid.earlier else None, "prev": prev, "next": following,
+            "last": link(**{**_PLACE, "last": 1}) if grid.more else None, "label": label}
+
+
+def _key(params: Any, name: str) -> tuple[str, str] | None:
+    """A grid key from ``{name}_eval`` and ``{name}_case`` (None unless both are given)."""
+    eval_id, case_id = params.get(f"{name}_eval"), params.get(f"{name}_case")
+    return (eval_id, case_id) if eval_id is not None and case_id is not None else None
 
 
 def _page_number(text: str) -> int:

@@ -37,9 +37,11 @@ FILTERS = {
 SORTS = {"case": "per_case.e, per_case.c", "worst": "coalesce(per_case.rate, 2), per_case.e, per_case.c",
          "errors": "err desc, per_case.e, per_case.c"}
 
-#: The cases in grid order, a page of them, walking the (eval, case) index: no grouping of the rest.
-_KEYS_SQL = """select eval_id, case_id from results indexed by idx_results_eval_case where {where}
-  group by eval_id, case_id order by eval_id, case_id limit :limit offset :offset"""
+#: The cases in grid order after (or, descending, before) a key, a page of them, walking the
+#: (eval, case) index from that key: a deep page costs what the first one does.
+_KEYS_SQL = """select eval_id, case_id from results indexed by idx_results_eval_case
+  where ({where}) and {bound} group by eval_id, case_id order by eval_id {order}, case_id {order}
+  limit :limit offset :offset"""
 
 _PAGE_SQL = f"""with per_target as (
   select eval_id as e, case_id as c, count(*) as n, sum(case when passed then 1 else 0 end) as ok,
@@ -81,6 +83,10 @@ class GridPage:
     query: str
     sort: str
     base: str | None = None
+    keyset: bool = False  # paged by key (``after``/``before``): ``first``/``last`` name its ends
+    first: tuple[str, str] | None = None
+    last: tuple[str, str] | None = None
+    earlier: bool = False  # a page before this one exists
 
 
 @dataclass
@@ -95,33 +101,64 @@ class CaseView:
 
 
 def grid_page(conn: sqlite3.Connection, run_ids: Sequence[str], *, page: int = 0, filter: str = "all",
-              query: str = "", sort: str = "case", base: str | None = None) -> GridPage:
+              query: str = "", sort: str = "case", base: str | None = None,
+              after: tuple[str, str] | None = None, before: tuple[str, str] | None = None,
+              last: bool = False) -> GridPage:
     """The cases of ``run_ids`` that ``filter`` and ``query`` keep, ``page`` of them in ``sort`` order.
 
     ``regressions`` keeps the cases whose pass fraction (over every target) is lower than in
-    ``base`` (a run id); without one it keeps nothing.
+    ``base`` (a run id); without one it keeps nothing. The whole grid in case order is paged by
+    key: the page after the (eval, case) ``after``, the one before ``before``, or the ``last``
+    one (``page`` then only numbers it); the others by offset.
     """
     filter, sort = (filter if filter in FILTERS else "all"), (sort if sort in SORTS else "case")
     sel = select_runs(conn, run_ids)
+    if filter == "all" and not query and sort == "case":
+        return _keyset_page(conn, sel, page, after=after, before=before, last=last)
     params: dict[str, Any] = {f"p{i}": value for i, value in enumerate(sel.params)}
     params.update(limit=GRID_PAGE + 1, offset=page * GRID_PAGE)
-    if filter == "all" and not query and sort == "case":
-        sql = _KEYS_SQL.format(where=_named(sel.where, "p"))
-    else:
-        join, keep = "", FILTERS[filter]
-        if filter == "regressions" and base is None:
-            keep = "0"
-        elif filter == "regressions" and base is not None:
-            base_sel = select_runs(conn, [base])
-            params.update({f"b{i}": value for i, value in enumerate(base_sel.params)})
-            join = _BASE_JOIN.format(where=_named(base_sel.where, "b"))
-        params["q"] = query
-        sql = _PAGE_SQL.format(table=sel.table, where=_named(sel.where, "p"), join=join, filter=keep,
-                               sort=SORTS[sort], hit=_HIT_SQL if query else ", 1 as hit")
+    join, keep = "", FILTERS[filter]
+    if filter == "regressions" and base is None:
+        keep = "0"
+    elif filter == "regressions" and base is not None:
+        base_sel = select_runs(conn, [base])
+        params.update({f"b{i}": value for i, value in enumerate(base_sel.params)})
+        join = _BASE_JOIN.format(where=_named(base_sel.where, "b"))
+    params["q"] = query
+    sql = _PAGE_SQL.format(table=sel.table, where=_named(sel.where, "p"), join=join, filter=keep,
+                           sort=SORTS[sort], hit=_HIT_SQL if query else ", 1 as hit")
     keys = [tuple(row) for row in conn.execute(sql, params)]
     cases = _cases(conn, sel, keys[:GRID_PAGE])
     targets = sorted({t for case in cases for t in case["targets"]})
-    return GridPage(targets, cases, page, len(keys) > GRID_PAGE, filter, query, sort, base)
+    return GridPage(targets, cases, page, len(keys) > GRID_PAGE, filter, query, sort, base,
+                    earlier=page > 0)
+
+
+def _keyset_page(conn: sqlite3.Connection, sel: Selection, page: int, *, after: tuple[str, str] | None,
+                 before: tuple[str, str] | None, last: bool) -> GridPage:
+    """A page of the whole grid in case order, read from a key: after ``after``, before ``before``
+    (read backwards), the last page (backwards from the end), else page ``page`` from the start
+    (the links the viewer writes name a key)."""
+    params: dict[str, Any] = {f"p{i}": value for i, value in enumerate(sel.params)}
+    backwards = before is not None or last
+    from_start = after is None and not backwards  # a page number alone (an old link): skip to it
+    params.update(limit=GRID_PAGE + 1, offset=page * GRID_PAGE if from_start else 0)
+    bound, key = "1", after or before
+    if key is not None:
+        bound = "(eval_id, case_id) < (:e, :c)" if before is not None else "(eval_id, case_id) > (:e, :c)"
+        params.update(e=key[0], c=key[1])
+    sql = _KEYS_SQL.format(where=_named(sel.where, "p"), bound=bound, order="desc" if backwards else "asc")
+    keys: list[tuple[str, str]] = [(row[0], row[1]) for row in conn.execute(sql, params)]
+    beyond = len(keys) > GRID_PAGE
+    keys = keys[:GRID_PAGE]
+    if backwards:
+        keys.reverse()
+    cases = _cases(conn, sel, keys)
+    targets = sorted({t for case in cases for t in case["targets"]})
+    more = (not backwards and beyond) or (before is not None and bool(keys))
+    earlier = beyond if backwards else (after is not None or page > 0)
+    return GridPage(targets, cases, page, more, "all", "", "case", None, keyset=True,
+                    first=keys[0] if keys else None, last=keys[-1] if keys else None, earlier=earlier)
 
 
 def _named(where: str, prefix: str) -> str:

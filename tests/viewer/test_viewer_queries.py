@@ -258,3 +258,32 @@ def test_back_from_a_case_keeps_the_grids_filter_sort_and_search(tmp_path: Path)
         back = html.unescape(found.group(1))
     assert back.startswith(f"/runs/{CAND}?")
     assert all(part in back for part in ("filter=failures", "sort=worst", "q=c0"))
+
+
+def test_the_grid_pages_by_key_forwards_and_backwards_over_every_case(tmp_path: Path) -> None:
+    """Issue 50, item 5: the whole grid in case order is read from a key, so its last page costs
+    what its first does; walking forwards and backwards gives every case once, in order."""
+    cases = 2 * GRID_PAGE + 7
+    store = regression_store(tmp_path / "s.db", cases=cases, broken=0)
+    every = sorted(("g.e", f"c{i:02d}") for i in range(cases))
+    forward: list[tuple[str, str]] = []
+    page = grid_page(store.conn, [CAND])
+    while True:
+        forward += [(c["eval"], c["case"]) for c in page.cases]
+        if not page.more:
+            break
+        assert page.keyset and page.last is not None
+        page = grid_page(store.conn, [CAND], after=page.last, page=page.page + 1)
+    assert forward == every
+    last = grid_page(store.conn, [CAND], last=True)
+    assert [(c["eval"], c["case"]) for c in last.cases] == every[-GRID_PAGE:]
+    assert not last.more and last.earlier
+    backward = [(c["eval"], c["case"]) for c in last.cases]
+    page = last
+    while page.earlier:
+        assert page.first is not None
+        page = grid_page(store.conn, [CAND], before=page.first)
+        backward = [(c["eval"], c["case"]) for c in page.cases] + backward
+        assert page.more
+    assert backward == every
+    store.close()
