@@ -39,6 +39,7 @@ from evalhydra.reports.html import STATUS_MARKS, chart
 from evalhydra.reports.runsummary import header_facts, target_rows
 from evalhydra.store.db import Store, open_store
 from evalhydra.viewer.grid import GridPage, case_view, grid_page, previous_run
+from evalhydra.viewer.live import LiveSummaries
 from evalhydra.viewer.queries import comparisons, run_status, runs_page, selection_summary
 
 __all__ = ["COOKIE", "create_app"]
@@ -168,6 +169,7 @@ class _Pages:
 
     def __init__(self, store_path: Path) -> None:
         self.store_path = store_path
+        self.live = LiveSummaries()  # running runs' summaries, brought up to date on each request
 
     def _store(self) -> Store:
         return open_store(self.store_path, read_only=True)
@@ -178,7 +180,7 @@ class _Pages:
         page = _page_number(request.query_params.get("page", "0"))
         status = request.query_params.get("status", "")
         with closing(self._store()) as store:
-            rows, more = runs_page(store.conn, query, page, status)
+            rows, more = runs_page(store.conn, query, page, status, self.live)
         return _render(request, "runs.html.j2", runs=rows, q=query, page=page, more=more, status=status,
                        running=any(r["status"] == "running" for r in rows), store=str(self.store_path))
 
@@ -196,7 +198,7 @@ class _Pages:
                              sort=params.get("sort", "case"), base=base, after=_key(params, "after"),
                              before=_key(params, "before"), last="last" in params)
             kept = {k: v for k, v in params.items() if k in ("filter", "sort", "base")}  # a search keeps them
-            summary = selection_summary(store.conn, ids)
+            summary = selection_summary(store.conn, ids, self.live)
             rows = target_rows(summary)
             return _render(request, "run.html.j2", header=header_facts(summary, store.runs(ids)), rows=rows,
                            comparisons=comparisons(store.conn, ids, summary),
@@ -242,7 +244,7 @@ class _Pages:
             ids = _resolve(store, request.path_params["ids"].split(","))
             if not ids:
                 return _missing(f"no run {request.path_params['ids']} in this store")
-            rows = comparisons(store.conn, ids, selection_summary(store.conn, ids))
+            rows = comparisons(store.conn, ids, selection_summary(store.conn, ids, self.live))
         return self._changes(request, rows, ",".join(ids))
 
     def _changes(self, request: Request, rows: list[dict[str, Any]], ids: str) -> Response:
@@ -262,7 +264,7 @@ class _Pages:
         """The runs' status and counts, for a live page."""
         with closing(self._store()) as store:
             ids = _resolve(store, request.path_params["ids"].split(","))
-            found = run_status(store.conn, ids) if ids else None
+            found = run_status(store.conn, ids, self.live) if ids else None
         return JSONResponse(found) if found is not None else JSONResponse({"error": "no such run"}, 404)
 
 

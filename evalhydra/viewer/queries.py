@@ -18,7 +18,8 @@ from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.runsummary import merge_summaries, overall_interval, run_summary
 from evalhydra.reports.selection import select_runs
 from evalhydra.store.db import process_gone
-from evalhydra.store.rows import infra_error_sql, verdict_sql
+from evalhydra.store.rows import verdict_sql
+from evalhydra.viewer.live import LiveSummaries
 
 __all__ = ["PAGE_SIZE", "comparisons", "run_status", "runs_page", "selection_summary", "summaries"]
 
@@ -27,29 +28,40 @@ PAGE_SIZE = 50
 
 
 
-def summaries(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Each run's summary: the saved one while it still holds, else computed now."""
+def summaries(conn: sqlite3.Connection, run_ids: Sequence[str],
+              live: LiveSummaries | None = None) -> dict[str, dict[str, Any]]:
+    """Each run's summary: the saved one while it still holds; a running run's from ``live`` (kept
+    up to date by the cells stored since); else computed now."""
     out: dict[str, dict[str, Any]] = {}
     for run_id in run_ids:
         saved = conn.execute(
-            "select s.summary from run_summaries s join runs r on r.run_id = s.run_id"
-            " where s.run_id = ? and r.status != 'running'"
-            " and s.cells = (select count(*) from run_cells where run_id = s.run_id)", [run_id]).fetchone()
-        out[run_id] = json.loads(saved[0]) if saved else run_summary(conn, [run_id])
+            "select s.summary, r.status from runs r left join run_summaries s on s.run_id = r.run_id"
+            " and s.cells = (select count(*) from run_cells where run_id = s.run_id) where r.run_id = ?",
+            [run_id]).fetchone()
+        running = saved is not None and saved[1] == "running"
+        if live is not None and not running:
+            live.drop(run_id)
+        if saved and saved[0] and not running:
+            out[run_id] = json.loads(saved[0])
+        elif running and live is not None:
+            out[run_id] = live.summary(conn, run_id)
+        else:
+            out[run_id] = run_summary(conn, [run_id])
     return out
 
 
-def selection_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, Any]:
+def selection_summary(conn: sqlite3.Connection, run_ids: Sequence[str],
+                      live: LiveSummaries | None = None) -> dict[str, Any]:
     """The summary of several runs (a sweep, two runs compared): merged from theirs when their
     targets are apart, else computed over their cells together."""
     if len(run_ids) == 1:
-        return summaries(conn, run_ids)[run_ids[0]]
-    merged = merge_summaries(summaries(conn, run_ids).values())
+        return summaries(conn, run_ids, live)[run_ids[0]]
+    merged = merge_summaries(summaries(conn, run_ids, live).values())
     return merged if merged is not None else run_summary(conn, run_ids)
 
 
-def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0,
-              status: str = "") -> tuple[list[dict[str, Any]], bool]:
+def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0, status: str = "",
+              live: LiveSummaries | None = None) -> tuple[list[dict[str, Any]], bool]:
     """One page of runs, newest first, whose id, sweep or config contains ``query`` (and whose
     status is ``status``; ``gate``: those a gate failed): each with its evals, targets, cells,
     pass rate and 95 % interval (clustered by case), errors, cost, verdict and status; and
@@ -67,7 +79,7 @@ def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0,
     more, rows = len(rows) > PAGE_SIZE, rows[:PAGE_SIZE]
     for row in rows:
         row["status"] = _shown_status(row["status"], row.pop("hostname"), row.pop("pid"))
-    found = summaries(conn, [row["run_id"] for row in rows])
+    found = summaries(conn, [row["run_id"] for row in rows], live)
     sweeps = _sweep_members(conn, {row["sweep_dir"] for row in rows if row["sweep_dir"]})
     for row in rows:
         summary = found[row["run_id"]]
@@ -91,7 +103,8 @@ def _sweep_members(conn: sqlite3.Connection, sweep_dirs: set[str]) -> dict[str, 
     return out
 
 
-def run_status(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, Any] | None:
+def run_status(conn: sqlite3.Connection, run_ids: Sequence[str],
+               live: LiveSummaries | None = None) -> dict[str, Any] | None:
     """What a live page polls: the runs' status and how many of their cells are stored, passed, errored.
 
     Several runs (a sweep) are ``running`` while one of them is.
@@ -103,12 +116,7 @@ def run_status(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, An
         return None
     statuses = [_shown_status(row[0], row[3], row[4]) for row in found]
     status = "running" if "running" in statuses else statuses[0] if len(set(statuses)) == 1 else "mixed"
-    err = infra_error_sql("r.")
-    cells, passed, errors = conn.execute(
-        f"select count(r.cell_key), coalesce(sum(r.passed), 0), coalesce(sum({err}), 0) from run_cells rc"
-        f" join results r on r.cell_key = rc.cell_key"
-        f" and r.run_id = rc.result_run_id where rc.run_id in ({marks})",
-        list(run_ids)).fetchone() if status == "running" else _finished_counts(conn, run_ids)
+    cells, passed, errors = _counts(conn, run_ids, live)
     return {"run_id": ",".join(run_ids), "status": status, "finished_at": max(str(r[1] or "") for r in found),
             "cells_total": sum(r[2] or 0 for r in found), "cells": cells, "passed": passed, "errors": errors}
 
@@ -123,8 +131,9 @@ def _shown_status(status: str, hostname: str | None, pid: int | None) -> str:
     return GONE if status == "running" and process_gone(hostname, pid) else status
 
 
-def _finished_counts(conn: sqlite3.Connection, run_ids: Sequence[str]) -> tuple[int, int, int]:
-    summary = selection_summary(conn, run_ids)
+def _counts(conn: sqlite3.Connection, run_ids: Sequence[str],
+                     live: LiveSummaries | None) -> tuple[int, int, int]:
+    summary = selection_summary(conn, run_ids, live)
     targets = summary["targets"]
     return summary["cells"], sum(t["passed"] for t in targets), sum(t["errors"] for t in targets)
 

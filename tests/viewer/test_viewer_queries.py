@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from evalhydra.reports.runsummary import overall_interval, run_summary, target_rows
 from evalhydra.store.db import Batch, Store, open_store
 from evalhydra.viewer.grid import GRID_PAGE, case_view, grid_page, previous_run
+from evalhydra.viewer.live import LiveSummaries
 from evalhydra.viewer.queries import run_status, runs_page, selection_summary, summaries
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import numbered_registry, run_cli
@@ -286,4 +288,32 @@ def test_the_grid_pages_by_key_forwards_and_backwards_over_every_case(tmp_path: 
         backward = [(c["eval"], c["case"]) for c in page.cases] + backward
         assert page.more
     assert backward == every
+    store.close()
+
+
+def _without_graders(summary: dict[str, Any]) -> dict[str, Any]:
+    targets = [{**t, "cost": round(t["cost"], 9)} for t in summary["targets"]]
+    return {**summary, "graders": [], "targets": targets}
+
+
+def test_a_running_runs_summary_grows_with_each_cell_stored_as_a_full_one_would(tmp_path: Path) -> None:
+    """Issue 50, item 2: a running run's summary adds only the cells stored since the last look, and
+    equals the one computed over all its results; a replaced membership starts it again."""
+    store = open_store(tmp_path / "s.db")
+    run = "eval-live-dddddddd"
+    store.start_run({"run_id": run, "kind": "chat", "started_at": "2026-01-03T00:00:00.000Z",
+                     "status": "running", "fingerprint": "f"})
+    live = LiveSummaries()
+    rows = [result_row(run, f"c{i % 7}", i // 7 + 1, passed=i % 3 > 0, service_name=f"svc-{i % 2}",
+                       cost_usd=0.001 * i) for i in range(40)]
+    for start in range(0, 40, 9):
+        chunk = rows[start:start + 9]
+        store.write(Batch(results=chunk, members=[(run, r["cell_key"]) for r in chunk]))
+        got = summaries(store.conn, [run], live)[run]
+        assert _without_graders(got) == _without_graders(run_summary(store.conn, [run]))
+    assert live.summary(store.conn, run)["cells"] == 40
+    again = {**rows[0], "passed": False, "status": "FAIL"}  # the run writes a cell over
+    store.write(Batch(results=[again], members=[(run, again["cell_key"])]))
+    assert _without_graders(live.summary(store.conn, run)) == _without_graders(run_summary(store.conn, [run]))
+    assert run_status(store.conn, [run], live)["cells"] == 40  # type: ignore[index]
     store.close()
