@@ -360,3 +360,67 @@ def test_the_viewer_follows_a_dark_colour_scheme(viewer: str, browser: object) -
 
     assert brightness(shades["light"][0]) > 200 and brightness(shades["light"][1]) < 60
     assert brightness(shades["dark"][0]) < 60 and brightness(shades["dark"][1]) > 200
+
+
+@pytest.mark.slow
+def test_live_pages_keep_ticks_typing_and_focus_and_a_killed_run_shows_gone(tmp_path: Path,
+                                                                            browser: object) -> None:
+    """Issue 50, item 2: while a run writes, the run list updates in place (two ticked runs stay
+    ticked and compare) and the run's page swaps only counters and rows (the search box keeps what
+    was typed, and focus); a run killed with -9 shows "interrupted (process gone)"."""
+    registry = numbered_registry(tmp_path / "reg", 120)  # the second run outlasts the checks
+    store = tmp_path / "s.db"
+    common = [f"registry={registry}", "eval=g.e", f"store.path={store}", "run.progress=false"]
+    assert run_cli(*common, "trials=1", cwd=tmp_path).returncode == 0
+    (done,) = [r for r in [_run_id(store)] if r]
+    run = start_cli(*common, "trials=2", "run.concurrency=1", "service.mock.latency_ms=300", cwd=tmp_path)
+    try:
+        wait_for(lambda: len(_run_ids(store)) == 2, timeout=60)
+        (going,) = set(_run_ids(store)) - {done}
+        proc, url = start_viewer(store)
+        try:
+            page = browser.new_page()  # type: ignore[attr-defined]
+            page.goto(url)
+            page.check(f'input.pick[value="{done}"]')
+            page.check(f'input.pick[value="{going}"]')
+            page.fill("#q", "typed, not sent")
+            wait_until(page, "Number(document.body.dataset.refreshes || 0) >= 2")
+            assert page.is_checked(f'input.pick[value="{done}"]')
+            assert page.is_checked(f'input.pick[value="{going}"]')
+            assert page.input_value("#q") == "typed, not sent" and page.is_enabled("#compare")
+            page.click("#compare")
+            page.wait_for_selector("#comparisons")
+            assert f"base={done}" in page.url
+            page.goto(base_of(url) + f"/runs/{going}")
+            wait_until(page, f"{LIVE}.status === 'running'")
+            page.fill("#search", "V1")  # typed, not submitted
+            page.focus("#search")
+            seen = int(page.locator("#live").get_attribute("data-cells") or 0)
+            wait_until(page, f"Number({LIVE}.cells) > {seen} + 2", 30)
+            page.wait_for_timeout(500)  # the swap that follows the count
+            assert page.input_value("#search") == "V1"
+            assert page.evaluate("document.activeElement.id") == "search"
+            run.send_signal(signal.SIGKILL)
+            run.communicate(timeout=30)
+            page.goto(url)
+            row = page.locator(f'#runs tr[data-run="{going}"]')
+            assert row.get_attribute("data-status") == "interrupted (process gone)"
+        finally:
+            stop(proc)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+
+
+def _run_ids(store: Path) -> list[str]:
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        try:
+            return [row[0] for row in conn.execute("select run_id from runs")]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return []
