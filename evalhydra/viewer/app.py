@@ -38,9 +38,10 @@ from evalhydra.reports.comparecmd import Target, compare, parse_target
 from evalhydra.reports.html import STATUS_MARKS, chart
 from evalhydra.reports.runsummary import header_facts, target_rows
 from evalhydra.store.db import Store, open_store
-from evalhydra.viewer.grid import GridPage, case_view, grid_page, previous_run
+from evalhydra.viewer.grid import GridPage, case_view, grid_page, neighbours, previous_run, side_by_side
 from evalhydra.viewer.live import LiveSummaries
 from evalhydra.viewer.queries import comparisons, run_status, runs_page, selection_summary
+from evalhydra.viewer.render import render_text
 
 __all__ = ["COOKIE", "create_app"]
 
@@ -161,7 +162,8 @@ def _templates() -> Environment:
 def _render(request: Request, name: str, **values: Any) -> HTMLResponse:
     nonce = request.scope.get("state", {}).get("nonce", "")
     return HTMLResponse(_templates().get_template(name).render(marks=STATUS_MARKS, poll_ms=POLL_MS,
-                                                               nonce=nonce, **values))
+                                                               nonce=nonce, render_input=render_text,
+                                                               **values))
 
 
 class _Pages:
@@ -208,16 +210,24 @@ class _Pages:
                            pager=_pager(grid, _linker(params), params))
 
     def case(self, request: Request) -> Response:
-        """One case of a run (or of several), whole."""
+        """One case of a run (or of several), whole: two of its columns side by side with a word
+        diff (``a``, ``b``, ``trial``), and the cases before and after it in the grid it came from."""
         params = request.query_params
+        back = urlencode(parse_qsl(params.get("back", "")))  # the grid's filter, sort, search and page
+        grid = dict(parse_qsl(back))
         with closing(self._store()) as store:
             ids = _resolve(store, request.path_params["ids"].split(","))
-            found = None if not ids else case_view(store.conn, ids, params.get("eval", ""),
-                                                   params.get("case", ""))
-        if found is None:
-            return _missing("no such case in these runs")
-        back = urlencode(parse_qsl(params.get("back", "")))  # the grid's filter, sort, search and page
-        return _render(request, "case.html.j2", view=found, ids=",".join(ids), back=back)
+            key = (params.get("eval", ""), params.get("case", ""))
+            found = case_view(store.conn, ids, *key) if ids else None
+            if found is None:
+                return _missing("no such case in these runs")
+            base, _ = _base_run(store, grid.get("base"), previous_run(store.conn, ids))
+            before, after = neighbours(store.conn, ids, key, filter=grid.get("filter", "all"),
+                                       query=grid.get("q", ""), sort=grid.get("sort", "case"), base=base)
+        trial = params.get("trial", "")
+        pair = side_by_side(found, params.get("a"), params.get("b"), int(trial) if trial.isdigit() else None)
+        return _render(request, "case.html.j2", view=found, ids=",".join(ids), back=back, pair=pair,
+                       before=before, after=after, link=_linker(params))
 
     def compare(self, request: Request) -> Response:
         """Two runs or targets (``base``, ``candidate``: ``RUN[,RUN…][@SERVICE[:MODEL]]``), paired;

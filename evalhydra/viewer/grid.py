@@ -16,9 +16,11 @@ from typing import Any
 from evalhydra.core import strictjson
 from evalhydra.reports.html import log_tail, store_folder
 from evalhydra.reports.selection import STATUS_SQL, Selection, select_runs
-from evalhydra.store.rows import INFRA_ERROR_SQL
+from evalhydra.store.rows import INFRA_ERROR_SQL, infra_error_sql
+from evalhydra.viewer.render import render_text, word_diff
 
-__all__ = ["FILTERS", "GRID_PAGE", "SORTS", "CaseView", "GridPage", "case_view", "grid_page", "previous_run"]
+__all__ = ["FILTERS", "GRID_PAGE", "SORTS", "CaseView", "GridPage", "case_view", "grid_page", "neighbours",
+           "previous_run", "side_by_side"]
 
 #: Cases on one page of the grid.
 GRID_PAGE = 50
@@ -115,8 +117,20 @@ def grid_page(conn: sqlite3.Connection, run_ids: Sequence[str], *, page: int = 0
     sel = select_runs(conn, run_ids)
     if filter == "all" and not query and sort == "case":
         return _keyset_page(conn, sel, page, after=after, before=before, last=last)
-    params: dict[str, Any] = {f"p{i}": value for i, value in enumerate(sel.params)}
+    sql, params = _filtered_sql(conn, sel, filter, query, sort, base)
     params.update(limit=GRID_PAGE + 1, offset=page * GRID_PAGE)
+    keys = [tuple(row) for row in conn.execute(sql, params)]
+    cases = _cases(conn, sel, keys[:GRID_PAGE])
+    targets = sorted({t for case in cases for t in case["targets"]})
+    return GridPage(targets, cases, page, len(keys) > GRID_PAGE, filter, query, sort, base,
+                    earlier=page > 0)
+
+
+def _filtered_sql(conn: sqlite3.Connection, sel: Selection, filter: str, query: str, sort: str,
+                  base: str | None) -> tuple[str, dict[str, Any]]:
+    """The statement listing the cases a filter, search and sort keep, in order (``:limit`` and
+    ``:offset`` left to bind), and its parameters."""
+    params: dict[str, Any] = {f"p{i}": value for i, value in enumerate(sel.params)}
     join, keep = "", FILTERS[filter]
     if filter == "regressions" and base is None:
         keep = "0"
@@ -127,11 +141,31 @@ def grid_page(conn: sqlite3.Connection, run_ids: Sequence[str], *, page: int = 0
     params["q"] = query
     sql = _PAGE_SQL.format(table=sel.table, where=_named(sel.where, "p"), join=join, filter=keep,
                            sort=SORTS[sort], hit=_HIT_SQL if query else ", 1 as hit")
-    keys = [tuple(row) for row in conn.execute(sql, params)]
-    cases = _cases(conn, sel, keys[:GRID_PAGE])
-    targets = sorted({t for case in cases for t in case["targets"]})
-    return GridPage(targets, cases, page, len(keys) > GRID_PAGE, filter, query, sort, base,
-                    earlier=page > 0)
+    return sql, params
+
+
+def neighbours(conn: sqlite3.Connection, run_ids: Sequence[str], key: tuple[str, str], *, filter: str = "all",
+               query: str = "", sort: str = "case",
+               base: str | None = None) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
+    """The cases before and after ``key`` in the grid as filtered, searched and sorted (None at an
+    end, or when the case is not in that grid)."""
+    filter, sort = (filter if filter in FILTERS else "all"), (sort if sort in SORTS else "case")
+    sel = select_runs(conn, run_ids)
+    if filter == "all" and not query and sort == "case":
+        found = []
+        for bound, order in (("(eval_id, case_id) < (:e, :c)", "desc"),
+                             ("(eval_id, case_id) > (:e, :c)", "asc")):
+            sql = _KEYS_SQL.format(where=_named(sel.where, "p"), bound=bound, order=order)
+            params = {f"p{i}": value for i, value in enumerate(sel.params)}
+            row = conn.execute(sql, {**params, "e": key[0], "c": key[1], "limit": 1, "offset": 0}).fetchone()
+            found.append((row[0], row[1]) if row else None)
+        return found[0], found[1]
+    sql, params = _filtered_sql(conn, sel, filter, query, sort, base)
+    keys = [(row[0], row[1]) for row in conn.execute(sql, {**params, "limit": -1, "offset": 0})]
+    if key not in keys:
+        return None, None
+    at = keys.index(key)
+    return (keys[at - 1] if at else None), (keys[at + 1] if at + 1 < len(keys) else None)
 
 
 def _keyset_page(conn: sqlite3.Connection, sel: Selection, page: int, *, after: tuple[str, str] | None,
@@ -192,27 +226,36 @@ def _excerpt(text: str) -> str:
     return text if len(text) <= EXCERPT else text[:EXCERPT] + " …"
 
 
-_CASE_SQL = f"""select service_name || '/' || coalesce(model, '') as target, run_index,
-  {STATUS_SQL} as status,
-  score, input, ideal, output, failure_reason, error_kind, feedback, rubric_scores, judge_model,
-  judge_status_code, status_code, reply_model, reasoning, attempt_count, latency_ms, ttft_ms,
-  prompt_tokens, completion_tokens, reasoning_tokens, judge_prompt_tokens, judge_completion_tokens,
-  cost_usd, judge_cost_usd, kind, tool_calls, details, stdout_log_path, cell_key, run_id, evaluated_at,
-  grader_scores
-from results where ({{where}}) and eval_id = ? and case_id = ? order by target, run_index"""
+_CASE_SQL = f"""select rc.run_id as member, r.service_name || '/' || coalesce(r.model, '') as target,
+  r.run_index, coalesce(r.status, case when r.error_kind is not null then 'ERROR' when r.passed then 'PASS'
+    else 'FAIL' end) as status,
+  r.score, r.input, r.ideal, r.output, r.failure_reason, r.error_kind, r.feedback, r.rubric_scores,
+  r.judge_model, r.judge_status_code, r.status_code, r.reply_model, r.reasoning, r.attempt_count,
+  r.latency_ms, r.ttft_ms, r.prompt_tokens, r.completion_tokens, r.reasoning_tokens, r.judge_prompt_tokens,
+  r.judge_completion_tokens, r.cost_usd, r.judge_cost_usd, r.kind, r.tool_calls, r.details,
+  r.stdout_log_path, r.cell_key, r.run_id, r.evaluated_at, r.grader_scores, {infra_error_sql("r.")} as err
+from run_cells rc join results r on r.cell_key = rc.cell_key and r.run_id = rc.result_run_id
+where rc.run_id in ({{marks}}) and r.eval_id = ? and r.case_id = ? order by target, member, r.run_index"""
 
 
 def case_view(conn: sqlite3.Connection, run_ids: Sequence[str], eval_id: str,
               case_id: str) -> CaseView | None:
-    """Every trial of one case in ``run_ids``, whole; None when the runs have no such case."""
-    sel = select_runs(conn, run_ids)
-    cursor = conn.execute(_CASE_SQL.format(where=sel.where), [*sel.params, eval_id, case_id])
+    """Every trial of one case in ``run_ids``, whole; None when the runs have no such case.
+
+    Trials are grouped in columns by target, and by target and run where several of ``run_ids``
+    hold the same target (two runs of one configuration, side by side).
+    """
+    sql = _CASE_SQL.format(marks=", ".join("?" * len(run_ids)))
+    cursor = conn.execute(sql, [*run_ids, eval_id, case_id])
     names = [d[0] for d in cursor.description]
     rows = [dict(zip(names, values, strict=True)) for values in cursor]
     if not rows:
         return None
     view = CaseView(eval_id, case_id, rows[0]["input"] or "", rows[0]["ideal"] or "")
     root = store_folder(conn)
+    runs_of: dict[str, set[str]] = {}
+    for row in rows:
+        runs_of.setdefault(row["target"], set()).add(row["member"])
     for row in rows:
         row["attempts"] = conn.execute(
             "select call, attempt, status_code, error_kind, error_message, latency_ms from attempts"
@@ -220,10 +263,32 @@ def case_view(conn: sqlite3.Connection, run_ids: Sequence[str], eval_id: str,
             [row["cell_key"], row["run_id"]]).fetchall()
         row["rubric_scores"] = strictjson.stored(row["rubric_scores"], None)
         row["grader_scores"] = strictjson.stored(row["grader_scores"], None)
+        row["rendered"] = render_text(row["output"])
         if row["kind"] == "agent":
             row.update(_agent_parts(row, root))
-        view.trials.setdefault(row["target"], []).append(row)
+        column = row["target"] if len(runs_of[row["target"]]) == 1 else f"{row['target']} · {row['member']}"
+        view.trials.setdefault(column, []).append(row)
     return view
+
+
+def side_by_side(view: CaseView, left: str | None, right: str | None,
+                 trial: int | None) -> dict[str, Any] | None:
+    """Two columns of a case (``left``, ``right``: column names; default its first two) at one trial
+    (default the first both have): their trials and a word diff of their outputs; None with fewer
+    than two columns."""
+    columns = list(view.trials)
+    if len(columns) < 2:
+        return None
+    left = left if left in view.trials else columns[0]
+    right = right if right in view.trials and right != left else next(c for c in columns if c != left)
+    by_trial = [{t["run_index"]: t for t in view.trials[c]} for c in (left, right)]
+    shared = sorted(by_trial[0].keys() & by_trial[1].keys())
+    if not shared:
+        return {"columns": columns, "left": left, "right": right, "trial": None, "trials": [], "pair": None}
+    chosen = trial if trial in shared else shared[0]
+    pair = (by_trial[0][chosen], by_trial[1][chosen])
+    return {"columns": columns, "left": left, "right": right, "trial": chosen, "trials": shared, "pair": pair,
+            "diff": word_diff(pair[0]["output"], pair[1]["output"])}
 
 
 def _agent_parts(row: dict[str, Any], root: Any) -> dict[str, Any]:

@@ -233,7 +233,10 @@ def test_a_user_walks_from_the_run_list_to_a_case_and_compares_two_runs(
     assert "c1" in page.locator("#comparisons").inner_text()  # the regressed case is named
     page.click("#comparisons a:text('c1')")
     page.wait_for_selector("#case")
-    assert page.locator(".target").count() == 1 and page.locator(".trial").count() == 4  # both runs' trials
+    assert page.locator(".target").count() == 2 and page.locator(".trial").count() == 4  # a column per run
+    assert page.locator("#side-by-side .column").count() == 2  # the two runs' answers side by side
+    # the same answer V1, judged against another ideal: nothing in the diff is removed or added
+    assert page.locator("#diff").inner_text() == "V1" and page.locator("#diff del, #diff ins").count() == 0
     page.go_back()
     page.click("#regressions")
     page.wait_for_url("**filter=regressions**")
