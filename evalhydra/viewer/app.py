@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import secrets
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from functools import cache
 from pathlib import Path
@@ -29,7 +29,14 @@ from urllib.parse import parse_qsl, urlencode
 from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,9 +45,10 @@ from evalhydra.reports.comparecmd import Target, compare, parse_target
 from evalhydra.reports.html import STATUS_MARKS, chart
 from evalhydra.reports.runsummary import header_facts, target_rows
 from evalhydra.store.db import Store, open_store
+from evalhydra.viewer.export import FORMATS, export_lines
 from evalhydra.viewer.grid import GridPage, case_view, grid_page, neighbours, previous_run, side_by_side
 from evalhydra.viewer.live import LiveSummaries
-from evalhydra.viewer.queries import comparisons, run_status, runs_page, selection_summary
+from evalhydra.viewer.queries import comparisons, history, run_status, runs_page, selection_summary
 from evalhydra.viewer.render import render_text
 
 __all__ = ["COOKIE", "create_app"]
@@ -72,6 +80,7 @@ def create_app(store_path: Path, token: str, host: str = "127.0.0.1") -> ASGIApp
         Route("/runs/{ids}", pages.run),
         Route("/runs/{ids}/case", pages.case),
         Route("/runs/{ids}/changes", pages.changes),
+        Route("/runs/{ids}/export.{fmt}", pages.export),
         Route("/compare", pages.compare),
         Route("/api/runs/{ids}", pages.status),
     ], exception_handlers={sqlite3.Error: _store_trouble, EvalHydraError: _store_trouble})
@@ -207,6 +216,7 @@ class _Pages:
                            graders=summary.get("graders", []), chart=chart(rows),
                            previous=previous if len(ids) == 1 else None, grid=grid, ids=",".join(ids),
                            link=_linker(params), kept=kept, base_problem=base_problem,
+                           history=history(store.conn, ids[0], self.live) if len(ids) == 1 else [],
                            pager=_pager(grid, _linker(params), params))
 
     def case(self, request: Request) -> Response:
@@ -228,6 +238,27 @@ class _Pages:
         pair = side_by_side(found, params.get("a"), params.get("b"), int(trial) if trial.isdigit() else None)
         return _render(request, "case.html.j2", view=found, ids=",".join(ids), back=back, pair=pair,
                        before=before, after=after, link=_linker(params))
+
+    def export(self, request: Request) -> Response:
+        """The grid as shown (``filter``, ``q``, ``sort``, ``base``), every page, as CSV or JSONL."""
+        fmt, params = request.path_params["fmt"], request.query_params
+        if fmt not in FORMATS:
+            return _missing("export as .csv or .jsonl", 404)
+        with closing(self._store()) as store:
+            ids = _resolve(store, request.path_params["ids"].split(","))
+            if not ids:
+                return _missing(f"no run {request.path_params['ids']} in this store")
+            base, _ = _base_run(store, params.get("base"), previous_run(store.conn, ids))
+        store_path = self.store_path
+
+        def lines() -> Iterator[str]:
+            with closing(open_store(store_path, read_only=True)) as reader:
+                yield from export_lines(reader.conn, ids, fmt, filter=params.get("filter", "all"),
+                                        query=params.get("q", ""), sort=params.get("sort", "case"), base=base)
+
+        name = f"{ids[0] if len(ids) == 1 else 'sweep'}-{params.get('filter', 'all')}.{fmt}"
+        return StreamingResponse(lines(), media_type=FORMATS[fmt],
+                                 headers={"content-disposition": f'attachment; filename="{name}"'})
 
     def compare(self, request: Request) -> Response:
         """Two runs or targets (``base``, ``candidate``: ``RUN[,RUN…][@SERVICE[:MODEL]]``), paired;

@@ -19,7 +19,8 @@ from evalhydra.reports.selection import STATUS_SQL, Selection, select_runs
 from evalhydra.store.rows import INFRA_ERROR_SQL, infra_error_sql
 from evalhydra.viewer.render import render_text, word_diff
 
-__all__ = ["FILTERS", "GRID_PAGE", "SORTS", "CaseView", "GridPage", "case_view", "grid_page", "neighbours",
+__all__ = ["FILTERS", "GRID_PAGE", "SORTS", "CaseView", "GridPage", "case_view", "grid_keys", "grid_page",
+           "neighbours",
            "previous_run", "side_by_side"]
 
 #: Cases on one page of the grid.
@@ -144,6 +145,19 @@ def _filtered_sql(conn: sqlite3.Connection, sel: Selection, filter: str, query: 
     return sql, params
 
 
+def grid_keys(conn: sqlite3.Connection, run_ids: Sequence[str], *, filter: str = "all", query: str = "",
+              sort: str = "case", base: str | None = None) -> tuple[Selection, list[tuple[str, str]]]:
+    """Every (eval, case) of the grid as filtered, searched and sorted, in order, and the selection."""
+    filter, sort = (filter if filter in FILTERS else "all"), (sort if sort in SORTS else "case")
+    sel = select_runs(conn, run_ids)
+    if filter == "all" and not query and sort == "case":
+        sql = _KEYS_SQL.format(where=_named(sel.where, "p"), bound="1", order="asc")
+        params = {f"p{i}": value for i, value in enumerate(sel.params)}
+    else:
+        sql, params = _filtered_sql(conn, sel, filter, query, sort, base)
+    return sel, [(row[0], row[1]) for row in conn.execute(sql, {**params, "limit": -1, "offset": 0})]
+
+
 def neighbours(conn: sqlite3.Connection, run_ids: Sequence[str], key: tuple[str, str], *, filter: str = "all",
                query: str = "", sort: str = "case",
                base: str | None = None) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
@@ -160,8 +174,7 @@ def neighbours(conn: sqlite3.Connection, run_ids: Sequence[str], key: tuple[str,
             row = conn.execute(sql, {**params, "e": key[0], "c": key[1], "limit": 1, "offset": 0}).fetchone()
             found.append((row[0], row[1]) if row else None)
         return found[0], found[1]
-    sql, params = _filtered_sql(conn, sel, filter, query, sort, base)
-    keys = [(row[0], row[1]) for row in conn.execute(sql, {**params, "limit": -1, "offset": 0})]
+    keys = grid_keys(conn, run_ids, filter=filter, query=query, sort=sort, base=base)[1]
     if key not in keys:
         return None, None
     at = keys.index(key)

@@ -21,7 +21,8 @@ from evalhydra.store.db import process_gone
 from evalhydra.store.rows import verdict_sql
 from evalhydra.viewer.live import LiveSummaries
 
-__all__ = ["PAGE_SIZE", "comparisons", "run_status", "runs_page", "selection_summary", "summaries"]
+__all__ = ["HISTORY_RUNS", "PAGE_SIZE", "comparisons", "history", "run_status", "runs_page",
+           "selection_summary", "summaries"]
 
 #: Runs on one page of the list.
 PAGE_SIZE = 50
@@ -136,6 +137,31 @@ def _counts(conn: sqlite3.Connection, run_ids: Sequence[str],
     summary = selection_summary(conn, run_ids, live)
     targets = summary["targets"]
     return summary["cells"], sum(t["passed"] for t in targets), sum(t["errors"] for t in targets)
+
+
+#: Runs a run's history chart shows, the run itself last.
+HISTORY_RUNS = 20
+
+
+def history(conn: sqlite3.Connection, run_id: str, live: LiveSummaries | None = None) -> list[dict[str, Any]]:
+    """The pass rate with its 95 % interval (clustered by case) of ``run_id`` and the runs of the
+    same configuration (fingerprint) started before it, oldest first, at most :data:`HISTORY_RUNS`."""
+    found = conn.execute("select fingerprint, started_at from runs where run_id = ?", [run_id]).fetchone()
+    if found is None or not found[0]:
+        return []
+    rows = conn.execute(
+        "select run_id, started_at from runs where fingerprint = ? and (started_at < ? or run_id = ?)"
+        " order by started_at desc, run_id desc limit ?",
+        [found[0], found[1], run_id, HISTORY_RUNS]).fetchall()
+    rows.reverse()
+    found_summaries = summaries(conn, [r[0] for r in rows], live)
+    points = []
+    for other, started in rows:
+        interval = overall_interval(found_summaries[other])
+        if interval.n_cases:
+            points.append({"run_id": other, "started": started or "", "rate": interval.estimate,
+                           "low": interval.low, "high": interval.high, "current": other == run_id})
+    return points
 
 
 def comparisons(conn: sqlite3.Connection, run_ids: Sequence[str],

@@ -18,7 +18,9 @@ from evalhydra.reports.runsummary import run_summary
 from evalhydra.store.db import open_store
 from evalhydra.viewer.app import CHANGES_PAGE
 from tests.reports.test_reports_support import result_row, write_run
-from tests.viewer.test_viewer import base_of, start_viewer, stop
+from tests.viewer.test_viewer import base_of, browser, start_viewer, stop
+
+__all__ = ["browser"]  # the fixture, shared
 
 BASE, CAND, OTHER = "eval-base-aaaaaaaa", "eval-cand-bbbbbbbb", "eval-other-cccccccc"
 CASES = CHANGES_PAGE + 30  # more regressions than one page of the list holds
@@ -126,3 +128,55 @@ def test_a_sweeps_target_comparison_lists_every_regressed_case(tmp_path: Path) -
             assert http.get("/runs/eval-sweep-aaaaaaaa/changes?list=regressed&row=9").status_code == 400
     finally:
         stop(proc)
+
+
+def test_a_runs_page_charts_its_configurations_history(client: httpx.Client) -> None:
+    """Issue 50, item 4: the pass rate over the earlier runs of the same configuration."""
+    page = client.get(f"/runs/{CAND}").text
+    chart = page.split('id="history-chart"', 1)[1].split("</svg>", 1)[0]
+    assert re.findall(r'data-run="([^"]+)"', chart) == [BASE, CAND]
+    assert 'class="point current" data-run="' + CAND in chart
+    assert f"{100 * (CASES - BROKEN) / CASES:.1f}%" in chart and "100.0%" in chart
+    assert 'id="history-chart"' not in client.get(f"/runs/{OTHER}").text  # alone in its configuration
+
+
+def test_the_grid_downloads_as_csv_and_jsonl_with_its_filter(client: httpx.Client) -> None:
+    """Issue 50, item 4: every page of the grid as shown, one line per trial."""
+    import csv
+    import io
+    import json
+
+    page = client.get(f"/runs/{CAND}", params={"filter": "failures"}).text
+    (href,) = _hrefs(page, "export.csv")
+    assert "filter=failures" in href
+    got = client.get(href)
+    assert got.headers["content-type"].startswith("text/csv")
+    assert "attachment" in got.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(got.text)))
+    assert [r["case"] for r in rows] == sorted(f"HumanEval/{i}" for i in range(BROKEN))  # the grid's order
+    assert {r["status"] for r in rows} == {"FAIL"} and rows[0]["output"] == "wrong"
+    lines = client.get(f"/runs/{CAND}/export.jsonl").text.splitlines()
+    assert len(lines) == CASES and json.loads(lines[0])["target"] == "svc/m"
+    regressed = client.get(f"/runs/{CAND}/export.jsonl", params={"filter": "regressions"}).text.splitlines()
+    assert len(regressed) == BROKEN  # against the previous run of the configuration
+    assert client.get(f"/runs/{CAND}/export.xlsx").status_code == 404
+
+
+@pytest.mark.slow
+def test_in_a_browser_more_regressions_open_and_slash_ids_link(client: httpx.Client, browser: object) -> None:
+    """The compare flow as a user clicks it: "and N more", the full list, a case whose id holds "/"."""
+    page = browser.new_page()  # type: ignore[attr-defined]
+    page.context.add_cookies([{"name": name, "value": value, "url": str(client.base_url)}
+                              for name, value in client.cookies.items()])
+    page.goto(str(client.base_url) + "/compare?" + urlencode({"base": BASE[:10], "candidate": CAND[:10]}))
+    assert page.title() == f"evalhydra · {BASE[:10]} vs {CAND[:10]}"
+    page.locator("#comparisons td.regressed a.more").first.click()
+    page.wait_for_selector("#change-list")
+    assert page.locator("#change-list li").count() == CHANGES_PAGE
+    page.click("#next")
+    page.wait_for_url("**page=1**")
+    assert page.locator("#change-list li").count() == BROKEN - CHANGES_PAGE
+    page.locator("#change-list a").last.click()
+    page.wait_for_selector("#case-title")
+    last = sorted(map(str, range(BROKEN)))[-1]  # the list is in case-id order
+    assert page.locator("#case-title").inner_text() == f"g.e / HumanEval/{last}"

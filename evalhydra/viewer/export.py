@@ -1,0 +1,54 @@
+"""The grid as shown (its filter, search and sort), every page of it, as CSV or JSONL: one line per
+trial of each case and target, outputs whole, streamed in chunks of cases."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from evalhydra.reports.selection import STATUS_SQL
+from evalhydra.store.rows import INFRA_ERROR_SQL
+from evalhydra.viewer.grid import grid_keys
+
+__all__ = ["COLUMNS", "FORMATS", "export_lines"]
+
+#: What each line holds, in order.
+COLUMNS = ("eval", "case", "target", "trial", "status", "score", "error", "input", "ideal", "output",
+           "reason")
+#: Formats and their media types.
+FORMATS = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
+#: Cases read per statement.
+_CHUNK = 400
+
+_ROWS_SQL = f"""select eval_id, case_id, service_name || '/' || coalesce(model, '') as t, run_index,
+  {STATUS_SQL}, case when {INFRA_ERROR_SQL} then null else score end,
+  case when {INFRA_ERROR_SQL} then coalesce(error_kind, status) end, input, ideal, output, failure_reason
+from results indexed by idx_results_eval_case
+where ({{where}}) and (eval_id, case_id) in (values {{keys}}) order by eval_id, case_id, t, run_index"""
+
+
+def export_lines(conn: sqlite3.Connection, run_ids: Sequence[str], fmt: str, **grid: Any) -> Iterator[str]:
+    """The lines of the grid's export (``grid``: :func:`~evalhydra.viewer.grid.grid_keys`'s filter,
+    query, sort and base), the CSV header first; in the grid's case order."""
+    sel, keys = grid_keys(conn, run_ids, **grid)
+    if fmt == "csv":
+        yield _csv_line(COLUMNS)
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start:start + _CHUNK]
+        order = {key: i for i, key in enumerate(chunk)}
+        sql = _ROWS_SQL.format(where=sel.where, keys=", ".join(["(?, ?)"] * len(chunk)))
+        rows = conn.execute(sql, [*sel.params, *(part for key in chunk for part in key)]).fetchall()
+        rows.sort(key=lambda row: (order[(row[0], row[1])], row[2], row[3]))  # the grid's order
+        for row in rows:
+            yield _csv_line(row) if fmt == "csv" else json.dumps(dict(zip(COLUMNS, row, strict=True)),
+                                                                 ensure_ascii=False) + "\n"
+
+
+def _csv_line(values: Sequence[Any]) -> str:
+    out = io.StringIO()
+    csv.writer(out).writerow(values)
+    return out.getvalue()
