@@ -18,6 +18,8 @@ Tables:
 * ``batches``: every batch job sent to a provider (:mod:`~evalhydra.store.batches`).
 * ``run_summaries``: each finished run's per-target totals and case histograms
   (:mod:`evalhydra.reports.runsummary`), what ``evalhydra view`` lists and opens.
+* ``case_fractions``: each finished run's per-case counts and trial digests
+  (:mod:`evalhydra.store.fractions`), what comparisons of finished runs read.
 
 A migration never changes once released; a new schema is a new migration.
 """

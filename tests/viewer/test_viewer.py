@@ -305,7 +305,9 @@ def test_hostile_stored_text_stays_text_in_every_page(tmp_path: Path, browser: o
         page.goto(url)  # the token, then the cookie
         case_page = f"/runs/{HOSTILE}/case?" + urlencode({"eval": evil, "case": "c1"})
         for path in ("/", f"/runs/{HOSTILE}", f"/runs/{HOSTILE}?filter=failures&q=%3Cimg",
-                     f"/compare?base={HOSTILE}&candidate={HOSTILE}", case_page):
+                     f"/compare?base={HOSTILE}&candidate={HOSTILE}",
+                     f"/compare?base={HOSTILE}&candidate={HOSTILE}&list=regressed&row=0",
+                     f"/runs/{HOSTILE}?" + urlencode({"filter": "regressions", "base": evil}), case_page):
             page.goto(base_of(url) + path)
             page.wait_for_load_state("load")
             assert page.evaluate("document.querySelector('[id^=pwned]') === null && !window.pwned"), path
