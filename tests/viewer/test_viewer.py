@@ -132,6 +132,24 @@ def test_hostile_requests_are_refused_never_a_500_and_every_answer_is_hardened(
         assert (page.headers["referrer-policy"], page.headers["x-content-type-options"],
                 page.headers["cache-control"]) == ("no-referrer", "nosniff", "no-store")
         assert client.get("/?q=%25").status_code == 200
+        run = two_runs[1][0]
+        odd_params = [  # each new page's parameters, malformed: a page or a 4xx, never a 500
+            (f"/runs/{run}?after_eval=%ED%B3%BF&after_case={'x' * 5000}&from_end=-1", {}),  # not UTF-8
+            (f"/runs/{run}", {"before_eval": "g.e", "before_case": "\x00", "last": ""}),
+            (f"/runs/{run}", {"filter": "regressions", "base": "%_*"}),
+            (f"/runs/{run}/case", {"eval": "g.e", "case": "c1", "a": "nope", "b": "", "trial": "99" * 30}),
+            (f"/runs/{run}/case", {"eval": "g.e", "case": "c1", "back": "filter=nope&sort=%00&after_eval=x"}),
+            (f"/runs/{run}/changes", {"list": "regressed", "row": "1" + "0" * 30}),
+            (f"/runs/{run}/changes", {"list": "__class__", "row": "0"}),
+            ("/compare", {"base": run, "candidate": run, "list": "regressed", "row": "-1"}),
+            ("/compare", {"base": run, "candidate": run, "list": "regressed", "row": "0", "page": "9" * 40}),
+            (f"/runs/{run}/export.csv", {"filter": "nope", "sort": "'; drop table results; --"}),
+            (f"/runs/{run}/export.exe", {}),
+            (f"/runs/{run},nope/export.jsonl", {}),
+        ]
+        for path, params in odd_params:
+            answer = client.get(path, params=params)
+            assert answer.status_code in (200, 400, 404), (path, params, answer.status_code)
 
 
 def test_an_unreadable_store_answers_503_naming_it(tmp_path: Path) -> None:
