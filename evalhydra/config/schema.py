@@ -103,6 +103,7 @@ class MockBehaviour:
     batch_delay_s: float = 0.0  # a batch is processed this long after it is created
     batch_fail_every: int = 0  # > 0: every n-th line of a batch goes to its error file
     batch_outcome: str | None = None  # expired (half the lines done) | failed (validation) | stuck
+    tool_wire: str | None = None  # how tool calls are sent: one of the mock's TOOL_WIRES (real servers' ways)
 
 
 @dataclass

@@ -156,10 +156,12 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call returned by the model; ``arguments`` is the raw JSON string."""
+    """A tool call returned by the model; ``arguments`` is the raw JSON string (``{}`` when the
+    provider sent an empty one), ``id`` the provider's call id (None when it sent none)."""
 
     name: str
     arguments: str
+    id: str | None = None
 
 
 @immutable

@@ -311,8 +311,16 @@ def test_parse_tool_calls_and_null_content() -> None:
     body = json.dumps(chat_body(None, message={"tool_calls": calls})).encode()
     answer = parse_chat_response(body, "asked")
     assert answer.output == ""
-    assert answer.tool_calls == (ToolCall("lookup", '{"w": "x"}'),)
+    assert answer.tool_calls == (ToolCall("lookup", '{"w": "x"}', "t1"),)  # the provider's id kept
     assert answer.usage == Usage()
+
+
+def test_arguments_missing_empty_or_an_object_read_as_servers_mean_them() -> None:
+    """Issue 51, item 5: no arguments, ``""`` and an object (as some servers send them)."""
+    for arguments, expected in ((None, "{}"), ("", "{}"), ("  ", "{}"), ({"a": "ü"}, '{"a": "ü"}')):
+        function = {"name": "f"} if arguments is None else {"name": "f", "arguments": arguments}
+        body = {"choices": [{"message": {"content": None, "tool_calls": [{"function": function}]}}]}
+        assert parse_chat_response(json.dumps(body).encode(), "m").tool_calls == (ToolCall("f", expected),)
 
 
 def test_parse_absent_content_needs_tool_calls() -> None:
@@ -340,12 +348,7 @@ def test_parse_model_fallback() -> None:
         (b'{"choices": [{"text": "legacy"}]}', "MalformedSuccessPayload"),
         (b'{"choices": [{"message": {"content": 5}}]}', "MalformedSuccessPayload"),
         (
-            b'{"choices": [{"message": {"content": "", "tool_calls": [{"function": {"name": "f"}}]}}]}',
-            "MalformedSuccessPayload",
-        ),
-        (
-            b'{"choices": [{"message": {"content": "", "tool_calls": [{"function": {"name": "f", '
-            b'"arguments": {}}}]}}]}',
+            b'{"choices": [{"message": {"content": "", "tool_calls": [{"function": {"name": 5}}]}}]}',
             "MalformedSuccessPayload",
         ),
     ],

@@ -107,7 +107,8 @@ async def test_tool_calls_with_null_content_parse_the_same(client: openai.OpenAI
     assert call.function.name == "search_web"
     assert json.loads(call.function.arguments) == {"query": "weather melbourne"}  # a JSON *string*
     ours = parse_chat_response(raw.http_response.content, "requested")
-    assert ours.output == "" and ours.tool_calls == (ToolCall(call.function.name, call.function.arguments),)
+    assert ours.output == "" and ours.tool_calls == (ToolCall(call.function.name, call.function.arguments,
+                                                              call.id),)
 
 
 @pytest.mark.parametrize("fault", ["content_null", "no_usage"])

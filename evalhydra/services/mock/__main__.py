@@ -50,6 +50,9 @@ _SWITCHES: list[tuple[str, str, Any, str]] = [
     ("--batch-delay-s", "batch_delay_s", float, "process a batch (/v1/batches) X s after its creation"),
     ("--batch-fail-every", "batch_fail_every", int, "every N-th line of a batch goes to its error file"),
     ("--batch-outcome", "batch_outcome", str, "end every batch this way: expired, failed or stuck"),
+    ("--tool-wire", "tool_wire", str, "send tool calls as some real server does: no_ids, same_ids,"
+     " empty_arguments, content_and_calls, stop_finish, no_index, reused_index, names_repeated, last_bare"
+     " or split_surrogate"),
 ]
 
 

@@ -20,7 +20,12 @@ order on the text of the last user message (text parts concatenated):
 2. Refinement: "Previous attempt was insufficient." replaces the text with
    its "Original request:" part, with every "BAD" token removed, and the
    rules below apply to that.
-3. Tools: when tools are offered and the text names one (the name, the name
+3. Tool scripts and results: "Call NAME with {JSON}." steps in the text are called one per turn
+   (all in one turn when the text says "in parallel"), each call's id ``call_K`` for step K; once
+   every step is called, or when the conversation holds tool results but no step is left, the
+   reply answers from the tool results: "Reply with exactly X." in the text gives X, else the
+   last tool message's text.
+   Then, when tools are offered and the text names one (the name, the name
    with "_" as spaces, or every "_"-separated word of it as words of the
    text; case-insensitive), the reply is ``content: null`` plus one tool call.
    ``tool_choice`` "none" disables this; a named ``tool_choice`` forces it.
@@ -111,6 +116,9 @@ def reply_for(payload: dict[str, Any], chance: Callable[[], float] | None = None
         return _content(judged)
     if _REFINE_MARK in text:
         text = _original_request(text)
+    scripted = _scripted_reply(payload, text)
+    if scripted is not None:
+        return scripted
     call = _tool_reply(payload, text)
     if call is not None:
         return {"role": "assistant", "content": None, "tool_calls": [call]}
@@ -324,6 +332,46 @@ def _tool_reply(payload: dict[str, Any], text: str) -> dict[str, Any] | None:
         "type": "function",
         "function": {"name": spec["name"], "arguments": arguments},
     }
+
+
+_STEP = re.compile(r"\bcall\s+(\w+)\s+with\s+(?=\{)", re.I)
+_DECODER = json.JSONDecoder()
+
+
+def _script(text: str) -> list[tuple[str, str]]:
+    """The "Call NAME with {JSON}." steps of a text: (name, arguments), in order."""
+    steps = []
+    for match in _STEP.finditer(text):
+        try:
+            arguments, _ = _DECODER.raw_decode(text, match.end())
+        except ValueError:
+            continue
+        steps.append((match.group(1), json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)))
+    return steps
+
+
+def _since_user(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages after the last user message."""
+    messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    return messages[last + 1:]
+
+
+def _scripted_reply(payload: dict[str, Any], text: str) -> dict[str, Any] | None:
+    """Rule 3's tool script, or an answer from tool results; None when neither applies."""
+    after = _since_user(payload)
+    made = sum(len(m.get("tool_calls") or ()) for m in after if m.get("role") == "assistant")
+    results = [m for m in after if m.get("role") == "tool"]
+    steps = _script(text) if payload.get("tools") and payload.get("tool_choice") != "none" else []
+    if made < len(steps):
+        todo = steps[made:] if "in parallel" in text.lower() else steps[made:made + 1]
+        calls = [{"id": f"call_{made + i}", "type": "function", "function": {"name": name, "arguments": args}}
+                 for i, (name, args) in enumerate(todo)]
+        return {"role": "assistant", "content": None, "tool_calls": calls}
+    if not results:
+        return None
+    exact = _EXACTLY.search(text)
+    return _content(_unquote(exact.group(1).strip()) if exact else message_text(results[-1].get("content")))
 
 
 def _query_words(text: str) -> str:

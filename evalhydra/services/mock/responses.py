@@ -33,9 +33,11 @@ def completion(
     model: str,
     message: dict[str, Any],
     usage: dict[str, Any] | None,
+    finish: str | None = None,
 ) -> dict[str, Any]:
-    """Return an OpenAI ``chat.completion`` object for one assistant message."""
-    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    """Return an OpenAI ``chat.completion`` object for one assistant message (``finish``: its
+    ``finish_reason``, by default ``tool_calls`` for a call, else ``stop``)."""
+    finish = finish or ("tool_calls" if message.get("tool_calls") else "stop")
     body: dict[str, Any] = {
         "id": completion_id,
         "object": "chat.completion",

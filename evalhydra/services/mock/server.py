@@ -31,7 +31,13 @@ from evalhydra.services.mock.delays import DelayLine
 from evalhydra.services.mock.limits import RequestBudget
 from evalhydra.services.mock.replies import CHANCE_MARK, reply_for, usage_for
 from evalhydra.services.mock.settings import MockSettings
-from evalhydra.services.mock.streaming import STREAM_FAULTS, stream_events, with_reasoning
+from evalhydra.services.mock.streaming import (
+    STREAM_FAULTS,
+    finish_reason,
+    stream_events,
+    tool_wired,
+    with_reasoning,
+)
 from evalhydra.services.mock.wire import Reply
 
 __all__ = ["MockServer", "MockSettings", "MockStats", "open_mock_server", "serve"]
@@ -367,7 +373,8 @@ class MockServer:
             number,
             int(time.time()),
         )
-        if fault is None and s.reasoning is None and not _wants_stream(body) and CHANCE_MARK not in body:
+        if (fault is None and s.reasoning is None and s.tool_wire is None and not _wants_stream(body)
+                and CHANCE_MARK not in body):
             rest = _rendered(body, s.model, s.fixed_reply)
             if rest is not None:
                 self._last_body = body
@@ -416,7 +423,8 @@ class MockServer:
         usage = usage_for(payload, message) if wants_usage and fault != "no_usage" else None
         head = {"id": f"chatcmpl-mock-{number}", "object": "chat.completion.chunk",
                 "created": int(time.time()), "model": self._model(payload)}
-        events = stream_events(head, message, usage, delta_chars=s.stream_delta_chars, fault=fault)
+        events = stream_events(head, message, usage, delta_chars=s.stream_delta_chars, fault=fault,
+                               wire=s.tool_wire)
         if s.stream_split_bytes:
             whole = b"".join(events)
             events = [whole[i:i + s.stream_split_bytes] for i in range(0, len(whole), s.stream_split_bytes)]
@@ -432,7 +440,9 @@ class MockServer:
         message = self._message(payload, fault)
         usage = None if fault == "no_usage" else usage_for(payload, message)
         cid, created = f"chatcmpl-mock-{number}", int(time.time())
-        body = responses.completion(cid, created, self._model(payload), message, usage)
+        wire = self.settings.tool_wire
+        body = responses.completion(cid, created, self._model(payload), tool_wired(message, wire), usage,
+                                    finish_reason(message, wire))
         if fault == "missing_choices":
             del body["choices"]
         elif fault == "empty_choices":

@@ -13,7 +13,7 @@ from typing import Any
 
 from evalhydra.config.schema import MockBehaviour
 from evalhydra.services.mock.batches import BATCH_OUTCOMES
-from evalhydra.services.mock.streaming import REASONING_SHAPES, STREAM_FAULTS
+from evalhydra.services.mock.streaming import REASONING_SHAPES, STREAM_FAULTS, TOOL_WIRES
 
 __all__ = ["DIALECTS", "FAULTS", "MockSettings"]
 
@@ -98,6 +98,8 @@ class MockSettings(MockBehaviour):
             :data:`DIALECTS`).
         batch_delay_s: A batch (``/v1/batches``) is processed this long after it is created.
         batch_fail_every: When > 0, every n-th line of a batch goes to its error file.
+        tool_wire: When set, how tool calls go on the wire, as one real server or another sends
+            them: one of :data:`~evalhydra.services.mock.streaming.TOOL_WIRES`.
         batch_outcome: When set, how every batch ends instead of ``completed``: one of
             :data:`~evalhydra.services.mock.batches.BATCH_OUTCOMES`.
     """
@@ -129,6 +131,9 @@ class MockSettings(MockBehaviour):
                              f"{self.rate_limit_dialect!r}")
         if self.batch_delay_s < 0 or self.batch_fail_every < 0:
             raise ValueError("batch_delay_s and batch_fail_every must be >= 0")
+        if self.tool_wire is not None and self.tool_wire not in TOOL_WIRES:
+            raise ValueError(f"tool_wire must be one of {', '.join(TOOL_WIRES)} or null,"
+                             f" got {self.tool_wire!r}")
         if self.batch_outcome is not None and self.batch_outcome not in BATCH_OUTCOMES:
             raise ValueError(f"batch_outcome must be one of {', '.join(BATCH_OUTCOMES)} or null,"
                              f" got {self.batch_outcome!r}")

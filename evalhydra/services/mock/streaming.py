@@ -15,7 +15,8 @@ from typing import Any
 
 from evalhydra.services.mock.replies import message_text
 
-__all__ = ["REASONING_SHAPES", "STREAM_FAULTS", "stream_events", "with_reasoning"]
+__all__ = ["REASONING_SHAPES", "STREAM_FAULTS", "TOOL_WIRES", "finish_reason", "stream_events", "tool_wired",
+           "with_reasoning"]
 
 #: Where a reasoning reply's thinking goes: ``message.reasoning_content`` (vLLM, SGLang),
 #: ``message.reasoning`` (llama.cpp) or a ``<think>`` block leading the content.
@@ -25,7 +26,43 @@ REASONING_SHAPES = ("reasoning_content", "reasoning", "inline")
 #: ``finish_reason``, as llama-cpp-python's server ends a stream when another request waits).
 STREAM_FAULTS = ("stream_cut", "stream_error", "stream_early_done")
 
+#: How tool calls go on the wire, each as some real server sends them. In every reply:
+#: ``no_ids`` (calls without ``id``), ``same_ids`` (every call ``call_0``), ``empty_arguments``
+#: (``arguments: ""``), ``content_and_calls`` (text beside the calls), ``stop_finish``
+#: (``finish_reason: stop`` with calls). In streams only: ``no_index`` (deltas without ``index``),
+#: ``reused_index`` (``index: 0`` for every call), ``names_repeated`` (the name on every delta),
+#: ``last_bare`` (a last argument delta with neither id nor name nor index), ``split_surrogate``
+#: (a character beyond the BMP split between two argument deltas, its surrogate halves apart).
+TOOL_WIRES = ("no_ids", "same_ids", "empty_arguments", "content_and_calls", "stop_finish", "no_index",
+              "reused_index", "names_repeated", "last_bare", "split_surrogate")
+
 _DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_DUMPS_ASCII = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+
+
+def tool_wired(message: dict[str, Any], wire: str | None) -> dict[str, Any]:
+    """``message`` with its tool calls as ``wire`` (one of :data:`TOOL_WIRES`) has them."""
+    calls = message.get("tool_calls")
+    if not calls or wire not in ("no_ids", "same_ids", "empty_arguments", "content_and_calls"):
+        return message
+    if wire == "content_and_calls":
+        return {**message, "content": "Let me look that up."}
+    changed = []
+    for call in calls:
+        call = {**call, "function": dict(call["function"])}
+        if wire == "no_ids":
+            call.pop("id", None)
+        elif wire == "same_ids":
+            call["id"] = "call_0"
+        else:
+            call["function"]["arguments"] = ""
+        changed.append(call)
+    return {**message, "tool_calls": changed}
+
+
+def finish_reason(message: dict[str, Any], wire: str | None) -> str:
+    """The ``finish_reason`` a reply ends with."""
+    return "tool_calls" if message.get("tool_calls") and wire != "stop_finish" else "stop"
 
 
 def thought_for(payload: dict[str, Any]) -> str:
@@ -47,23 +84,48 @@ def _pieces(text: str, size: int) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), max(1, size))]
 
 
-def _deltas(message: dict[str, Any], size: int) -> list[dict[str, Any]]:
-    """The message as deltas of at most ``size`` characters each."""
+def _deltas(message: dict[str, Any], size: int, wire: str | None = None) -> list[dict[str, Any]]:
+    """The message as deltas of at most ``size`` characters each (tool calls as ``wire`` sends them)."""
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
     for key in ("reasoning_content", "reasoning"):
         deltas += [{key: piece} for piece in _pieces(message.get(key) or "", size)]
     deltas += [{"content": piece} for piece in _pieces(message.get("content") or "", size)]
     for index, call in enumerate(message.get("tool_calls") or ()):
-        function = call["function"]
-        deltas.append({"tool_calls": [{"index": index, "id": call.get("id"), "type": "function",
-                                       "function": {"name": function["name"], "arguments": ""}}]})
-        deltas += [{"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
-                   for piece in _pieces(function["arguments"], size)]
+        deltas += _call_deltas(index, call, size, wire)
     return deltas
 
 
+def _call_deltas(index: int, call: dict[str, Any], size: int, wire: str | None) -> list[dict[str, Any]]:
+    """One call's deltas: the first with its id and name, then its arguments in pieces."""
+    function = call["function"]
+    position = {} if wire == "no_index" else {"index": 0 if wire == "reused_index" else index}
+    first: dict[str, Any] = {**position, "type": "function",
+                             "function": {"name": function["name"], "arguments": ""}}
+    if call.get("id") is not None:
+        first["id"] = call["id"]
+    pieces = _pieces(function["arguments"], size)
+    if wire == "split_surrogate":
+        pieces = _split_pair(function["arguments"] or "{}")
+    named = {"name": function["name"]} if wire == "names_repeated" else {}
+    rest: list[dict[str, Any]] = [{**position, "function": {**named, "arguments": piece}} for piece in pieces]
+    if wire == "last_bare" and rest:
+        rest[-1] = {"function": {"arguments": pieces[-1]}}
+    return [{"tool_calls": [delta]} for delta in [first, *rest]]
+
+
+def _split_pair(arguments: str) -> list[str]:
+    """The arguments in two pieces, split between the surrogate halves of a character beyond the
+    BMP (one is added as a string value when there is none)."""
+    if not any(ord(ch) > 0xFFFF for ch in arguments):
+        arguments = json.dumps({**json.loads(arguments), "mood": "\U0001F600"}, ensure_ascii=False)
+    at = next(i for i, ch in enumerate(arguments) if ord(ch) > 0xFFFF)
+    code = ord(arguments[at]) - 0x10000
+    high, low = chr(0xD800 + (code >> 10)), chr(0xDC00 + (code & 0x3FF))
+    return [arguments[:at] + high, low + arguments[at + 1:]]
+
+
 def stream_events(head: dict[str, Any], message: dict[str, Any], usage: dict[str, Any] | None, *,
-                  delta_chars: int, fault: str | None = None) -> list[bytes]:
+                  delta_chars: int, fault: str | None = None, wire: str | None = None) -> list[bytes]:
     """The events of a streamed answer, each ready to send.
 
     Args:
@@ -72,13 +134,15 @@ def stream_events(head: dict[str, Any], message: dict[str, Any], usage: dict[str
         usage: The usage chunk's block, or None to send none.
         delta_chars: Most characters per delta.
         fault: One of :data:`STREAM_FAULTS`, or None.
+        wire: How tool calls are sent (:data:`TOOL_WIRES`), or None.
 
     Returns:
         The events (``data: …`` and a blank line each).
     """
-    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    message = tool_wired(message, wire)
+    finish = finish_reason(message, wire)
     chunks = [dict(head, choices=[{"index": 0, "delta": d, "finish_reason": None}])
-              for d in _deltas(message, delta_chars)]
+              for d in _deltas(message, delta_chars, wire)]
     half = len(chunks) // 2
     if fault == "stream_error":
         chunks = chunks[:half] + [{"error": {"message": "mock stream error", "type": "server_error"}}]
@@ -88,5 +152,6 @@ def stream_events(head: dict[str, Any], message: dict[str, Any], usage: dict[str
         chunks.append(dict(head, choices=[{"index": 0, "delta": {}, "finish_reason": finish}]))
         if usage is not None:
             chunks.append(dict(head, choices=[], usage=usage))
-    events = [b"data: " + _DUMPS(chunk).encode() + b"\n\n" for chunk in chunks]
+    dumps = _DUMPS_ASCII if wire == "split_surrogate" else _DUMPS  # a lone half only as an escape
+    events = [b"data: " + dumps(chunk).encode() + b"\n\n" for chunk in chunks]
     return events if fault == "stream_cut" else [*events, b"data: [DONE]\n\n"]

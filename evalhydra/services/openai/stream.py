@@ -21,6 +21,8 @@ and the last delta (for output tokens per second).
 from __future__ import annotations
 
 import codecs
+import json
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -34,7 +36,7 @@ from evalhydra.core import strictjson
 from evalhydra.core.values import ToolCall, Usage
 from evalhydra.http.body import BodyTooLarge, aiter_capped
 from evalhydra.services.openai.reasoning import split_reasoning
-from evalhydra.services.openai.response import ChatAnswer, InvalidResponseError, parse_usage
+from evalhydra.services.openai.response import ChatAnswer, InvalidResponseError, arguments_text, parse_usage
 from evalhydra.services.responses_api import chat_reply
 
 __all__ = ["AFTER_DONE_S", "StreamAssembler", "StreamTiming", "is_event_stream", "read_stream"]
@@ -86,7 +88,7 @@ class StreamAssembler:
         self._now = now
         self._content: list[str] = []
         self._thinking: list[str] = []
-        self._tools: dict[int, list[Any]] = {}  # index → [name, [argument pieces]]
+        self._tools = _ToolCallAssembly()
         self._usage: Usage | None = None
         self._finished = False
         self.done = False
@@ -106,10 +108,7 @@ class StreamAssembler:
         if data == _DONE:
             self.done = True
             return
-        try:
-            chunk = strictjson.loads(data)
-        except (ValueError, UnicodeDecodeError):
-            raise InvalidResponseError("InvalidUpstreamJson") from None
+        chunk = _chunk(data)
         if event == "error" or (isinstance(chunk, dict) and "error" in chunk):
             raise InvalidResponseError(f"StreamError: {_error_text(chunk)}")
         if not isinstance(chunk, dict):
@@ -179,16 +178,7 @@ class StreamAssembler:
         if not isinstance(deltas, list):
             raise InvalidResponseError("MalformedSuccessPayload")
         for delta in deltas:
-            function = delta.get("function") if isinstance(delta, dict) else None
-            index = delta.get("index", 0) if isinstance(delta, dict) else None
-            if type(index) is not int or not isinstance(function, dict):
-                raise InvalidResponseError("MalformedSuccessPayload")
-            entry = self._tools.setdefault(index, [None, []])
-            name, arguments = function.get("name"), function.get("arguments")
-            if isinstance(name, str) and name:
-                entry[0] = name
-            if isinstance(arguments, str):
-                entry[1].append(arguments)
+            self._tools.add(delta)
             self._arrived(answer=True)
 
     def answer(self) -> ChatAnswer:
@@ -202,11 +192,7 @@ class StreamAssembler:
             raise InvalidResponseError("StreamCut: the stream ended before [DONE]")
         if not self._finished:
             raise InvalidResponseError("StreamUnfinished: [DONE] came before any finish_reason")
-        calls = []
-        for _, (name, pieces) in sorted(self._tools.items()):
-            if name is None:
-                raise InvalidResponseError("MalformedSuccessPayload")
-            calls.append(ToolCall(name, "".join(pieces)))
+        calls = self._tools.calls()
         content = "".join(self._content)
         usage = self._usage if self._usage is not None else Usage(reported=False)
         if self._tags is None:
@@ -357,3 +343,98 @@ async def read_stream(response: httpx.Response, assembler: StreamAssembler, cap:
                 except (InvalidResponseError, httpx.TransportError):
                     pass  # the answer was whole; only the connection is lost
     return assembler.answer()
+
+
+def _chunk(data: str) -> Any:
+    """A chunk's JSON, strictly; a lone surrogate escape is let through only inside a tool call's
+    arguments, where a server may split a character's surrogate pair over two pieces (they are
+    joined when the call is put together).
+
+    Raises:
+        InvalidResponseError: Not JSON, or a lone surrogate anywhere else.
+    """
+    try:
+        return strictjson.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        if "surrogate escape" not in str(exc):
+            raise InvalidResponseError("InvalidUpstreamJson") from None
+    chunk = json.loads(data)
+    try:
+        choices = chunk["choices"]
+        deltas = [call for choice in choices for call in choice["delta"].get("tool_calls") or ()]
+        pieces = [call["function"].pop("arguments", None) for call in deltas]
+        strictjson.loads(json.dumps(chunk))  # the rest holds none
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise InvalidResponseError("InvalidUpstreamJson") from None
+    for call, piece in zip(deltas, pieces, strict=True):
+        if piece is not None:
+            call["function"]["arguments"] = piece
+    return chunk
+
+
+class _ToolCallAssembly:
+    """Tool calls put together from stream deltas, as servers send them.
+
+    A delta names its call by ``index`` and/or ``id``; either may be missing, an ``id`` may come
+    on the first delta only or be reused for calls at other indexes, an ``index`` may be reused
+    (0) for calls with other ids, a name may repeat on every delta. A delta joins the latest call
+    with its id (and its index, when it has one); a delta without id joins the latest call at its
+    index; one with neither joins the call being sent. Anything else starts a call. Argument
+    pieces are joined, surrogate halves split across pieces made whole again.
+    """
+
+    def __init__(self) -> None:
+        self._calls: list[list[Any]] = []  # [id, index, name, [argument pieces]], in order of arrival
+
+    def add(self, delta: Any) -> None:
+        function = delta.get("function") if isinstance(delta, dict) else None
+        if not isinstance(function, dict):
+            raise InvalidResponseError("MalformedSuccessPayload")
+        index, call_id = delta.get("index"), delta.get("id")
+        if index is not None and type(index) is not int:
+            raise InvalidResponseError("MalformedSuccessPayload")
+        if call_id is not None and not isinstance(call_id, str):
+            raise InvalidResponseError("MalformedSuccessPayload")
+        call = self._call_of(index, call_id or None)
+        name, arguments = function.get("name"), function.get("arguments")
+        if isinstance(name, str) and name and call[2] is None:
+            call[2] = name
+        if isinstance(arguments, str):
+            call[3].append(arguments)
+        elif isinstance(arguments, (dict, list)):
+            call[3].append(json.dumps(arguments, ensure_ascii=False))
+
+    def _call_of(self, index: int | None, call_id: str | None) -> list[Any]:
+        for call in reversed(self._calls):
+            if call_id is not None and call[0] == call_id and (index is None or call[1] == index):
+                return call  # its id (and index): a reused id at another index is another call
+            if call_id is None and index is not None and call[1] == index:
+                return call  # the latest call at its index (ids come on a first delta only)
+        if call_id is None and index is None and self._calls:
+            return self._calls[-1]  # neither: the call being sent
+        call = [call_id, index, None, []]
+        self._calls.append(call)
+        return call
+
+    def calls(self) -> list[ToolCall]:
+        """The calls, in order of arrival.
+
+        Raises:
+            InvalidResponseError: A call without a name.
+        """
+        out = []
+        for call_id, _, name, pieces in self._calls:
+            if name is None:
+                raise InvalidResponseError("MalformedSuccessPayload")
+            out.append(ToolCall(name, arguments_text(_whole("".join(pieces))), call_id))
+        return out
+
+
+def _whole(text: str) -> str:
+    """``text`` with surrogate pairs split across argument pieces joined into their character (a
+    half left alone becomes U+FFFD)."""
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return _LONE_SURROGATE.sub("\ufffd", joined)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
