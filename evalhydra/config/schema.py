@@ -171,11 +171,16 @@ class ServiceConfig:
 
 @dataclass
 class ToolConfig:
-    """A tool offered to the model (zig_eval ``tools`` entry)."""
+    """A tool offered to the model (zig_eval ``tools`` entry); with ``implementation`` or
+    ``replies`` it runs, and the cell is a tool loop (``docs/tool-agents.md``)."""
 
     name: str = MISSING
     description: str = ""
     parameters_json: str = "{}"
+    implementation: str | None = None  # "pkg.module:function" (sync or async), from the registry root
+    replies: Any = None  # canned: {"<arguments as JSON>": reply, "*": reply}, or one reply for any call
+    parallel: bool = False  # may run at the same time as the turn's other parallel calls
+    timeout_s: float = 30.0
 
 
 @dataclass
@@ -211,6 +216,14 @@ class MatcherConfig:
     embedding_model: str | None = None  # openai_graders: cosine's embedding model
     python_timeout_s: float | None = None  # openai_graders: how long a python grader may run
     output_json: bool | None = None  # openai_graders: fill sample.output_json (a structured-output run)
+    name: str | None = None  # tool_used, tool_args: the tool
+    min: int | None = None  # tool_used (default 1), step_count
+    max: int | None = None
+    args: Any = None  # tool_args: the arguments expected
+    mode: str | None = None  # partial | exact (tool_args, state); in_order | exact | subset | superset
+    ignore: list[str] | None = None  # tool_args: argument names left out
+    steps: list[str] | None = None  # tool_sequence, tool_call_f1: tool names
+    state: Any = None  # state: the tool class's expected end state
 
 
 @dataclass
@@ -236,6 +249,8 @@ class EvalConfig:
     prompt: str | None = None  # a template filled from each case's fields: "Q: {{question}}"
     messages: Any = None  # a conversation template: [{role: user, content: "{{question}}"}]
     params: dict[str, Any] = field(default_factory=dict)  # temperature, max_tokens, …: over the service's
+    tool_class: str | None = None  # "pkg.module:Class": one per cell; its public methods are tools
+    loop: Any = None  # a tool loop's limits and choices (LoopPlan's fields): max_turns, max_tokens, …
 
 
 @dataclass

@@ -17,11 +17,14 @@ from evalhydra.core.messages import as_text
 from evalhydra.core.trio_util import RunClock
 from evalhydra.core.values import Case, ChatRequest, Completion, MatchResult
 from evalhydra.execute.rows import attempt_row, chat_row
+from evalhydra.execute.toolbox import Toolbox
+from evalhydra.execute.toolloop import run_loop
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.factory import judge_services_of
 from evalhydra.matchers.rubric import refinement_input
 from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan
+from evalhydra.plan.tools import LoopPlan
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import Service
 from evalhydra.services.batch import start_cell
@@ -72,6 +75,8 @@ class ChatCellRunner:
         """Execute one cell; return its result row and its attempt rows."""
         TRIAL.set(job.trial)  # the response cache keeps trial k of a case as trial k
         start_cell(job.key)  # batch mode: the cell's lines are named after it
+        if job.eval.loop is not None:
+            return await self._run_loop(job, job.eval.loop)
         if job.eval.refinement_attempts == 1:
             return await self._run_once(job)
         started = self._clock.now()
@@ -122,6 +127,32 @@ class ChatCellRunner:
                        self._judge_names(job.eval), attempts=1, history=None, latency_ms=latency)
         return row, self._attempt_rows(job, calls, None)
 
+    async def _run_loop(self, job: CellJob, loop: LoopPlan) -> tuple[ResultRow, list[dict[str, Any]]]:
+        """A tool loop's cell: the conversation run to its end, the answer and the path scored."""
+        started = self._clock.now()
+        try:
+            request = await render_request(job.case, job.eval.tools, self.root, job.eval.params)
+        except RenderError as exc:
+            completion = render_error_completion(exc, self.model)
+            match = await self._score(job, completion)
+            row = chat_row(job, self.run_id, self.config.name, self.model, completion, match,
+                           [("candidate", completion)], self._judge_names(job.eval), attempts=1, history=None,
+                           latency_ms=0.0)
+            return row, []
+        outcome = await run_loop(self.service, request, loop, Toolbox(loop, job.eval.tools, self.root))
+        trajectory = outcome.trajectory()
+        match = await self._score(job, outcome.completion, trajectory)
+        match = replace(match, details={**(match.details or {}), "trajectory": trajectory})
+        calls = [("candidate", turn) for turn in outcome.turns]
+        labels = [f"turn{i}" for i in range(1, len(calls) + 1)]
+        if match.judge is not None:
+            calls.append(("judge", match.judge))
+            labels.append("judge")
+        row = chat_row(job, self.run_id, self.config.name, self.model, outcome.completion, match, calls,
+                       self._judge_names(job.eval), attempts=1, history=None,
+                       latency_ms=(self._clock.now() - started) * 1000)
+        return row, self._attempt_rows(job, calls, labels)
+
     async def _generate(self, job: CellJob, refinement: str | None = None) -> Completion:
         """Ask the service the case's own input, or ``refinement`` (a refinement attempt's) in its place."""
         if isinstance(self.service, RecordedService):  # an output produced elsewhere, graded as it is
@@ -138,7 +169,8 @@ class ChatCellRunner:
             self._rendered = (case, job.eval, request)
         return await self.service.complete(request)
 
-    async def _score(self, job: CellJob, completion: Completion) -> MatchResult:
+    async def _score(self, job: CellJob, completion: Completion,
+                     trajectory: dict[str, Any] | None = None) -> MatchResult:
         if not completion.ok:
             details = {"error_detail": completion.error_detail} if completion.error_detail else None
             return MatchResult(passed=False, score=0.0, reason=completion.error_message,
@@ -146,7 +178,7 @@ class ChatCellRunner:
         if not completion.reasoning_finished:  # thinking cut by max_tokens: no answer to score
             return MatchResult(passed=False, score=0.0, reason=NOT_FINISHED)
         ctx = MatchContext(case=job.case, output=completion.output, tool_calls=completion.tool_calls,
-                           reasoning=completion.reasoning)
+                           reasoning=completion.reasoning, trajectory=trajectory)
         match = await self.matchers[job.eval.id](ctx)
         if not self.secrets or not (match.reason or match.feedback or match.suggested_fix):
             return match

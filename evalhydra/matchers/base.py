@@ -29,6 +29,8 @@ class MatchContext:
         log_content: An agent trial's combined stdout/stderr.
         reasoning: A reasoning model's thinking, taken out of ``output`` (judges are shown it
             only with ``include_reasoning``).
+        trajectory: A tool loop's path: ``{"stop_reason", "turns", "tool_calls", "state",
+            "transcript"}`` (:class:`evalhydra.execute.toolloop.LoopOutcome`), else None.
     """
 
     case: Case
@@ -38,6 +40,7 @@ class MatchContext:
     output_dir: Path | None = None
     log_content: str = ""
     reasoning: str | None = None
+    trajectory: dict[str, Any] | None = None
 
 
 class JudgeClient(Protocol):

@@ -23,6 +23,7 @@ from evalhydra.matchers import (
     rubric,
     text,
     toolcall,
+    trajectory,
 )
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher, SyncMatcher
 from evalhydra.matchers.common import is_number, plain
@@ -185,6 +186,7 @@ _BUILDERS: dict[str, Builder] = {
     "rubric": lambda spec, root, judges: rubric.build_rubric(spec, root, judges),
     "custom": lambda spec, root, judges: custom.build_custom(spec, root),
     "openai_graders": lambda spec, root, judges: openai_graders.build_openai_graders(spec, judges),
+    **dict.fromkeys(trajectory.PATH_KINDS, lambda spec, root, judges: trajectory.build_path_matcher(spec)),
 }
 
 

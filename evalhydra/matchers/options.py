@@ -32,6 +32,15 @@ MATCHER_KINDS: dict[str, set[str]] = {
     "weighted": {"parts", "threshold"},
     "custom": {"_target_", "validator", "kwargs", "pass_score"},
     "openai_graders": {*_JUDGE, "testing_criteria", "embedding_model", "python_timeout_s", "output_json"},
+    # a tool-using answer's path and end state (evalhydra.matchers.trajectory)
+    "tool_used": {"name", "pattern", "min", "max"},
+    "tool_args": {"name", "args", "mode", "ignore"},
+    "tool_sequence": {"steps", "mode"},
+    "step_count": {"min", "max"},
+    "tool_call_f1": {"steps", "pass_threshold"},
+    "tool_args_valid": set(),
+    "no_tool_errors": set(),
+    "state": {"state", "mode"},
 }
 
 #: Defaults filled into the cleaned spec.
@@ -55,6 +64,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "any_of": ("parts",),
     "weighted": ("parts",),
     "openai_graders": ("testing_criteria",),
+    "tool_args": ("name",),
+    "tool_sequence": ("steps",),
+    "tool_call_f1": ("steps",),
+    "state": ("state",),
 }
 
 
@@ -116,6 +129,15 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "embedding_model": _NONBLANK,
     "python_timeout_s": (lambda v: is_number(v) and v > 0, "a number of seconds > 0"),
     "output_json": _BOOL,
+    "name": _NONBLANK,
+    "min": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number >= 0"),
+    "max": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number >= 0"),
+    "args": (lambda v: isinstance(v, Mapping), "an object of argument values"),
+    "mode": (lambda v: v in ("partial", "exact", "in_order", "subset", "superset"),
+             "partial or exact (tool_args, state); in_order, exact, subset or superset (tool_sequence)"),
+    "ignore": (_is_name_list, "a list of argument names"),
+    "steps": (lambda v: _is_name_list(v) and bool(v), "a non-empty list of tool names"),
+    "state": (lambda v: v is not None, "the expected end state (an object, or any JSON value)"),
 }
 
 #: String options stored trimmed (zig_eval trims required strings).

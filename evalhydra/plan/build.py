@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from evalhydra.plan.cells import digest
 from evalhydra.plan.files import place_matcher_files
 from evalhydra.plan.model import CachePlan, EvalPlan, RunPlan
 from evalhydra.plan.selection import selection_of
+from evalhydra.plan.tools import loop_plan
 from evalhydra.registry.datasets import CaseTemplate
 from evalhydra.registry.definitions import Registry, load_registry, resolve_registry_root, validate_retry
 from evalhydra.services.cache import default_cache_path, parse_expiry
@@ -64,6 +65,11 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
             "Choose another service=, or another eval=.",
         )
     _check_kinds_match(service, models, evals)
+    looped = [e.id for e in evals if e.loop is not None]
+    if looped and service.batch.enabled:
+        raise EvalHydraError(f"service.batch.enabled: {looped[0]} runs a tool loop, which batch mode cannot.",
+                             "A loop's next request needs the last answer: run it without"
+                             " service.batch.enabled=true.")
     judges = _judges(conf, registry, evals, service)
     plain = redact(OmegaConf.to_container(cfg, resolve=True))
     return RunPlan(
@@ -300,6 +306,7 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
         raise EvalHydraError(f"trials={trials}: must be in 1..10000.")
     if spec.get("dataset_path") is None and spec.get("cases") is None:
         raise EvalHydraError(f"{where}: needs dataset_path (or cases for agent evals).")
+    loop, class_specs = loop_plan(spec, root, where)
     plan = EvalPlan(
         id=spec["id"],
         group=spec.get("group") or spec["id"].split(".")[0],
@@ -308,13 +315,17 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
         split=spec.get("split") or "test",
         matcher=matcher,
         trials=trials,
-        tools=tuple(_tool(t, where) for t in spec.get("tools") or []),
+        tools=(*(_tool(t, where) for t in spec.get("tools") or []), *class_specs),
         refinement_attempts=attempts,
         cases=spec.get("cases"),
         template=_template(spec, where),
         params=_params(spec.get("params"), where),
         base_dir=Path(spec["base_dir"]) if spec.get("base_dir") else None,
+        loop=loop,
     )
+    if loop is not None and attempts > 1:
+        raise EvalHydraError(f"{where}: max_attempts={attempts} with a tool loop.",
+                             "A tool loop is one conversation: leave max_attempts at 1.")
     return replace(plan, result_hash=_result_hash(plan))
 
 
@@ -323,7 +334,8 @@ def _result_hash(plan: EvalPlan) -> str:
     when set, so evals without them keep the keys they always had."""
     tools = [(t.name, t.description, t.parameters) for t in plan.tools]
     parts: list[Any] = [plan.matcher, tools, plan.refinement_attempts]
-    extra = {"prompt": plan.template.prompt, "messages": plan.template.messages, "params": plan.params}
+    extra = {"prompt": plan.template.prompt, "messages": plan.template.messages, "params": plan.params,
+             "loop": asdict(plan.loop) if plan.loop else None}
     extra = {k: v for k, v in extra.items() if v}
     if extra:
         parts.append(extra)

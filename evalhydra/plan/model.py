@@ -9,6 +9,7 @@ from typing import Any
 from evalhydra.config.schema import RunConfig, ServiceConfig
 from evalhydra.core.values import ToolSpec
 from evalhydra.plan.selection import CaseSelection
+from evalhydra.plan.tools import LoopPlan
 from evalhydra.registry.datasets import CaseTemplate
 
 __all__ = ["EvalPlan", "RunPlan"]
@@ -32,6 +33,7 @@ class EvalPlan:
     params: dict[str, Any] = field(default_factory=dict)  # generation parameters, over the service's
     result_hash: str = ""  # hash of result-relevant settings (part of every cell key)
     base_dir: Path | None = None  # the folder of the eval's own-format file: its paths resolve there first
+    loop: LoopPlan | None = None  # a tool loop: the tools that run, and its limits
 
 
 @dataclass(frozen=True)

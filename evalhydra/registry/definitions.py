@@ -52,7 +52,7 @@ REQUIRED_EVAL_FIELDS = (
     "default_run_count",
 )
 EVAL_KEYS = REQUIRED_EVAL_FIELDS + ("service_allowlist", "tools", "max_attempts", "cases", "prompt",
-                                    "messages", "params")
+                                    "messages", "params", "tool_class", "loop")
 #: Each matcher kind's option that names a file (relative to the registry root in zig_eval).
 MATCHER_FILE_OPTIONS = {"rubric": "prompt", "json_schema": "schema", "custom": "validator"}
 #: Keys a services.json entry may set: every field of the service schema.
@@ -407,10 +407,12 @@ def _tool_spec(tool: Any, where: str) -> dict[str, Any]:
     parsed = params if isinstance(params, dict) else _parse_json(params, f"{where}.parameters_json")
     if not isinstance(parsed, dict):
         raise EvalHydraError(f"{where}.parameters_json must be a JSON object.")
+    runs = {k: tool[k] for k in ("implementation", "replies", "parallel", "timeout_s") if k in tool}
     return {
         "name": tool["name"],
         "description": tool["description"],
         "parameters_json": json.dumps(parsed, separators=(",", ":")),
+        **runs,
     }
 
 

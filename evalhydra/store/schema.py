@@ -33,8 +33,8 @@ import sqlite_utils
 
 from evalhydra.store.rows import infra_error_sql
 
-__all__ = ["GRADER_VIEWS", "MIGRATIONS", "REPORT_VIEWS", "RESULT_COLUMNS", "SCHEMA_VERSION", "VERSION_JOIN",
-           "latest_version_sql"]
+__all__ = ["GRADER_VIEWS", "MIGRATIONS", "REPORT_VIEWS", "RESULT_COLUMNS", "SCHEMA_VERSION",
+           "TRAJECTORY_VIEWS", "VERSION_JOIN", "latest_version_sql"]
 
 RESULT_COLUMNS: dict[str, type] = {
     "cell_key": str,
@@ -427,6 +427,39 @@ def _migration_18(db: sqlite_utils.Database) -> None:
     db.table("case_fraction_runs").create({"run_id": str, "cells": int}, pk="run_id", if_not_exists=True)
 
 
+def _trajectory_view(path: str, columns: dict[str, str]) -> str:
+    """A view of one list of each result's ``details.trajectory`` (``path``), a row per entry, with
+    ``columns`` (name -> the entry's key) beside the result's identity."""
+    picked = ", ".join(f"json_extract(e.value, '$.{key}') as {name}" for name, key in columns.items())
+    return f"""
+        select rc.run_id, r.cell_key, r.eval_id, r.service_name, r.model, r.case_id, r.run_index, {picked},
+          json_extract(r.details, '$.trajectory.stop_reason') as stop_reason
+        from run_cells rc join results r on r.cell_key = rc.cell_key and r.run_id = rc.result_run_id,
+          json_each(case when json_valid(r.details)
+            then json_extract(r.details, '$.trajectory.{path}') end) e"""
+
+
+#: Views of migration 19: a tool loop's path, read from each result's ``details.trajectory``:
+#: ``turns``, a row per request of a loop; ``tool_calls``, a row per call, in the model's order.
+TRAJECTORY_VIEWS: dict[str, str] = {
+    "turns": _trajectory_view("turns", {k: k for k in (
+        "turn", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "latency_ms", "calls",
+        "error_kind")}),
+    "tool_calls": _trajectory_view("tool_calls", {
+        "turn": "turn", "call_index": "index", "provider_id": "provider_id", "call_id": "id", "name": "name",
+        "arguments": "arguments", "parsed_arguments": "parsed", "parallel": "parallel", "result": "result",
+        "result_cut": "result_cut", "result_sha256": "result_sha256", "error_kind": "error_kind",
+        "latency_ms": "latency_ms"}),
+}
+
+
+def _migration_19(db: sqlite_utils.Database) -> None:
+    """Views of a tool loop's path (``turns``, ``tool_calls``), read from each result's details:
+    they follow the version each run holds, as every other view does."""
+    for name, sql in TRAJECTORY_VIEWS.items():
+        db.create_view(name, sql, replace=True)
+
+
 #: Views of migration 15: an OpenAI Evals suite's criteria (``openai_graders``), by name.
 GRADER_VIEWS: dict[str, str] = {
     # One row per run × result × criterion: its score and verdict.
@@ -539,6 +572,6 @@ def _migration_17(db: sqlite_utils.Database) -> None:
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
-    _migration_14, _migration_15, _migration_16, _migration_17, _migration_18,
+    _migration_14, _migration_15, _migration_16, _migration_17, _migration_18, _migration_19,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

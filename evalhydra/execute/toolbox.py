@@ -1,0 +1,148 @@
+"""A cell's tools: each call the model makes run, its outcome turned into the text the model reads.
+
+A call never raises: an unknown tool, arguments that are not a JSON object or fail the tool's
+schema, a tool that raises or outlasts its timeout, a canned table without the call, each
+goes back to the model as the tool's result (``error: …``) and is recorded with its error kind.
+Results are text: strings as they are, bytes decoded (invalid UTF-8 escaped), anything else as
+JSON; what the model sees and the store keeps is capped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import trio
+
+from evalhydra.core import strictjson
+from evalhydra.core.values import ToolSpec
+from evalhydra.plan.tools import LoopPlan, ToolImpl, resolve_target
+
+__all__ = ["ToolOutcome", "Toolbox", "as_text"]
+
+#: Kinds of tool errors (the call's result tells the model what went wrong).
+TOOL_ERRORS = ("unknown_tool", "invalid_arguments", "schema_mismatch", "no_canned_reply", "timeout",
+               "tool_exception")
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What one call gave: the text the model reads (capped), whether it was cut, the whole
+    text's SHA-256, an error kind (None: the tool answered) and how long it took."""
+
+    text: str
+    cut: bool
+    sha256: str
+    error_kind: str | None
+    latency_ms: float
+    arguments: Any = None  # the parsed arguments (None when they were not a JSON object)
+
+
+class Toolbox:
+    """The tools of one cell: functions, canned tables, and a tool class made for this cell."""
+
+    def __init__(self, loop: LoopPlan, offered: tuple[ToolSpec, ...], root: Path) -> None:
+        self.loop = loop
+        self.impls: dict[str, ToolImpl] = {t.name: t for t in loop.tools}
+        self.schemas = {t.name: t.parameters for t in offered}
+        self.instance = resolve_target(loop.tool_class, root, "tool_class")() if loop.tool_class else None
+        self.functions = {t.name: resolve_target(t.implementation, root, f"tool '{t.name}'")
+                          for t in loop.tools if t.implementation}
+
+    def parallel(self, name: str) -> bool:
+        """Whether calls of ``name`` may run beside the turn's other parallel calls."""
+        impl = self.impls.get(name)
+        return impl is not None and impl.parallel
+
+    async def call(self, name: str, arguments: str) -> ToolOutcome:
+        """Run one call; never raises."""
+        started = time.perf_counter()
+        text, kind, parsed = await self._outcome(name, arguments)
+        cut = len(text) > self.loop.result_chars
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        elapsed = (time.perf_counter() - started) * 1000
+        return ToolOutcome(text[:self.loop.result_chars], cut, digest, kind, elapsed, parsed)
+
+    async def _outcome(self, name: str, arguments: str) -> tuple[str, str | None, Any]:
+        impl = self.impls.get(name)
+        if impl is None:
+            known = ", ".join(sorted(self.impls))
+            return f"error: no tool named {name!r} (tools: {known})", "unknown_tool", None
+        try:
+            parsed = strictjson.loads_plain(arguments or "{}", constants=False)
+        except ValueError as exc:
+            return f"error: the arguments are not JSON: {exc}", "invalid_arguments", None
+        if not isinstance(parsed, dict):
+            return "error: the arguments must be a JSON object", "invalid_arguments", None
+        problem = _schema_problem(self.schemas.get(name), parsed)
+        if problem:
+            return f"error: the arguments do not fit the tool's schema: {problem}", "schema_mismatch", parsed
+        if impl.replies is not None:
+            return (*_canned(impl.replies, parsed), parsed)
+        try:
+            with trio.fail_after(impl.timeout_s):
+                value = await self._invoke(impl, parsed)
+        except trio.TooSlowError:
+            return f"error: the tool took longer than {impl.timeout_s:g} s", "timeout", parsed
+        except Exception as exc:  # a tool's own failure is the model's to read
+            return f"error: {type(exc).__name__}: {exc}", "tool_exception", parsed
+        return as_text(value), None, parsed
+
+    async def _invoke(self, impl: ToolImpl, arguments: dict[str, Any]) -> Any:
+        target = getattr(self.instance, impl.name) if impl.method else self.functions[impl.name]
+        if inspect.iscoroutinefunction(target):
+            return await target(**arguments)
+        # a blocking tool runs in a thread; past its timeout the cell goes on without it
+        return await trio.to_thread.run_sync(lambda: target(**arguments), abandon_on_cancel=True)
+
+    def state(self) -> Any:
+        """The tool class's ``state()`` now, as JSON allows (None without a class or a state)."""
+        read = getattr(self.instance, "state", None)
+        if not callable(read):
+            return None
+        try:
+            return json.loads(json.dumps(read(), default=str))
+        except Exception as exc:  # a broken state() is recorded, not raised
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _schema_problem(schema: Any, arguments: dict[str, Any]) -> str | None:
+    if not isinstance(schema, dict) or not schema:
+        return None
+    try:
+        jsonschema.validate(arguments, schema)
+    except jsonschema.ValidationError as exc:
+        return exc.message
+    except jsonschema.SchemaError:
+        return None  # the offered schema itself is the eval's problem, not the model's
+    return None
+
+
+def _canned(replies: Any, arguments: dict[str, Any]) -> tuple[str, str | None]:
+    if not isinstance(replies, dict):
+        return as_text(replies), None
+    key = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for candidate in (key, "*"):
+        if candidate in replies:
+            return as_text(replies[candidate]), None
+    return f"error: no reply for these arguments ({key})", "no_canned_reply"
+
+
+def as_text(value: Any) -> str:
+    """A tool's result as text: a string as it is, bytes as UTF-8 (invalid bytes escaped), None
+    as "", anything else as JSON; lone surrogates escaped."""
+    if isinstance(value, bytes):
+        text = value.decode("utf-8", "backslashreplace")
+    elif isinstance(value, str):
+        text = value
+    elif value is None:
+        text = ""
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

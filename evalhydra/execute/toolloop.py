@@ -1,0 +1,192 @@
+"""A tool loop: send the conversation, run the calls the model asks for, send their results,
+until the model answers without a call (or calls the submit tool) or a limit ends it.
+
+Each request is one :meth:`Service.complete` call, so it goes through the service's retries,
+adaptive limit, cache (keyed on the whole conversation and tools) and cost accounting, and takes
+a slot of the service's limiter for that request only. Calls run one after another in the
+model's order; calls of tools marked ``parallel`` run together (at most ``max_concurrency``);
+results always go back in the model's order. Limits (turns, tokens, cost, time) end the loop
+with a ``stop_reason``, and the cell is scored as it stands: a limit is an outcome, not an
+infrastructure error. A request that fails (after its retries) is the cell's infrastructure
+error.
+
+Call ids are made canonical per cell (``call_T_I``: turn T, call I), so a provider that sends
+none, or the same one twice, still gets each result back under its own; the provider's ids are
+kept beside them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import trio
+
+from evalhydra.core.values import ChatRequest, Completion, ToolCall, ToolSpec, Usage
+from evalhydra.execute.toolbox import Toolbox, ToolOutcome
+from evalhydra.plan.tools import TOOL_CHOICES, LoopPlan
+from evalhydra.services.base import Service
+
+__all__ = ["LoopOutcome", "STOP_REASONS", "run_loop"]
+
+#: Why a loop ended.
+STOP_REASONS = ("model_stopped", "submit", "turn_limit", "token_limit", "cost_limit", "time_limit")
+
+
+@dataclass
+class LoopOutcome:
+    """A finished loop: the answer to score (its usage and cost summed over the turns), each
+    turn's completion, and the trajectory kept in the row's details."""
+
+    completion: Completion
+    turns: list[Completion] = field(default_factory=list)
+    stop_reason: str | None = None  # None: a request failed (the cell's infrastructure error)
+    turn_rows: list[dict[str, Any]] = field(default_factory=list)
+    call_rows: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    state: Any = None
+
+    def trajectory(self) -> dict[str, Any]:
+        """What the store keeps (``details.trajectory``): the views ``turns`` and ``tool_calls`` read it."""
+        return {"stop_reason": self.stop_reason, "turns": self.turn_rows, "tool_calls": self.call_rows,
+                "state": self.state, "transcript": self.messages}
+
+
+def _request_params(loop: LoopPlan, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if loop.tool_choice is not None:
+        params["tool_choice"] = loop.tool_choice if loop.tool_choice in TOOL_CHOICES else {
+            "type": "function", "function": {"name": loop.tool_choice}}
+    if loop.parallel_tool_calls is not None:
+        params["parallel_tool_calls"] = loop.parallel_tool_calls
+    if loop.strict is not None:
+        params["tools"] = [{"type": "function", "function": {
+            "name": t.name, "description": t.description, "parameters": t.parameters, "strict": loop.strict}}
+            for t in tools]
+    return params
+
+
+def _first_messages(request: ChatRequest) -> list[dict[str, Any]]:
+    if request.messages:
+        return [dict(m) for m in request.messages]
+    return [{"role": "user", "content": request.user_content}]
+
+
+async def run_loop(service: Service, request: ChatRequest, loop: LoopPlan,
+                   toolbox: Toolbox) -> LoopOutcome:
+    """Run the loop of one cell from its first request.
+
+    Args:
+        service: The chat service.
+        request: The cell's rendered request (its conversation, tools and parameters).
+        loop: The limits and choices.
+        toolbox: The cell's tools.
+    """
+    params = {**(request.params or {}), **_request_params(loop, request.tools)}
+    outcome = LoopOutcome(Completion(output="", model=""), messages=_first_messages(request))
+    with trio.move_on_after(loop.cell_timeout_s if loop.cell_timeout_s else math.inf) as scope:
+        outcome.stop_reason = await _turns(service, replace(request, params=params or None), loop, toolbox,
+                                           outcome)
+    if scope.cancelled_caught:
+        outcome.stop_reason = "time_limit"
+    outcome.state = toolbox.state()
+    outcome.completion = _combined(outcome)
+    return outcome
+
+
+async def _turns(service: Service, request: ChatRequest, loop: LoopPlan, toolbox: Toolbox,
+                 outcome: LoopOutcome) -> str | None:
+    for turn in range(1, loop.max_turns + 1):
+        started = time.perf_counter()
+        answer = await service.complete(replace(request, messages=tuple(outcome.messages)))
+        outcome.turns.append(answer)
+        outcome.turn_rows.append(_turn_row(turn, answer, (time.perf_counter() - started) * 1000))
+        if answer.error_kind is not None:
+            return None
+        calls = [(call, f"call_{turn}_{i}") for i, call in enumerate(answer.tool_calls)]
+        outcome.messages.append(_assistant_message(answer, calls))
+        if not calls:
+            return "model_stopped"
+        submitted = next((c for c, _ in calls if c.name == loop.submit_tool), None)
+        if submitted is not None:
+            outcome.turn_rows[-1]["submitted"] = submitted.arguments
+            return "submit"
+        results = await _run_calls(toolbox, calls, loop.max_concurrency)
+        for group, ((call, canonical), result) in enumerate(zip(calls, results, strict=True)):
+            outcome.messages.append({"role": "tool", "tool_call_id": canonical, "content": result.text})
+            outcome.call_rows.append(_call_row(turn, group, call, canonical, result, toolbox))
+        limit = _limit_reached(loop, outcome.turns)
+        if limit is not None:
+            return limit
+    return "turn_limit"
+
+
+async def _run_calls(toolbox: Toolbox, calls: list[tuple[ToolCall, str]],
+                     concurrency: int) -> list[ToolOutcome]:
+    """Each call's outcome, in the model's order: serial calls one by one, parallel ones together."""
+    results: list[ToolOutcome | None] = [None] * len(calls)
+    limiter = trio.CapacityLimiter(concurrency)
+
+    async def one(index: int) -> None:
+        async with limiter:
+            results[index] = await toolbox.call(calls[index][0].name, calls[index][0].arguments)
+
+    together = [i for i, (call, _) in enumerate(calls) if toolbox.parallel(call.name)]
+    async with trio.open_nursery() as nursery:
+        for index in together:
+            nursery.start_soon(one, index)
+        for index in range(len(calls)):
+            if index not in together:
+                await one(index)
+    return [r for r in results if r is not None]
+
+
+def _limit_reached(loop: LoopPlan, turns: list[Completion]) -> str | None:
+    tokens = sum(t.usage.prompt_tokens + t.usage.completion_tokens for t in turns)
+    if loop.max_tokens is not None and tokens >= loop.max_tokens:
+        return "token_limit"
+    if loop.max_cost_usd is not None and sum(t.cost_usd for t in turns) >= loop.max_cost_usd:
+        return "cost_limit"
+    return None
+
+
+def _assistant_message(answer: Completion, calls: list[tuple[ToolCall, str]]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": answer.output or None}
+    if calls:
+        message["tool_calls"] = [{"id": canonical, "type": "function",
+                                  "function": {"name": call.name, "arguments": call.arguments}}
+                                 for call, canonical in calls]
+    return message
+
+
+def _turn_row(turn: int, answer: Completion, latency_ms: float) -> dict[str, Any]:
+    return {"turn": turn, "prompt_tokens": answer.usage.prompt_tokens,
+            "completion_tokens": answer.usage.completion_tokens, "cached_tokens": answer.usage.cached_tokens,
+            "cost_usd": answer.cost_usd, "latency_ms": round(latency_ms, 3), "calls": len(answer.tool_calls),
+            "error_kind": str(answer.error_kind) if answer.error_kind else None, "cached": answer.cached}
+
+
+def _call_row(turn: int, index: int, call: ToolCall, canonical: str, result: ToolOutcome,
+              toolbox: Toolbox) -> dict[str, Any]:
+    return {"turn": turn, "index": index, "provider_id": call.id, "id": canonical, "name": call.name,
+            "arguments": call.arguments, "parsed": result.arguments, "parallel": toolbox.parallel(call.name),
+            "result": result.text, "result_cut": result.cut, "result_sha256": result.sha256,
+            "error_kind": result.error_kind, "latency_ms": round(result.latency_ms, 3)}
+
+
+def _combined(outcome: LoopOutcome) -> Completion:
+    """The completion the row and the matchers see: the last answer's text (or the submit tool's
+    arguments), every call made, usage and cost summed; a failed request's error when one failed."""
+    turns = outcome.turns
+    if not turns:  # the time limit came before the first answer
+        return Completion(output="", model="")
+    last = turns[-1]
+    calls = tuple(ToolCall(r["name"], r["arguments"], r["id"]) for r in outcome.call_rows)
+    output = last.output
+    if outcome.stop_reason == "submit" and outcome.turn_rows:
+        output = outcome.turn_rows[-1].get("submitted") or output
+    usage = sum((t.usage for t in turns), Usage())
+    return replace(last, output=output, tool_calls=calls, usage=usage, attempts=(),
+                   cost_usd=sum(t.cost_usd for t in turns), latency_ms=sum(t.latency_ms for t in turns))

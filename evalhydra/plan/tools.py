@@ -1,0 +1,160 @@
+"""An eval's tool loop as it will run: which tools run and how, and the loop's limits, checked.
+
+An eval runs as a tool loop when a tool has an ``implementation`` (a Python function) or
+``replies`` (a canned table), or when it names a ``tool_class`` (a class made once per cell,
+its public methods the tools, its ``state()`` kept when the cell ends). A class's methods are
+offered with a JSON schema made from their signatures and the first line of their docstrings.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from evalhydra.core.errors import EvalHydraError, did_you_mean
+from evalhydra.core.values import ToolSpec
+from evalhydra.matchers.custom import importable_from, locate
+
+__all__ = ["LoopPlan", "ToolImpl", "class_tools", "loop_plan", "resolve_target"]
+
+#: JSON schema types of annotations.
+_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
+                               dict: "object"}
+#: What ``tool_choice`` may be besides ``{"type": "function", "function": {"name": …}}``.
+TOOL_CHOICES = ("none", "auto", "required")
+
+
+@dataclass(frozen=True)
+class ToolImpl:
+    """How one offered tool runs: a function, a canned table, or a method of the tool class."""
+
+    name: str
+    implementation: str | None = None
+    replies: Any = None
+    parallel: bool = False
+    timeout_s: float = 30.0
+    method: bool = False  # a method of the eval's tool_class
+
+
+@dataclass(frozen=True)
+class LoopPlan:
+    """A tool loop's tools, limits and choices (the eval's ``loop`` node sets the limits)."""
+
+    tools: tuple[ToolImpl, ...] = ()
+    tool_class: str | None = None
+    max_turns: int = 10
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    cell_timeout_s: float | None = None
+    submit_tool: str | None = None  # a call to it ends the loop; its arguments are the answer
+    tool_choice: Any = None  # none | auto | required | a tool's name: sent as configured
+    parallel_tool_calls: bool | None = None
+    strict: bool | None = None  # sent on every offered function
+    max_concurrency: int = 4  # tool calls of one cell running at once (parallel tools)
+    result_chars: int = 16_000  # of a tool result, what the model sees and the store keeps
+
+
+_LIMITS = {f.name for f in fields(LoopPlan)} - {"tools", "tool_class"}
+
+
+def resolve_target(path: str, root: Path, where: str) -> Any:
+    """The object at ``pkg.module:name`` (or a dotted path), importable from the registry root.
+
+    Raises:
+        EvalHydraError: It cannot be imported.
+    """
+    importable_from(root)
+    try:
+        return locate(path.replace(":", "."))
+    except (ImportError, AttributeError) as exc:
+        raise EvalHydraError(f"{where}: {path!r} cannot be imported: {exc}.",
+                             "Give pkg.module:name, importable from the registry root.") from None
+
+
+def class_tools(cls: Any, where: str) -> list[ToolSpec]:
+    """The tools a tool class offers: its public methods (not ``state``), each with a schema."""
+    if not inspect.isclass(cls):
+        raise EvalHydraError(f"{where}: tool_class must name a class, not {type(cls).__name__}.")
+    specs = []
+    for name, method in inspect.getmembers(cls, inspect.isfunction):
+        if name.startswith("_") or name == "state":
+            continue
+        doc = (inspect.getdoc(method) or "").split("\n\n", 1)[0].replace("\n", " ")
+        specs.append(ToolSpec(name, doc, _schema(method, f"{where}: {cls.__name__}.{name}")))
+    if not specs:
+        raise EvalHydraError(f"{where}: tool_class {cls.__name__} has no public method to offer.")
+    return specs
+
+
+def _schema(function: Any, where: str) -> dict[str, Any]:
+    """A JSON schema of a function's parameters (after ``self``), from its annotations."""
+    hints = typing.get_type_hints(function)
+    properties: dict[str, Any] = {}
+    required = []
+    for index, (name, parameter) in enumerate(inspect.signature(function).parameters.items()):
+        if index == 0 and name == "self":
+            continue
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise EvalHydraError(f"{where}: *args and **kwargs cannot be offered as tool parameters.")
+        hint = hints.get(name, str)
+        origin = typing.get_origin(hint) or hint
+        properties[name] = {"type": _JSON_TYPES.get(origin, "string")}
+        if parameter.default is parameter.empty:
+            required.append(name)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def loop_plan(spec: dict[str, Any], root: Path, where: str) -> tuple[LoopPlan | None, list[ToolSpec]]:
+    """The eval's tool loop (None when no tool runs) and the tools its class adds."""
+    tools = [_impl(t, f"{where}: tool '{t.get('name')}'") for t in spec.get("tools") or []
+             if t.get("implementation") or t.get("replies") is not None]
+    cls_path = spec.get("tool_class")
+    extra: list[ToolSpec] = []
+    if cls_path:
+        cls = resolve_target(str(cls_path), root, f"{where}: tool_class")
+        extra = class_tools(cls, f"{where}: tool_class")
+        tools += [ToolImpl(t.name, method=True) for t in extra]
+    if not tools:
+        if spec.get("loop"):
+            raise EvalHydraError(f"{where}: loop is set, but no tool runs.",
+                                 "Give a tool an implementation (pkg.module:function) or replies, "
+                                 "or set tool_class.")
+        return None, extra
+    limits = dict(spec.get("loop") or {})
+    unknown = sorted(set(limits) - _LIMITS)
+    if unknown:
+        raise EvalHydraError(f"{where}: loop.{unknown[0]} is not a loop setting.",
+                             did_you_mean(unknown[0], sorted(_LIMITS)))
+    plan = LoopPlan(tools=tuple(tools), tool_class=str(cls_path) if cls_path else None, **limits)
+    _check(plan, {t.name for t in tools} | {t["name"] for t in spec.get("tools") or []}, where)
+    return plan, extra
+
+
+def _impl(tool: dict[str, Any], where: str) -> ToolImpl:
+    timeout = tool.get("timeout_s", 30.0)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 < timeout <= 3600:
+        raise EvalHydraError(f"{where}: timeout_s={timeout!r}: must be a number of seconds in (0, 3600].")
+    return ToolImpl(str(tool["name"]), tool.get("implementation"), tool.get("replies"),
+                    bool(tool.get("parallel", False)), float(timeout))
+
+
+def _check(plan: LoopPlan, names: set[str], where: str) -> None:
+    counts = {"max_turns": plan.max_turns, "max_concurrency": plan.max_concurrency,
+              "result_chars": plan.result_chars, "max_tokens": plan.max_tokens}
+    for key, value in counts.items():
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise EvalHydraError(f"{where}: loop.{key}={value!r}: must be a whole number of at least 1.")
+    for key, number in (("max_cost_usd", plan.max_cost_usd), ("cell_timeout_s", plan.cell_timeout_s)):
+        if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))
+                                   or not number > 0):
+            raise EvalHydraError(f"{where}: loop.{key}={number!r}: must be a positive number.")
+    if plan.submit_tool is not None and plan.submit_tool not in names:
+        raise EvalHydraError(f"{where}: loop.submit_tool={plan.submit_tool!r} is not an offered tool.",
+                             did_you_mean(str(plan.submit_tool), sorted(names)))
+    choice = plan.tool_choice
+    if choice is not None and choice not in TOOL_CHOICES and choice not in names:
+        raise EvalHydraError(f"{where}: loop.tool_choice={choice!r}: none, auto, required or a tool's name.",
+                             did_you_mean(str(choice), [*TOOL_CHOICES, *sorted(names)]))
