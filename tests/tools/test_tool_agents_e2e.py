@@ -1,0 +1,43 @@
+"""Issue 51: the order-desk example end to end, offline, as a user runs it: the loop against the
+built-in mock, the Python tool class, the trajectory in SQL, a rerun that sends nothing, and batch
+mode refused with exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import query_rows, run_cli
+
+
+@pytest.mark.slow
+def test_the_order_desk_runs_offline_and_its_path_is_in_sql(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    args = ["eval=tools.order_desk", f"store.path={store}", "run.progress=false"]
+    first = run_cli(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    rows = query_rows(store, "select case_id, passed, json_extract(details, '$.trajectory.stop_reason')"
+                             " as stop from results order by case_id")
+    assert rows == [{"case_id": "broken-7", "passed": 1, "stop": "model_stopped"},
+                    {"case_id": "broken-9", "passed": 1, "stop": "model_stopped"}]
+    calls = query_rows(store, "select case_id, turn, name, result, error_kind from tool_calls"
+                              " order by case_id, turn")
+    assert [(c["case_id"], c["name"]) for c in calls] == [
+        ("broken-7", "lookup_order"), ("broken-7", "refund"), ("broken-9", "lookup_order"), ("broken-9", "refund")]
+    assert calls[1]["result"] == '{"refunded": 7, "reason": "damaged"}' and calls[1]["error_kind"] is None
+    turns = query_rows(store, "select count(*) as n, sum(prompt_tokens) > 0 as counted from turns")
+    assert turns == [{"n": 6, "counted": 1}]
+    attempts = query_rows(store, "select call from attempts order by call")
+    assert {a["call"] for a in attempts} == {"turn1", "turn2", "turn3"}
+    again = run_cli(*args, cwd=tmp_path)
+    assert again.returncode == 0 and "0 run now, 2 resumed" in again.stdout + again.stderr
+
+
+@pytest.mark.slow
+def test_batch_mode_with_a_tool_loop_is_refused(tmp_path: Path) -> None:
+    done = run_cli("eval=tools.order_desk", "service.batch.enabled=true", f"store.path={tmp_path / 's.db'}",
+                   "run.progress=false", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    assert "tool loop" in line and "Traceback" not in done.stderr
