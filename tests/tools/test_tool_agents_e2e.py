@@ -24,7 +24,8 @@ def test_the_order_desk_runs_offline_and_its_path_is_in_sql(tmp_path: Path) -> N
     calls = query_rows(store, "select case_id, turn, name, result, error_kind from tool_calls"
                               " order by case_id, turn")
     assert [(c["case_id"], c["name"]) for c in calls] == [
-        ("broken-7", "lookup_order"), ("broken-7", "refund"), ("broken-9", "lookup_order"), ("broken-9", "refund")]
+        ("broken-7", "lookup_order"), ("broken-7", "refund"),
+        ("broken-9", "lookup_order"), ("broken-9", "refund")]
     assert calls[1]["result"] == '{"refunded": 7, "reason": "damaged"}' and calls[1]["error_kind"] is None
     turns = query_rows(store, "select count(*) as n, sum(prompt_tokens) > 0 as counted from turns")
     assert turns == [{"n": 6, "counted": 1}]
