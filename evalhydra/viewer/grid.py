@@ -8,6 +8,7 @@ returns :data:`GRID_PAGE` of them; a second one reads those cases' trials
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -277,11 +278,23 @@ def case_view(conn: sqlite3.Connection, run_ids: Sequence[str], eval_id: str,
         row["rubric_scores"] = strictjson.stored(row["rubric_scores"], None)
         row["grader_scores"] = strictjson.stored(row["grader_scores"], None)
         row["rendered"] = render_text(row["output"])
+        row["conversation"] = _conversation(row["details"])
         if row["kind"] == "agent":
             row.update(_agent_parts(row, root))
         column = row["target"] if len(runs_of[row["target"]]) == 1 else f"{row['target']} · {row['member']}"
         view.trials.setdefault(column, []).append(row)
     return view
+
+
+def _conversation(details: Any) -> dict[str, Any] | None:
+    """A tool loop's conversation, rendered as a transcript, with its turns and stop reason."""
+    parsed = strictjson.stored(details, None)
+    trajectory = parsed.get("trajectory") if isinstance(parsed, dict) else None
+    if not isinstance(trajectory, dict) or not isinstance(trajectory.get("transcript"), list):
+        return None
+    return {"rendered": render_text(json.dumps(trajectory["transcript"], ensure_ascii=False)),
+            "turns": len(trajectory.get("turns") or []), "calls": len(trajectory.get("tool_calls") or []),
+            "stop_reason": trajectory.get("stop_reason"), "state": trajectory.get("state")}
 
 
 def side_by_side(view: CaseView, left: str | None, right: str | None,

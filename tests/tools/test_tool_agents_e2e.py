@@ -42,3 +42,27 @@ def test_batch_mode_with_a_tool_loop_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
     assert "tool loop" in line and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_the_viewer_shows_a_tool_loops_conversation(tmp_path: Path) -> None:
+    import httpx
+
+    from tests.viewer.test_viewer import base_of, start_viewer, stop
+
+    store = tmp_path / "s.db"
+    done = run_cli("eval=tools.order_desk", f"store.path={store}", "run.progress=false", cwd=tmp_path)
+    assert done.returncode == 0
+    (run,) = [r["run_id"] for r in query_rows(store, "select run_id from runs")]
+    proc, url = start_viewer(store)
+    try:
+        with httpx.Client(base_url=base_of(url), follow_redirects=True) as client:
+            client.get(url)
+            params = {"eval": "tools.order_desk", "case": "broken-7"}
+            page = client.get(f"/runs/{run}/case", params=params).text
+    finally:
+        stop(proc)
+    conversation = page.split('class="conversation"', 1)[1].split("</details>", 1)[0]
+    assert "3 turn(s), 2 tool call(s), stopped: model_stopped" in conversation
+    assert conversation.count('class="turn role-tool"') == 2 and "lookup_order" in conversation
+    assert "&#34;refund_count&#34;: 1" in conversation or '"refund_count": 1' in conversation  # the end state
