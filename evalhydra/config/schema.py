@@ -251,6 +251,7 @@ class EvalConfig:
     params: dict[str, Any] = field(default_factory=dict)  # temperature, max_tokens, …: over the service's
     tool_class: str | None = None  # "pkg.module:Class": one per cell; its public methods are tools
     loop: Any = None  # a tool loop's limits and choices (LoopPlan's fields): max_turns, max_tokens, …
+    mcp: Any = None  # MCP servers whose tools the loop offers: [{name, command | url, env, tools, …}]
 
 
 @dataclass

@@ -84,6 +84,7 @@ class ErrorKind(StrEnum):
     BATCH_EXPIRED = "batch_expired"  # the batch expired before the line was answered
     BATCH_FAILED = "batch_failed"  # the provider refused the whole batch (validation)
     BATCH_CANCELLED = "batch_cancelled"  # the batch was cancelled before the line was answered
+    TOOL_SERVER_ERROR = "tool_server_error"  # a loop's MCP server did not start, died or lost its transport
 
 
 @dataclass(frozen=True, slots=True)

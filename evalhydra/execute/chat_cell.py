@@ -12,13 +12,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.messages import as_text
 from evalhydra.core.trio_util import RunClock
-from evalhydra.core.values import Case, ChatRequest, Completion, MatchResult
+from evalhydra.core.values import Case, ChatRequest, Completion, ErrorKind, MatchResult
+from evalhydra.execute.mcp_tools import McpUnavailable, open_mcp
 from evalhydra.execute.rows import attempt_row, chat_row
 from evalhydra.execute.toolbox import Toolbox
-from evalhydra.execute.toolloop import run_loop
+from evalhydra.execute.toolloop import LoopOutcome, run_loop
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.factory import judge_services_of
 from evalhydra.matchers.rubric import refinement_input
@@ -70,6 +73,7 @@ class ChatCellRunner:
         # service encodes its body once (see OpenAICompatService.complete).
         self._rendered: tuple[Case, EvalPlan, ChatRequest] | None = None
         self._clock = RunClock()
+        self._mcp_processes: trio.CapacityLimiter | None = None  # MCP server processes at once (the run's)
 
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Execute one cell; return its result row and its attempt rows."""
@@ -139,7 +143,16 @@ class ChatCellRunner:
                            [("candidate", completion)], self._judge_names(job.eval), attempts=1, history=None,
                            latency_ms=0.0)
             return row, []
-        outcome = await run_loop(self.service, request, loop, Toolbox(loop, job.eval.tools, self.root))
+        try:
+            outcome = await self._loop_with_servers(request, loop, job)
+        except McpUnavailable as exc:  # a tool server down is the cell's infrastructure error
+            completion = Completion(output="", model=self.model, error_kind=ErrorKind.TOOL_SERVER_ERROR,
+                                    error_message=str(exc))
+            row = chat_row(job, self.run_id, self.config.name, self.model, completion,
+                           await self._score(job, completion), [("candidate", completion)],
+                           self._judge_names(job.eval), attempts=1, history=None,
+                           latency_ms=(self._clock.now() - started) * 1000)
+            return row, []
         trajectory = outcome.trajectory()
         match = await self._score(job, outcome.completion, trajectory)
         match = replace(match, details={**(match.details or {}), "trajectory": trajectory})
@@ -152,6 +165,20 @@ class ChatCellRunner:
                        self._judge_names(job.eval), attempts=1, history=None,
                        latency_ms=(self._clock.now() - started) * 1000)
         return row, self._attempt_rows(job, calls, labels)
+
+    async def _loop_with_servers(self, request: ChatRequest, loop: LoopPlan, job: CellJob) -> LoopOutcome:
+        """The loop, with the eval's MCP servers started for this cell (their tools offered too)."""
+        if not loop.mcp:
+            return await run_loop(self.service, request, loop, Toolbox(loop, job.eval.tools, self.root))
+        if self._mcp_processes is None:
+            self._mcp_processes = trio.CapacityLimiter(loop.max_processes)
+        taken = {t.name for t in job.eval.tools}
+        async with open_mcp(loop.mcp, taken, self._mcp_processes) as servers:
+            tools = (*job.eval.tools, *servers.specs)
+            outcome = await run_loop(self.service, replace(request, tools=tools), loop,
+                                     Toolbox(loop, tools, self.root, servers))
+            outcome.stderr = servers.stderr_tails()
+            return outcome
 
     async def _generate(self, job: CellJob, refinement: str | None = None) -> Completion:
         """Ask the service the case's own input, or ``refinement`` (a refinement attempt's) in its place."""

@@ -22,13 +22,14 @@ import trio
 
 from evalhydra.core import strictjson
 from evalhydra.core.values import ToolSpec
+from evalhydra.execute.mcp_tools import McpTools, McpUnavailable
 from evalhydra.plan.tools import LoopPlan, ToolImpl, resolve_target
 
 __all__ = ["ToolOutcome", "Toolbox", "as_text"]
 
 #: Kinds of tool errors (the call's result tells the model what went wrong).
 TOOL_ERRORS = ("unknown_tool", "invalid_arguments", "schema_mismatch", "no_canned_reply", "timeout",
-               "tool_exception")
+               "tool_exception", "mcp_error")
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,13 @@ class ToolOutcome:
 class Toolbox:
     """The tools of one cell: functions, canned tables, and a tool class made for this cell."""
 
-    def __init__(self, loop: LoopPlan, offered: tuple[ToolSpec, ...], root: Path) -> None:
+    def __init__(self, loop: LoopPlan, offered: tuple[ToolSpec, ...], root: Path,
+                 mcp: McpTools | None = None) -> None:
         self.loop = loop
+        self.mcp = mcp
         self.impls: dict[str, ToolImpl] = {t.name: t for t in loop.tools}
+        if mcp is not None:
+            self.impls.update({name: ToolImpl(name) for name in mcp.routes})
         self.schemas = {t.name: t.parameters for t in offered}
         self.instance = resolve_target(loop.tool_class, root, "tool_class")() if loop.tool_class else None
         self.functions = {t.name: resolve_target(t.implementation, root, f"tool '{t.name}'")
@@ -60,8 +65,12 @@ class Toolbox:
         impl = self.impls.get(name)
         return impl is not None and impl.parallel
 
+    def original_name(self, name: str) -> str:
+        """The name the tool has where it runs (an MCP tool's ``server:name``)."""
+        return self.mcp.originals.get(name, name) if self.mcp is not None else name
+
     async def call(self, name: str, arguments: str) -> ToolOutcome:
-        """Run one call; never raises."""
+        """Run one call; never raises, except :class:`McpUnavailable` when its MCP server is gone."""
         started = time.perf_counter()
         text, kind, parsed = await self._outcome(name, arguments)
         cut = len(text) > self.loop.result_chars
@@ -85,6 +94,8 @@ class Toolbox:
             return f"error: the arguments do not fit the tool's schema: {problem}", "schema_mismatch", parsed
         if impl.replies is not None:
             return (*_canned(impl.replies, parsed), parsed)
+        if self.mcp is not None and name in self.mcp.routes:
+            return (*await self.mcp.call(name, parsed), parsed)
         try:
             with trio.fail_after(impl.timeout_s):
                 value = await self._invoke(impl, parsed)
@@ -100,6 +111,16 @@ class Toolbox:
             return await target(**arguments)
         # a blocking tool runs in a thread; past its timeout the cell goes on without it
         return await trio.to_thread.run_sync(lambda: target(**arguments), abandon_on_cancel=True)
+
+    async def final_state(self) -> Any:
+        """The end state: the tool class's ``state()``, else an MCP server's ``state_tool``."""
+        state = self.state()
+        if state is None and self.mcp is not None:
+            try:
+                return await self.mcp.state()
+            except McpUnavailable as exc:
+                return {"error": str(exc)}
+        return state
 
     def state(self) -> Any:
         """The tool class's ``state()`` now, as JSON allows (None without a class or a state)."""

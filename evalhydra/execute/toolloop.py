@@ -47,11 +47,13 @@ class LoopOutcome:
     call_rows: list[dict[str, Any]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     state: Any = None
+    stderr: dict[str, str] = field(default_factory=dict)  # the end of each MCP server's stderr
 
     def trajectory(self) -> dict[str, Any]:
         """What the store keeps (``details.trajectory``): the views ``turns`` and ``tool_calls`` read it."""
-        return {"stop_reason": self.stop_reason, "turns": self.turn_rows, "tool_calls": self.call_rows,
+        kept = {"stop_reason": self.stop_reason, "turns": self.turn_rows, "tool_calls": self.call_rows,
                 "state": self.state, "transcript": self.messages}
+        return {**kept, "stderr": self.stderr} if self.stderr else kept
 
 
 def _request_params(loop: LoopPlan, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
@@ -91,7 +93,7 @@ async def run_loop(service: Service, request: ChatRequest, loop: LoopPlan,
                                            outcome)
     if scope.cancelled_caught:
         outcome.stop_reason = "time_limit"
-    outcome.state = toolbox.state()
+    outcome.state = await toolbox.final_state()
     outcome.completion = _combined(outcome)
     return outcome
 
@@ -171,6 +173,7 @@ def _turn_row(turn: int, answer: Completion, latency_ms: float) -> dict[str, Any
 def _call_row(turn: int, index: int, call: ToolCall, canonical: str, result: ToolOutcome,
               toolbox: Toolbox) -> dict[str, Any]:
     return {"turn": turn, "index": index, "provider_id": call.id, "id": canonical, "name": call.name,
+            "original_name": toolbox.original_name(call.name),
             "arguments": call.arguments, "parsed": result.arguments, "parallel": toolbox.parallel(call.name),
             "result": result.text, "result_cut": result.cut, "result_sha256": result.sha256,
             "error_kind": result.error_kind, "latency_ms": round(result.latency_ms, 3)}

@@ -18,7 +18,7 @@ from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.values import ToolSpec
 from evalhydra.matchers.custom import importable_from, locate
 
-__all__ = ["LoopPlan", "ToolImpl", "class_tools", "loop_plan", "resolve_target"]
+__all__ = ["LoopPlan", "McpServerPlan", "ToolImpl", "class_tools", "loop_plan", "resolve_target"]
 
 #: JSON schema types of annotations.
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
@@ -40,6 +40,22 @@ class ToolImpl:
 
 
 @dataclass(frozen=True)
+class McpServerPlan:
+    """An MCP server a tool loop's cells talk to: a stdio ``command`` (with only ``env`` over the
+    SDK's safe defaults) or a streamable-HTTP ``url``; ``tools``/``exclude_tools`` filter what it
+    offers; ``state_tool`` is called after the loop for the end state."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    tools: tuple[str, ...] | None = None
+    exclude_tools: tuple[str, ...] = ()
+    state_tool: str | None = None
+    read_timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
 class LoopPlan:
     """A tool loop's tools, limits and choices (the eval's ``loop`` node sets the limits)."""
 
@@ -55,9 +71,12 @@ class LoopPlan:
     strict: bool | None = None  # sent on every offered function
     max_concurrency: int = 4  # tool calls of one cell running at once (parallel tools)
     result_chars: int = 16_000  # of a tool result, what the model sees and the store keeps
+    mcp: tuple[McpServerPlan, ...] = ()
+    max_processes: int = 4  # MCP server processes of the run at once (one set per running cell)
 
 
-_LIMITS = {f.name for f in fields(LoopPlan)} - {"tools", "tool_class"}
+_LIMITS = {f.name for f in fields(LoopPlan)} - {"tools", "tool_class", "mcp"}
+_MCP_KEYS = {f.name for f in fields(McpServerPlan)}
 
 
 def resolve_target(path: str, root: Path, where: str) -> Any:
@@ -117,7 +136,8 @@ def loop_plan(spec: dict[str, Any], root: Path, where: str) -> tuple[LoopPlan | 
         cls = resolve_target(str(cls_path), root, f"{where}: tool_class")
         extra = class_tools(cls, f"{where}: tool_class")
         tools += [ToolImpl(t.name, method=True) for t in extra]
-    if not tools:
+    servers = tuple(_mcp_server(entry, f"{where}: mcp[{i}]") for i, entry in enumerate(spec.get("mcp") or []))
+    if not tools and not servers:
         if spec.get("loop"):
             raise EvalHydraError(f"{where}: loop is set, but no tool runs.",
                                  "Give a tool an implementation (pkg.module:function) or replies, "
@@ -128,9 +148,37 @@ def loop_plan(spec: dict[str, Any], root: Path, where: str) -> tuple[LoopPlan | 
     if unknown:
         raise EvalHydraError(f"{where}: loop.{unknown[0]} is not a loop setting.",
                              did_you_mean(unknown[0], sorted(_LIMITS)))
-    plan = LoopPlan(tools=tuple(tools), tool_class=str(cls_path) if cls_path else None, **limits)
+    plan = LoopPlan(tools=tuple(tools), tool_class=str(cls_path) if cls_path else None, mcp=servers, **limits)
     _check(plan, {t.name for t in tools} | {t["name"] for t in spec.get("tools") or []}, where)
     return plan, extra
+
+
+def _mcp_server(entry: Any, where: str) -> McpServerPlan:
+    """One ``mcp`` entry, checked: a name, and a command (a list) or a url."""
+    if not isinstance(entry, dict):
+        raise EvalHydraError(f"{where}: must be an object {{name, command | url, env, tools, …}}.")
+    unknown = sorted(set(entry) - _MCP_KEYS)
+    if unknown:
+        raise EvalHydraError(f"{where}: {unknown[0]} is not an MCP server setting.",
+                             did_you_mean(unknown[0], sorted(_MCP_KEYS)))
+    command, url = entry.get("command"), entry.get("url")
+    if not isinstance(entry.get("name"), str) or not entry["name"].strip():
+        raise EvalHydraError(f"{where}: name the server (name: notes).")
+    if (command is None) == (url is None):
+        raise EvalHydraError(f"{where}: give command (a list: [python, server.py]) or url, one of them.")
+    if command is not None and (not isinstance(command, list) or not command
+                                or not all(isinstance(c, str) for c in command)):
+        raise EvalHydraError(f"{where}: command must be a list of strings, e.g. [python, -m, my_server].")
+    env = entry.get("env") or {}
+    if not isinstance(env, dict):
+        raise EvalHydraError(f"{where}: env must be a mapping of NAME: value.")
+    timeout = entry.get("read_timeout_s", 30.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise EvalHydraError(f"{where}: read_timeout_s={timeout!r}: must be a positive number of seconds.")
+    listed = entry.get("tools")
+    return McpServerPlan(entry["name"].strip(), tuple(command or ()), url, tuple(sorted((str(k), str(v))
+                         for k, v in env.items())), tuple(listed) if listed is not None else None,
+                         tuple(entry.get("exclude_tools") or ()), entry.get("state_tool"), float(timeout))
 
 
 def _impl(tool: dict[str, Any], where: str) -> ToolImpl:
@@ -143,7 +191,8 @@ def _impl(tool: dict[str, Any], where: str) -> ToolImpl:
 
 def _check(plan: LoopPlan, names: set[str], where: str) -> None:
     counts = {"max_turns": plan.max_turns, "max_concurrency": plan.max_concurrency,
-              "result_chars": plan.result_chars, "max_tokens": plan.max_tokens}
+              "result_chars": plan.result_chars, "max_tokens": plan.max_tokens,
+              "max_processes": plan.max_processes}
     for key, value in counts.items():
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise EvalHydraError(f"{where}: loop.{key}={value!r}: must be a whole number of at least 1.")
@@ -151,10 +200,10 @@ def _check(plan: LoopPlan, names: set[str], where: str) -> None:
         if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))
                                    or not number > 0):
             raise EvalHydraError(f"{where}: loop.{key}={number!r}: must be a positive number.")
-    if plan.submit_tool is not None and plan.submit_tool not in names:
+    if plan.submit_tool is not None and plan.submit_tool not in names and not plan.mcp:
         raise EvalHydraError(f"{where}: loop.submit_tool={plan.submit_tool!r} is not an offered tool.",
                              did_you_mean(str(plan.submit_tool), sorted(names)))
     choice = plan.tool_choice
-    if choice is not None and choice not in TOOL_CHOICES and choice not in names:
+    if choice is not None and choice not in TOOL_CHOICES and choice not in names and not plan.mcp:
         raise EvalHydraError(f"{where}: loop.tool_choice={choice!r}: none, auto, required or a tool's name.",
                              did_you_mean(str(choice), [*TOOL_CHOICES, *sorted(names)]))

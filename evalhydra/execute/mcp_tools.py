@@ -1,0 +1,225 @@
+"""MCP servers as a cell's tools, through the official ``mcp`` SDK (``pip install evalhydra[mcp]``).
+
+Each cell starts its own session with each server the eval names (stdio: the server's process
+in a scratch working directory, with only the environment the config names over the SDK's
+safe defaults, its stderr captured for the cell; or streamable HTTP at ``url``), lists its
+tools (``tools``/``exclude_tools`` filter them) and offers them under OpenAI function names:
+characters outside ``[A-Za-z0-9_-]`` become ``_``, a name taken by another tool gets the
+server's name as a prefix, and a name past 64 characters is cut and given a hash suffix. Both
+names are recorded. Every call waits at most ``read_timeout_s``. A server that does not start,
+dies, or whose transport fails is the cell's infrastructure error; a tool that reports an error
+(``is_error``) or times out is a result the model reads. The session, and the server's process
+group, end with the cell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from evalhydra.core.values import ToolSpec
+from evalhydra.plan.tools import McpServerPlan
+
+__all__ = ["McpTools", "McpUnavailable", "open_mcp", "openai_name"]
+
+#: The longest function name OpenAI accepts.
+MAX_NAME = 64
+#: Of a server's captured stderr, the end kept with the cell.
+STDERR_TAIL = 4096
+_INVALID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class McpUnavailable(Exception):
+    """A server did not start, died, or its transport failed: the cell's infrastructure error."""
+
+
+def openai_name(server: str, name: str, taken: set[str]) -> str:
+    """An OpenAI function name for ``server``'s tool ``name`` not in ``taken``."""
+    mapped = _INVALID.sub("_", name) or "tool"
+    if mapped in taken:
+        mapped = f"{_INVALID.sub('_', server)}__{mapped}"
+    if len(mapped) > MAX_NAME or mapped in taken:
+        suffix = hashlib.sha256(f"{server}\0{name}".encode()).hexdigest()[:8]
+        mapped = f"{mapped[:MAX_NAME - 9]}_{suffix}"
+    return mapped
+
+
+@dataclass
+class McpTools:
+    """The MCP tools of one cell: their offered specs, and where each mapped name goes."""
+
+    specs: list[ToolSpec] = field(default_factory=list)
+    #: mapped name -> (its session, its name on the server, the read timeout)
+    routes: dict[str, tuple[Any, str, float]] = field(default_factory=dict)
+    originals: dict[str, str] = field(default_factory=dict)  # mapped -> "server:original name"
+    stderr: dict[str, Path] = field(default_factory=dict)
+    state_calls: list[tuple[Any, str, float]] = field(default_factory=list)
+
+    async def call(self, mapped: str, arguments: dict[str, Any]) -> tuple[str, str | None]:
+        """Call a tool; (the text the model reads, an error kind or None).
+
+        Raises:
+            McpUnavailable: The session is gone.
+        """
+        session, name, timeout = self.routes[mapped]
+        try:
+            result = await session.call_tool(name, arguments, read_timeout_seconds=timeout)
+        except Exception as exc:  # the SDK's own errors: a timeout is the tool's, a dead session the cell's
+            if _timed_out(exc):
+                return f"error: the tool took longer than {timeout:g} s", "timeout"
+            where = self.originals[mapped]
+            raise McpUnavailable(f"MCP server for {where}: {type(exc).__name__}: {exc}") from exc
+        text = result_text(result)
+        return (f"error: {text}", "mcp_error") if result.is_error else (text, None)
+
+    async def state(self) -> Any:
+        """The first ``state_tool``'s answer after the loop, as JSON when it is (None without one)."""
+        for session, name, timeout in self.state_calls:
+            try:
+                result = await session.call_tool(name, {}, read_timeout_seconds=timeout)
+            except Exception as exc:
+                return {"error": f"{type(exc).__name__}: {exc}"}
+            if result.structured_content is not None:
+                content = result.structured_content
+                return content.get("result", content) if set(content) == {"result"} else content
+            text = result_text(result)
+            try:
+                return json.loads(text)
+            except ValueError:
+                return text
+        return None
+
+    def stderr_tails(self) -> dict[str, str]:
+        """The end of each server's stderr in this cell."""
+        out = {}
+        for server, path in self.stderr.items():
+            data = path.read_bytes() if path.exists() else b""
+            if data:
+                out[server] = data[-STDERR_TAIL:].decode("utf-8", "backslashreplace")
+        return out
+
+
+def _timed_out(exc: Exception) -> bool:
+    return "timed out" in str(exc).lower() or "timeout" in type(exc).__name__.lower()
+
+
+def result_text(result: Any) -> str:
+    """An MCP tool result as text: its text blocks joined; without any, its structured content as
+    JSON; other blocks (images, audio, resources) as ``[type]`` placeholders."""
+    parts, texts = [], 0
+    for block in result.content or ():
+        kind = getattr(block, "type", "block")
+        if kind == "text":
+            parts.append(block.text)
+            texts += 1
+        else:
+            parts.append(f"[{kind}]")
+    if not texts and result.structured_content is not None:
+        parts.insert(0, json.dumps(result.structured_content, ensure_ascii=False, default=str))
+    return "\n".join(parts)
+
+
+@asynccontextmanager
+async def open_mcp(servers: tuple[McpServerPlan, ...], taken: set[str],
+                   processes: trio.CapacityLimiter) -> AsyncIterator[McpTools]:
+    """Start a session with each server for one cell; yield its tools; end them all after.
+
+    Args:
+        servers: The eval's MCP servers.
+        taken: Names of the cell's other tools (an MCP tool of the same name gets a prefix).
+        processes: Bounds the MCP server processes running at once (``loop.max_processes``).
+
+    Raises:
+        McpUnavailable: A server did not start or list its tools.
+    """
+    try:
+        from mcp import ClientSession
+    except ImportError as exc:
+        raise McpUnavailable("MCP servers need the mcp package: pip install 'evalhydra[mcp]'") from exc
+    tools = McpTools()
+    try:
+        async with processes, AsyncExitStack() as stack:
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="evalhydra-mcp-")))
+            for server in servers:
+                session, listed = await _started(stack, server, scratch, tools, ClientSession)
+                _offer(tools, server, session, listed, taken)
+            yield tools
+    except BaseExceptionGroup as group:  # the SDK's task groups wrap what ends them
+        down = group.subgroup(McpUnavailable)
+        if down is None:
+            raise
+        raise _leaves(down)[0] from group
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    return [leaf for e in group.exceptions
+            for leaf in (_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])]
+
+
+async def _started(stack: AsyncExitStack, server: McpServerPlan, scratch: Path, tools: McpTools,
+                   session_type: Any) -> tuple[Any, list[Any]]:
+    """A started, initialised session with ``server``, and the tools it lists."""
+    try:
+        read, write = await stack.enter_async_context(_transport(server, scratch, tools))
+        session = await stack.enter_async_context(
+            session_type(read, write, read_timeout_seconds=server.read_timeout_s))
+        with trio.fail_after(server.read_timeout_s):
+            await session.initialize()
+            listed = (await session.list_tools()).tools
+    except (Exception, trio.TooSlowError) as exc:
+        raise McpUnavailable(f"MCP server {server.name!r} did not start: {type(exc).__name__}: {exc}"
+                             f"{_tail(tools, server.name)}") from exc
+    return session, listed
+
+
+def _tail(tools: McpTools, server: str) -> str:
+    tail = tools.stderr_tails().get(server, "").strip().splitlines()[-3:]
+    return f" (stderr: {' | '.join(tail)})" if tail else ""
+
+
+def _transport(server: McpServerPlan, scratch: Path, tools: McpTools) -> Any:
+    if server.url:
+        from mcp.client.streamable_http import streamable_http_client
+
+        return streamable_http_client(server.url)
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    log = scratch / f"{_INVALID.sub('_', server.name)}.stderr"
+    tools.stderr[server.name] = log
+    errlog = log.open("w", encoding="utf-8")  # closed with the scratch folder's files at the cell's end
+    params = StdioServerParameters(command=server.command[0], args=list(server.command[1:]),
+                                   env=dict(server.env), cwd=scratch)
+    return _closing(stdio_client(params, errlog=errlog), errlog)
+
+
+@asynccontextmanager
+async def _closing(transport: Any, errlog: Any) -> AsyncIterator[Any]:
+    try:
+        async with transport as streams:
+            yield streams
+    finally:
+        errlog.close()
+
+
+def _offer(tools: McpTools, server: McpServerPlan, session: Any, listed: list[Any], taken: set[str]) -> None:
+    for tool in listed:
+        if (server.tools is not None and tool.name not in server.tools) or tool.name in server.exclude_tools:
+            continue
+        mapped = openai_name(server.name, tool.name, taken)
+        taken.add(mapped)
+        schema = tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
+        tools.specs.append(ToolSpec(mapped, tool.description or "", schema))
+        tools.routes[mapped] = (session, tool.name, server.read_timeout_s)
+        tools.originals[mapped] = f"{server.name}:{tool.name}"
+    if server.state_tool:
+        tools.state_calls.append((session, server.state_tool, server.read_timeout_s))

@@ -1,0 +1,114 @@
+"""Issue 51, items 1, 4 and 8: MCP servers in the loop through the official SDK: a real stdio
+server written with it (two stateful tools), its tools offered under OpenAI names, results and
+errors back to the model, the end state from a state tool, and a server that does not start,
+dies, or misbehaves on stdout bounded by the read timeout; the model is the project's mock."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from evalhydra.config.schema import ServiceConfig
+from evalhydra.core.values import ChatRequest, ToolSpec
+from evalhydra.execute.mcp_tools import McpUnavailable, open_mcp, openai_name
+from evalhydra.execute.toolbox import Toolbox
+from evalhydra.execute.toolloop import LoopOutcome, run_loop
+from evalhydra.plan.tools import LoopPlan, McpServerPlan, ToolImpl
+from evalhydra.services.openai.service import OpenAICompatService
+from tests.helpers import mock_call, mock_process
+
+SERVER = str(Path(__file__).with_name("mcp_notes.py"))
+ROOT = Path(__file__).resolve().parents[2]
+NOTES = McpServerPlan("notes", (sys.executable, SERVER), state_tool="notes.list", read_timeout_s=20)
+
+
+@pytest.fixture(scope="module")
+def mock_url() -> Iterator[str]:
+    with mock_process() as url:
+        yield url
+
+
+async def loop_with(url: str, text: str, *servers: McpServerPlan, extra: tuple[ToolSpec, ...] = (),
+                    impls: tuple[ToolImpl, ...] = ()) -> tuple[LoopOutcome, list[str]]:
+    mock_call(url, "config", {"tool_wire": None, "fault": None, "latency_ms": 0})
+    plan = LoopPlan(tools=impls, mcp=servers)
+    service = OpenAICompatService(ServiceConfig(name="m", base_url=url), registry_root=ROOT)
+    try:
+        async with open_mcp(servers, {t.name for t in extra}, trio.CapacityLimiter(2)) as tools:
+            offered = (*extra, *tools.specs)
+            outcome = await run_loop(service, ChatRequest(text, model="mock-model", tools=offered), plan,
+                                     Toolbox(plan, offered, ROOT, tools))
+            return outcome, [t.name for t in tools.specs]
+    finally:
+        await service.aclose()
+
+
+@pytest.mark.slow
+async def test_a_stdio_servers_tools_run_in_the_loop_with_state(mock_url: str) -> None:
+    script = ('Call add_note with {"text": "milk"}. Call add_note with {"text": "eggs"}. '
+              "Call notes_list with {}.")
+    outcome, offered = await loop_with(mock_url, script, NOTES)
+    assert sorted(offered) == ["add_note", "die", "huge", "notes_list", "refuse"]
+    assert [(r["name"], r["original_name"], r["result"]) for r in outcome.call_rows] == [
+        ("add_note", "notes:add_note", "1 note(s)"), ("add_note", "notes:add_note", "2 note(s)"),
+        ("notes_list", "notes:notes.list", "milk\neggs")]
+    assert outcome.stop_reason == "model_stopped" and outcome.state == ["milk", "eggs"]
+
+
+@pytest.mark.slow
+async def test_a_fresh_server_per_cell(mock_url: str) -> None:
+    first, _ = await loop_with(mock_url, 'Call add_note with {"text": "a"}.', NOTES)
+    second, _ = await loop_with(mock_url, 'Call add_note with {"text": "b"}.', NOTES)
+    assert first.state == ["a"] and second.state == ["b"]  # the second cell never saw the first's note
+
+
+@pytest.mark.slow
+async def test_errors_go_back_to_the_model_and_filters_and_names_hold(mock_url: str) -> None:
+    clash = ToolSpec("add_note", "A Python tool of the same name.", {"type": "object"})
+    filtered = McpServerPlan("notes", (sys.executable, SERVER), tools=("add_note", "refuse", "notes.list"),
+                             exclude_tools=("notes.list",))
+    outcome, offered = await loop_with(
+        mock_url, 'Call refuse with {"reason": "no"}. Call notes__add_note with {"text": 5}.', filtered,
+        extra=(clash,), impls=(ToolImpl("add_note", replies="python"),))
+    assert sorted(offered) == ["notes__add_note", "refuse"]
+    assert [r["error_kind"] for r in outcome.call_rows] == ["mcp_error", "schema_mismatch"]
+    assert outcome.call_rows[0]["result"].startswith("error: ")
+
+
+def test_names_become_openai_function_names() -> None:
+    assert openai_name("s", "notes.list", set()) == "notes_list"
+    assert openai_name("my.server", "go", {"go"}) == "my_server__go"
+    long = openai_name("s", "x" * 100, set())
+    assert len(long) == 64 and long != openai_name("s", "x" * 99 + "z", set())
+
+
+@pytest.mark.slow
+async def test_a_server_that_does_not_start_or_dies_is_an_infrastructure_error(mock_url: str) -> None:
+    missing = McpServerPlan("gone", ("/nonexistent/mcp-server",), read_timeout_s=5)
+    with pytest.raises(McpUnavailable, match="did not start"):
+        await loop_with(mock_url, "hi", missing)
+    with pytest.raises(McpUnavailable):
+        await loop_with(mock_url, "Call die with {}.", NOTES)
+
+
+@pytest.mark.slow
+async def test_a_hostile_server_cannot_hang_or_flood_a_cell(mock_url: str) -> None:
+    hostile = McpServerPlan("h", (sys.executable, SERVER, "hostile"), read_timeout_s=20)
+    plan = LoopPlan(mcp=(hostile,), result_chars=1000)
+    service = OpenAICompatService(ServiceConfig(name="m", base_url=mock_url), registry_root=ROOT)
+    try:
+        with trio.fail_after(60):
+            async with open_mcp((hostile,), set(), trio.CapacityLimiter(1)) as tools:
+                request = ChatRequest('Call huge with {"size": 3000000}.', model="mock-model",
+                                      tools=tuple(tools.specs))
+                toolbox = Toolbox(plan, tuple(tools.specs), ROOT, tools)
+                outcome = await run_loop(service, request, plan, toolbox)
+                assert "starting, noisily" in tools.stderr_tails()["h"]  # stderr kept for the cell
+    finally:
+        await service.aclose()
+    (call,) = outcome.call_rows
+    assert call["result_cut"] and len(call["result"]) == 1000 and call["error_kind"] is None
