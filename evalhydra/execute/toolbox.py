@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import trio
 
 from evalhydra.core import strictjson
@@ -136,6 +135,8 @@ class Toolbox:
 def _schema_problem(schema: Any, arguments: dict[str, Any]) -> str | None:
     if not isinstance(schema, dict) or not schema:
         return None
+    import jsonschema  # here, not at the top: the command line starts without it (bench/startup.py)
+
     try:
         jsonschema.validate(arguments, schema)
     except jsonschema.ValidationError as exc:

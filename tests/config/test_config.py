@@ -46,7 +46,8 @@ def test_registry_options_are_config_options(compose: Compose) -> None:
     assert plan.evals[0].matcher["case_sensitive"] is False
     plan = build_plan(compose("service=local", "eval=tools"))
     assert plan.service.base_url == "http://127.0.0.1:9000/v1"
-    assert plan.evals[0].tools[0].parameters["required"] == ["query"]
+    (search,) = [e for e in plan.evals if e.id == "tools.search_web"]
+    assert search.tools[0].parameters["required"] == ["query"]
 
 
 def test_matcher_group_overrides_every_eval(compose: Compose) -> None:

@@ -66,3 +66,18 @@ def test_the_viewer_shows_a_tool_loops_conversation(tmp_path: Path) -> None:
     assert "3 turn(s), 2 tool call(s), stopped: model_stopped" in conversation
     assert conversation.count('class="turn role-tool"') == 2 and "lookup_order" in conversation
     assert "&#34;refund_count&#34;: 1" in conversation or '"refund_count": 1' in conversation  # the end state
+
+
+@pytest.mark.slow
+def test_a_second_run_replays_every_turn_from_the_response_cache(tmp_path: Path) -> None:
+    """The cache keys each request on the whole conversation: the same loop, run again into another
+    store, answers every turn from the cache."""
+    cache = f"cache.path={tmp_path / 'cache.db'}"
+    for name in ("a", "b"):
+        done = run_cli("eval=tools.order_desk", f"store.path={tmp_path / name}.db", "cache.enabled=true",
+                       cache, "run.progress=false", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    sql = ("select json_extract(t.value, '$.cached') as cached from results r,"
+           " json_each(json_extract(r.details, '$.trajectory.turns')) t")
+    assert [r["cached"] for r in query_rows(tmp_path / "a.db", sql)] == [0] * 6
+    assert [r["cached"] for r in query_rows(tmp_path / "b.db", sql)] == [1] * 6
