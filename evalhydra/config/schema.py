@@ -202,6 +202,7 @@ class MatcherConfig:
     judge_service: str | None = None
     judge_model: str | None = None
     include_reasoning: bool | None = None  # model_grade, rubric: show the judge the candidate's thinking
+    include_transcript: bool | None = None  # model_grade, rubric: show the judge a tool loop's conversation
     rubric: str | None = None
     pass_score: float | None = None
     prompt: str | None = None  # rubric: registry-relative evaluator prompt

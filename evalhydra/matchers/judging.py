@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.values import Completion, ErrorKind, MatchResult, Usage
@@ -90,9 +91,31 @@ def merge_judges(completions: Sequence[Completion]) -> Completion | None:
     )
 
 
-def judged_output(ctx: MatchContext, include_reasoning: bool) -> str:
-    """What a judge is shown as the candidate's output: the answer, and with
-    ``include_reasoning`` the thinking before it (when the reply had any)."""
-    if not include_reasoning or not ctx.reasoning:
-        return ctx.output
-    return f"[The candidate's reasoning, before its answer]\n{ctx.reasoning}\n\n[Its answer]\n{ctx.output}"
+def judged_output(ctx: MatchContext, include_reasoning: bool, include_transcript: bool = False) -> str:
+    """What a judge is shown as the candidate's output: the answer; with ``include_reasoning`` the
+    thinking before it (when the reply had any); with ``include_transcript`` a tool loop's
+    conversation before it (its calls and their results)."""
+    output = ctx.output
+    if include_reasoning and ctx.reasoning:
+        output = f"[The candidate's reasoning, before its answer]\n{ctx.reasoning}\n\n[Its answer]\n{output}"
+    transcript = (ctx.trajectory or {}).get("transcript") if include_transcript else None
+    if transcript:
+        heading = "[The conversation: the candidate's tool calls and their results]"
+        output = f"{heading}\n{_transcript_text(transcript)}\n\n[Its final answer]\n{output}"
+    return output
+
+
+def _transcript_text(messages: list[Any]) -> str:
+    """A tool loop's messages as plain lines a judge reads (the first user message left out: the
+    judge is shown the input apart)."""
+    lines = []
+    for message in messages[1:]:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if message.get("content"):
+            lines.append(f"{role}: {message['content']}")
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            lines.append(f"{role} calls {function.get('name')}({function.get('arguments')})")
+    return "\n".join(lines)

@@ -120,14 +120,14 @@ def build_model_grade(spec: dict[str, Any], judges: JudgeClient | None) -> Match
     client = require_judge(judges, service, "model_grade")
     rubric, model = spec["rubric"], spec.get("judge_model")
     pass_score = float(spec.get("pass_score", 1.0))
-    thinking = bool(spec.get("include_reasoning"))
+    thinking, transcript = bool(spec.get("include_reasoning")), bool(spec.get("include_transcript"))
 
     async def match(ctx: MatchContext) -> MatchResult:
         prompt = model_grade_prompt(
             rubric,
             pass_score,
             format_value(ctx.case.input),
-            judged_output(ctx, thinking),
+            judged_output(ctx, thinking, transcript),
             effective_ideal(ctx.case.ideal),
         )
         request = ChatRequest(user_content=prompt, model=model, system_prompt=None)

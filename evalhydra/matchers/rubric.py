@@ -163,10 +163,11 @@ def rubric_result(
 
 
 def rubric_request(prompt: PromptFile, ctx: MatchContext, model: str | None,
-                   include_reasoning: bool = False) -> ChatRequest:
+                   include_reasoning: bool = False, include_transcript: bool = False) -> ChatRequest:
     """Build the evaluator request: only the original input and the output are sent (and the
-    candidate's thinking with ``include_reasoning``)."""
-    output = judged_output(ctx, include_reasoning)
+    candidate's thinking with ``include_reasoning``, a tool loop's conversation with
+    ``include_transcript``)."""
+    output = judged_output(ctx, include_reasoning, include_transcript)
     system, user = prompt.render({"input": format_value(ctx.case.input), "output": output})
     params = {k: prompt.front_matter[k] for k in _REQUEST_PARAMS if k in prompt.front_matter}
     return ChatRequest(user_content=user, model=model, system_prompt=system, params=params or None)
@@ -204,10 +205,10 @@ def build_rubric(
     prompt = load_rubric_prompt(spec, root, where)
     model, weights = spec.get("judge_model"), spec.get("weights")
     threshold = float(spec.get("pass_threshold", DEFAULT_PASS_THRESHOLD))
-    thinking = bool(spec.get("include_reasoning"))
+    thinking, transcript = bool(spec.get("include_reasoning")), bool(spec.get("include_transcript"))
 
     async def match(ctx: MatchContext) -> MatchResult:
-        completion = await client.judge(service, rubric_request(prompt, ctx, model, thinking))
+        completion = await client.judge(service, rubric_request(prompt, ctx, model, thinking, transcript))
         return rubric_result(completion, weights, threshold)
 
     return match

@@ -90,3 +90,22 @@ def test_bad_options_name_the_key_and_the_fix() -> None:
         with pytest.raises(EvalHydraError) as caught:
             build_matcher(spec, registry_root=Path("."), judges=None)
         assert words in caught.value.message, spec
+
+
+def test_a_judge_may_be_shown_the_conversation() -> None:
+    from evalhydra.matchers.judging import judged_output
+
+    transcript = [{"role": "user", "content": "refund order 7"},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": "call_1_0", "function": {"name": "refund", "arguments": '{"order_id":7}'}}]},
+                  {"role": "tool", "tool_call_id": "call_1_0", "content": "refunded 7"},
+                  {"role": "assistant", "content": "Done."}]
+    ctx = MatchContext(case=Case(id="c", input="refund order 7"), output="Done.",
+                       trajectory={"transcript": transcript, "tool_calls": []})
+    assert judged_output(ctx, False) == "Done."  # not unless asked
+    shown = judged_output(ctx, False, include_transcript=True)
+    assert 'assistant calls refund({"order_id":7})' in shown and "tool: refunded 7" in shown
+    assert shown.endswith("[Its final answer]\nDone.") and "refund order 7" not in shown  # the input apart
+    spec = {"kind": "model_grade", "judge_service": "mock", "rubric": "r", "include_transcript": True}
+    from evalhydra.matchers.factory import validate_matcher
+    assert validate_matcher(spec, "here", registry_root=Path("."))["include_transcript"] is True
