@@ -150,6 +150,7 @@ def test_files_are_split_by_lines_and_by_bytes(url: str, tmp_path: Path) -> None
     assert len(rows(tmp_path / "bytes.db")) == 7
 
 
+@pytest.mark.slow
 def test_failed_lines_are_infrastructure_errors_and_a_rerun_sends_only_those(
     url: str, tmp_path: Path
 ) -> None:

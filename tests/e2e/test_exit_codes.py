@@ -176,6 +176,7 @@ def test_the_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert "✓100 ✗0 !0" in screen, final  # a terminal of 80 columns: the compact counts
 
 
+@pytest.mark.slow
 def test_a_dead_endpoint_stops_the_run_after_its_first_cells(tmp_path: Path) -> None:
     """200 cells against a closed port: sent until 20 have all failed to connect, then exit 3."""
     port = closed_port()

@@ -79,7 +79,12 @@ def _registry(root: Path, poison: str, cases: int = 200) -> Path:
     return write_registry(root, evals={"g/e.json": smoke_eval("g.e")}, data={"data/g/e/test.jsonl": text})
 
 
-@pytest.mark.parametrize("poison", sorted(POISONS))
+#: The poisons the default suite runs (the rest, alike in cost, run with the slow tests).
+_QUICK = ("content", "usage_2_64")
+
+
+@pytest.mark.parametrize("poison", [p if p in _QUICK else pytest.param(p, marks=pytest.mark.slow)
+                                    for p in sorted(POISONS)])
 def test_one_poisoned_reply_among_200_costs_one_cell(poison: str, hostile_url: str, tmp_path: Path) -> None:
     registry = _registry(tmp_path / "reg", poison)
     args = [f"registry={registry}", "eval=g.e", "service=mock", "service.mock.enabled=false",

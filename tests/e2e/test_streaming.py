@@ -38,7 +38,8 @@ def both_evals(tmp_path: Path, name: str, *overrides: str) -> list[dict[str, Any
 @pytest.mark.parametrize(("shape", "transport"), [
     (None, "lean"), pytest.param(None, "httpx", marks=pytest.mark.slow),
     pytest.param("reasoning_content", "lean", marks=pytest.mark.slow),
-    pytest.param("reasoning", "lean", marks=pytest.mark.slow), ("inline", "httpx")])
+    pytest.param("reasoning", "lean", marks=pytest.mark.slow),
+    pytest.param("inline", "httpx", marks=pytest.mark.slow)])
 def test_a_streamed_answer_equals_the_whole_one(shape: str | None, transport: str, tmp_path: Path) -> None:
     thinking = [] if shape is None else [f"service.mock.reasoning={shape}"]
     common = ["trials=2", f"service.transport={transport}", *thinking]
