@@ -164,10 +164,33 @@ def _trial(row: Mapping[str, Any], attempts: list[list[Any]], root: Path | None)
     if row["kind"] == "agent":
         trial.update(_agent_extras(row, root))
     else:
-        attachments = (_json(row["details"]) or {}).get("attachments")
-        if attachments:
-            trial["at"] = attachments
+        details = _json(row["details"]) or {}
+        if details.get("attachments"):
+            trial["at"] = details["attachments"]
+        conversation = _conversation(details.get("trajectory"))
+        if conversation:
+            trial["cv"] = conversation
     return trial
+
+
+def _conversation(trajectory: Any) -> dict[str, Any] | None:
+    """A tool loop's conversation for the page: each turn as [role, text, [calls]] (texts capped),
+    its stop reason and end state."""
+    if not isinstance(trajectory, dict) or not isinstance(trajectory.get("transcript"), list):
+        return None
+    turns = []
+    for message in trajectory["transcript"]:
+        if not isinstance(message, dict):
+            continue
+        calls = [f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
+                 for c in message.get("tool_calls") or () if isinstance(c, dict)]
+        content = message.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content \
+            else ""
+        turns.append([str(message.get("role")), _cap(text), [_cap(c) for c in calls]])
+    return {"t": turns, "sr": trajectory.get("stop_reason"),
+            "st": _cap(json.dumps(trajectory.get("state"), ensure_ascii=False))
+            if trajectory.get("state") is not None else None}
 
 
 def _agent_extras(row: Mapping[str, Any], root: Path | None) -> dict[str, Any]:

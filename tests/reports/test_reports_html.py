@@ -167,3 +167,15 @@ def test_view_compare_puts_the_paired_comparison_on_the_page(compose: Compose, t
     text = " ".join(parsed.text["comparisons"].split())
     assert f"smoke.reply_ok {first['run_id']} {second['run_id']} 100.0% 100.0% 2 +0.000" in text  # 2 cases
     assert "all evals" in text
+
+
+@pytest.mark.slow
+def test_a_tool_loops_conversation_reads_in_report_html(compose: Compose, tmp_path: Path) -> None:
+    """Issue 51, item 6: each turn, call and result of the order desk, its stop reason and end state."""
+    plan = build_plan(compose("eval=tools.order_desk", "report=[html]", f"store.path={tmp_path / 's.db'}"))
+    assert run_plan(plan, output_dir=tmp_path / "out") == 0
+    detail = _dom(tmp_path / "out" / "report.html", "#case=tools.order_desk/broken-7").text["detail"]
+    assert "conversation" in detail and "stopped: model_stopped" in detail
+    assert 'refund({"order_id":7,"reason":"damaged"})' in detail
+    assert "order 7: delivered, box damaged" in detail
+    assert '"refund_count": 1' in detail
