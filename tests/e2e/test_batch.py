@@ -87,6 +87,7 @@ def input_lines(url: str, batch: dict[str, Any]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
+@pytest.mark.slow
 def test_batch_answers_equal_online_ones_at_the_discount(url: str, tmp_path: Path) -> None:
     price = ["service.pricing.input_per_mtok=3", "service.pricing.output_per_mtok=15"]
     online = evaluate(url, tmp_path, 4, "online.db", "service.batch.enabled=false", "trials=2", *price)

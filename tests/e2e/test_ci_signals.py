@@ -95,6 +95,7 @@ def test_the_summary_names_the_registry_and_the_store(compose: Compose, tmp_path
                      f" · store: {tmp_path / 'store.db'}")
 
 
+@pytest.mark.slow
 def test_too_many_errors_is_exit_3_and_a_partial_outage_is_not(compose: Compose, url: str,
                                                                tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 4)
@@ -144,6 +145,7 @@ def test_list_shows_every_selectable_service_and_eval(tmp_path: Path,
     assert evals["agent_cases"]["cases"] == 3 and evals["smoke.reply_ok"]["cases"] == 2
 
 
+@pytest.mark.slow
 def test_evaluate_runs_like_the_command_line(tmp_path: Path) -> None:
     result = evalhydra.evaluate(["eval=smoke"], trials=2, store__path=str(tmp_path / "api.db"))
     assert result.ok and result.exit_code == 0 and result.run_id and result.run_id.startswith("eval-smoke-")

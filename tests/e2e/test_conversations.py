@@ -114,6 +114,7 @@ def test_a_messages_template_and_a_missing_variable(compose: Compose, url: str, 
         list(planned_cells(plan))
 
 
+@pytest.mark.slow
 def test_eval_params_merge_over_the_service_params_and_are_sweepable(compose: Compose, url: str,
                                                                      tmp_path: Path) -> None:
     line = json.dumps({"id": "c1", "input": "Reply with exactly B.", "ideal": "B"}) + "\n"

@@ -65,6 +65,7 @@ def test_one_trial_keeps_wilson_over_the_results(tmp_path: Path) -> None:
     assert (stat["ci_low"], stat["ci_high"]) == wilson_interval(stat["passed"], stat["scored"])
 
 
+@pytest.mark.slow
 def test_compare_gates_a_real_drop_and_not_an_equal_model(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     probabilities = _probabilities(3)

@@ -129,6 +129,7 @@ def test_power_refuses_assumptions_outside_their_range(option: list[str], messag
     assert line.startswith(f"error: {message}")
 
 
+@pytest.mark.slow
 def test_power_prints_its_search_bound_as_a_bound(tmp_path: Path) -> None:
     done = run_cli("power", "--drop", "0.0001", "--trials", "1", "--format", "json", cwd=tmp_path)
     (row,) = json.loads(done.stdout)["rows"]

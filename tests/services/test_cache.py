@@ -39,6 +39,7 @@ def entries(path: Path) -> int:
         conn.close()
 
 
+@pytest.mark.slow
 def test_a_second_eval_with_the_same_prompts_sends_nothing(url: str, tmp_path: Path) -> None:
     first = run(url, tmp_path, "a.db", "trials=2", "service.pricing.output_per_mtok=10")
     sent = chat_requests(url)
@@ -116,6 +117,7 @@ def test_an_expired_entry_is_a_miss(url: str, tmp_path: Path) -> None:
     assert parse_expiry("12h") == 43200 and parse_expiry("90") == 90
 
 
+@pytest.mark.slow
 def test_judge_calls_are_cached_too(url: str, tmp_path: Path) -> None:
     grade = smoke_eval(matcher={"kind": "model_grade", "judge_service": "mock", "rubric": "Right?"})
     lines = "".join(json.dumps({"id": f"c{i}", "input": f"Reply with exactly V{i}."}) + "\n"
@@ -180,6 +182,7 @@ def test_an_unreadable_entry_is_a_miss_warned_once(damage: str, url: str, tmp_pa
     assert chat_requests(url) - before == 4 and all(r["cached"] == 1 for r in again)
 
 
+@pytest.mark.slow
 def test_a_cache_file_of_a_newer_layout_is_refused_naming_cache_path(url: str, tmp_path: Path) -> None:
     run(url, tmp_path, "a.db")
     conn = sqlite3.connect(tmp_path / "cache.db")
