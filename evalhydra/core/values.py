@@ -127,6 +127,7 @@ class Case:
         item: An OpenAI Evals item (the ``item`` namespace of its graders' templates).
         sample: An output recorded elsewhere, graded as the answer by ``service=recorded``.
         tags: Free-form labels.
+        tools: The case's own tools, offered instead of the eval's (a BFCL line's functions).
         content_hash: Hash of the whole line; part of the resume key.
         line: 1-based line number in the dataset, for error messages.
     """
@@ -142,6 +143,7 @@ class Case:
     item: Any = None
     sample: Any = None  # an output produced elsewhere (an OpenAI Evals jsonl run), for service=recorded
     tags: tuple[str, ...] = ()
+    tools: tuple[ToolSpec, ...] = ()
     content_hash: str = ""
     line: int = 0
 

@@ -15,6 +15,7 @@ from typing import Any
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.values import ErrorKind, MatchResult
 from evalhydra.matchers import (
+    bfcl,
     composite,
     custom,
     jsonmatch,
@@ -182,6 +183,7 @@ _BUILDERS: dict[str, Builder] = {
     "json_fields": lambda spec, root, judges: jsonmatch.build_json_fields(spec),
     "json_schema": lambda spec, root, judges: jsonmatch.build_json_schema(spec, root),
     "tool_call": lambda spec, root, judges: toolcall.build_tool_call(spec),
+    "bfcl_ast": lambda spec, root, judges: bfcl.build_bfcl_ast(spec),
     "model_grade": lambda spec, root, judges: model_grade.build_model_grade(spec, judges),
     "rubric": lambda spec, root, judges: rubric.build_rubric(spec, root, judges),
     "custom": lambda spec, root, judges: custom.build_custom(spec, root),

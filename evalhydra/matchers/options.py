@@ -25,6 +25,7 @@ MATCHER_KINDS: dict[str, set[str]] = {
     "json_fields": {"required_fields"},
     "json_schema": {"schema", "strip_fence"},
     "tool_call": set(),
+    "bfcl_ast": set(),
     "model_grade": {*_JUDGE, "rubric", "pass_score", "include_transcript"},
     "rubric": {*_JUDGE, "prompt", "weights", "pass_threshold", "include_transcript"},
     "all_of": {"parts"},

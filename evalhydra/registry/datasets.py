@@ -18,15 +18,16 @@ from typing import Any
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.messages import MessageError, check_messages, fill, is_conversation
-from evalhydra.core.values import Attachment, Case, ExpectedToolCall
+from evalhydra.core.values import Attachment, Case, ExpectedToolCall, ToolSpec
 from evalhydra.registry.attachments import attachment_mime, check_attachment_path, check_text
+from evalhydra.registry.bfcl import answers_beside, bfcl_record, is_bfcl
 
 __all__ = ["DATASET_FIELDS", "MAX_DATASET_BYTES", "CaseTemplate", "dataset_file", "iter_cases", "locate_file"]
 
 MAX_DATASET_BYTES = 8 << 20
 #: The fields of a dataset line the loader reads (any other field is kept for templates).
 DATASET_FIELDS = ("id", "input", "ideal", "expected_tool_calls", "attachments", "tags", "expected", "item",
-                  "sample")
+                  "sample", "tools")
 #: What loading trims, as zig_eval does: space, tab, CR and LF (not NO-BREAK SPACE or other
 #: Unicode spaces, which can be part of an answer).
 WHITESPACE = " \t\r\n"
@@ -123,7 +124,7 @@ def iter_cases(root: Path, dataset_path: str, *, check_attachments: bool = True,
     """
     path = dataset_file(root, dataset_path, f"{root}", base=base)
     seen: set[str] = set()
-    records = _csv_records(path) if path.suffix.lower() == ".csv" else _jsonl_records(path)
+    records = _csv_records(path) if path.suffix.lower() == ".csv" else _bfcl_lines(path, _jsonl_records(path))
     for number, raw, content_hash, numbered_id in records:
         where = f"{path}:{number}"
         case = _parse_case(raw, _attachment_root(root, path), where, number, check_attachments, template,
@@ -149,6 +150,16 @@ def _attachment_root(root: Path, dataset: Path) -> tuple[Path, Path | None]:
 
 
 Record = tuple[int, Any, str, bool]  # line number, parsed record, content hash, id may default
+
+
+def _bfcl_lines(path: Path, records: Iterator[Record]) -> Iterator[Record]:
+    """BFCL lines as dataset lines (:mod:`evalhydra.registry.bfcl`); others as they are."""
+    answers: dict[str, Any] | None = None
+    for number, raw, content_hash, numbered_id in records:
+        if is_bfcl(raw):
+            answers = answers_beside(path) if answers is None else answers
+            raw = bfcl_record(raw, answers, f"{path}:{number}")
+        yield number, raw, content_hash, numbered_id
 
 
 def _jsonl_records(path: Path) -> Iterator[Record]:
@@ -205,9 +216,27 @@ def _parse_case(raw: Any, roots: tuple[Path, Path | None], where: str, number: i
         item=raw.get("item"),
         sample=raw.get("sample"),
         tags=tuple(str(t) for t in raw.get("tags") or ()),
+        tools=_case_tools(raw.get("tools"), where),
         content_hash=content_hash,
         line=number,
     )
+
+
+def _case_tools(value: Any, where: str) -> tuple[ToolSpec, ...]:
+    """A case's own tools (``[{name, description, parameters}]``), offered instead of the eval's."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str)
+                                              and t["name"] for t in value):
+        raise EvalHydraError(f"{where}: 'tools' must be a list of {{name, description, parameters}}.")
+    tools = []
+    for tool in value:
+        parameters = tool.get("parameters") or {"type": "object", "properties": {}}
+        if not isinstance(parameters, dict):
+            raise EvalHydraError(f"{where}: tool '{tool['name']}': 'parameters' must be a JSON schema"
+                                 " object.")
+        tools.append(ToolSpec(tool["name"], str(tool.get("description") or ""), parameters))
+    return tuple(tools)
 
 
 def _case_id(value: Any, number: int, numbered: bool, where: str) -> str:

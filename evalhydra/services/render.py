@@ -95,7 +95,7 @@ def build_chat_request(case: Case, tools: tuple[ToolSpec, ...], root: Path,
 
     Args:
         case: The case to send.
-        tools: The eval's tools.
+        tools: The eval's tools (the case's own, when it has any, are sent instead).
         root: The registry root for attachment paths.
         params: The eval's generation parameters.
 
@@ -107,6 +107,7 @@ def build_chat_request(case: Case, tools: tuple[ToolSpec, ...], root: Path,
             :func:`render_error_completion` for the cell.
     """
     params = dict(params) if params else None
+    tools = case.tools or tools  # a case's own tools (a BFCL line's) replace the eval's
     if case.messages:
         messages = list(case.messages)
         last = max(i for i, m in enumerate(messages) if m["role"] == "user")

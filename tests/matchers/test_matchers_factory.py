@@ -30,7 +30,7 @@ def test_every_kind_is_listed() -> None:
         "exact_match", "includes", "regex", "json_fields", "json_schema", "tool_call",
         "model_grade", "rubric", "all_of", "any_of", "weighted", "custom", "openai_graders",
         "tool_used", "tool_args", "tool_sequence", "step_count", "tool_call_f1", "tool_args_valid",
-        "no_tool_errors", "state",
+        "no_tool_errors", "state", "bfcl_ast",
     }  # fmt: skip
     fields = set(MatcherConfig.__dataclass_fields__) - {"kind"}
     assert set().union(*MATCHER_KINDS.values()) == fields
@@ -41,7 +41,7 @@ def test_unknown_kind_suggests(tmp_path: Path) -> None:
         validate_matcher({"kind": "exact"}, WHERE, registry_root=tmp_path)
     assert info.value.message == f"{WHERE}: unknown matcher kind 'exact'"
     assert info.value.hint is not None and info.value.hint.startswith("Did you mean: exact_match?")
-    assert "Available: all_of, any_of, custom" in info.value.hint
+    assert "Available: all_of, any_of, bfcl_ast, custom" in info.value.hint
 
 
 def test_missing_kind(tmp_path: Path) -> None:
