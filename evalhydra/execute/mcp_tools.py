@@ -18,7 +18,7 @@ import hashlib
 import json
 import re
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,14 +129,16 @@ def result_text(result: Any) -> str:
 
 
 @asynccontextmanager
-async def open_mcp(servers: tuple[McpServerPlan, ...], taken: set[str],
-                   processes: trio.CapacityLimiter) -> AsyncIterator[McpTools]:
+async def open_mcp(servers: tuple[McpServerPlan, ...], taken: set[str], processes: trio.CapacityLimiter,
+                   connect: Callable[[McpServerPlan], Any] | None = None) -> AsyncIterator[McpTools]:
     """Start a session with each server for one cell; yield its tools; end them all after.
 
     Args:
         servers: The eval's MCP servers.
         taken: Names of the cell's other tools (an MCP tool of the same name gets a prefix).
         processes: Bounds the MCP server processes running at once (``loop.max_processes``).
+        connect: Another way to reach a server (its read and write streams, as an async context
+            manager): the SDK's in-memory transport in unit tests.
 
     Raises:
         McpUnavailable: A server did not start or list its tools.
@@ -150,7 +152,8 @@ async def open_mcp(servers: tuple[McpServerPlan, ...], taken: set[str],
         async with processes, AsyncExitStack() as stack:
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="evalhydra-mcp-")))
             for server in servers:
-                session, listed = await _started(stack, server, scratch, tools, ClientSession)
+                transport = connect(server) if connect is not None else _transport(server, scratch, tools)
+                session, listed = await _started(stack, server, transport, tools, ClientSession)
                 _offer(tools, server, session, listed, taken)
             yield tools
     except BaseExceptionGroup as group:  # the SDK's task groups wrap what ends them
@@ -165,11 +168,11 @@ def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
             for leaf in (_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])]
 
 
-async def _started(stack: AsyncExitStack, server: McpServerPlan, scratch: Path, tools: McpTools,
+async def _started(stack: AsyncExitStack, server: McpServerPlan, transport: Any, tools: McpTools,
                    session_type: Any) -> tuple[Any, list[Any]]:
-    """A started, initialised session with ``server``, and the tools it lists."""
+    """A started, initialised session with ``server`` over ``transport``, and the tools it lists."""
     try:
-        read, write = await stack.enter_async_context(_transport(server, scratch, tools))
+        read, write = await stack.enter_async_context(transport)
         session = await stack.enter_async_context(
             session_type(read, write, read_timeout_seconds=server.read_timeout_s))
         with trio.fail_after(server.read_timeout_s):

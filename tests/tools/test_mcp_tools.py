@@ -112,3 +112,21 @@ async def test_a_hostile_server_cannot_hang_or_flood_a_cell(mock_url: str) -> No
         await service.aclose()
     (call,) = outcome.call_rows
     assert call["result_cut"] and len(call["result"]) == 1000 and call["error_kind"] is None
+
+
+async def test_the_sdks_in_memory_client_reaches_the_same_tools() -> None:
+    """A unit test's MCP server, in this process through the SDK's in-memory transport."""
+    from mcp.client._memory import InMemoryTransport
+
+    from tests.tools import mcp_notes
+
+    mcp_notes.NOTES.clear()
+    server = McpServerPlan("notes", ("unused",), state_tool="notes.list")
+    async with open_mcp((server,), {"add_note"}, trio.CapacityLimiter(1),
+                        connect=lambda plan: InMemoryTransport(mcp_notes.app)) as tools:
+        names = sorted(t.name for t in tools.specs)
+        assert names == ["die", "huge", "notes__add_note", "notes_list", "refuse"]
+        assert await tools.call("notes__add_note", {"text": "tea"}) == ("1 note(s)", None)
+        text, kind = await tools.call("refuse", {"reason": "no"})
+        assert kind == "mcp_error" and text.startswith("error: ")
+        assert await tools.state() == ["tea"]
