@@ -18,7 +18,7 @@ from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.messages import as_text
 from evalhydra.core.trio_util import RunClock
 from evalhydra.core.values import Case, ChatRequest, Completion, ErrorKind, MatchResult
-from evalhydra.execute.mcp_tools import McpUnavailable, open_mcp
+from evalhydra.execute.mcp_tools import McpTools, McpUnavailable, SharedServers, open_mcp
 from evalhydra.execute.rows import attempt_row, chat_row
 from evalhydra.execute.toolbox import Toolbox
 from evalhydra.execute.toolloop import LoopOutcome, run_loop
@@ -27,7 +27,7 @@ from evalhydra.matchers.factory import judge_services_of
 from evalhydra.matchers.rubric import refinement_input
 from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan
-from evalhydra.plan.tools import LoopPlan
+from evalhydra.plan.tools import LoopPlan, McpServerPlan
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import Service
 from evalhydra.services.batch import start_cell
@@ -59,6 +59,7 @@ class ChatCellRunner:
         judges: JudgeClient | None = None,
         *,
         secrets: list[str] | None = None,
+        nursery: trio.Nursery | None = None,
     ) -> None:
         self.service = service
         self.secrets = secrets or []  # every secret the run sends: masked in what a matcher says
@@ -74,6 +75,7 @@ class ChatCellRunner:
         self._rendered: tuple[Case, EvalPlan, ChatRequest] | None = None
         self._clock = RunClock()
         self._mcp_processes: trio.CapacityLimiter | None = None  # MCP server processes at once (the run's)
+        self.shared = SharedServers(nursery) if nursery is not None else None  # scope: run servers
 
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Execute one cell; return its result row and its attempt rows."""
@@ -173,12 +175,24 @@ class ChatCellRunner:
         if self._mcp_processes is None:
             self._mcp_processes = trio.CapacityLimiter(loop.max_processes)
         taken = {t.name for t in job.eval.tools}
-        async with open_mcp(loop.mcp, taken, self._mcp_processes) as servers:
+        own = tuple(s for s in loop.mcp if s.scope == "cell")
+        shared = tuple(s for s in loop.mcp if s.scope == "run")
+        run_tools = await self._shared_tools(shared, taken)
+        async with open_mcp(own, taken | set(run_tools.routes), self._mcp_processes) as servers:
+            servers = servers.joined(run_tools)
             tools = (*job.eval.tools, *servers.specs)
             outcome = await run_loop(self.service, replace(request, tools=tools), loop,
                                      Toolbox(loop, tools, self.root, servers))
             outcome.stderr = servers.stderr_tails()
             return outcome
+
+    async def _shared_tools(self, shared: tuple[McpServerPlan, ...], taken: set[str]) -> McpTools:
+        """The tools of the run's shared servers (``scope: run``), started on first use."""
+        if not shared:
+            return McpTools()
+        if self.shared is None:
+            raise McpUnavailable("scope: run needs a runner that holds the run's sessions")
+        return await self.shared.tools(shared, taken)
 
     async def _generate(self, job: CellJob, refinement: str | None = None) -> Completion:
         """Ask the service the case's own input, or ``refinement`` (a refinement attempt's) in its place."""

@@ -29,7 +29,7 @@ import trio
 from evalhydra.core.values import ToolSpec
 from evalhydra.plan.tools import McpServerPlan
 
-__all__ = ["McpTools", "McpUnavailable", "open_mcp", "openai_name"]
+__all__ = ["McpTools", "McpUnavailable", "SharedServers", "open_mcp", "openai_name"]
 
 #: The longest function name OpenAI accepts.
 MAX_NAME = 64
@@ -97,6 +97,12 @@ class McpTools:
             except ValueError:
                 return text
         return None
+
+    def joined(self, other: McpTools) -> McpTools:
+        """These tools and ``other``'s together (a cell's own servers and the run's shared ones)."""
+        return McpTools([*self.specs, *other.specs], {**self.routes, **other.routes},
+                        {**self.originals, **other.originals}, {**self.stderr, **other.stderr},
+                        [*self.state_calls, *other.state_calls])
 
     def stderr_tails(self) -> dict[str, str]:
         """The end of each server's stderr in this cell."""
@@ -226,3 +232,51 @@ def _offer(tools: McpTools, server: McpServerPlan, session: Any, listed: list[An
         tools.originals[mapped] = f"{server.name}:{tool.name}"
     if server.state_tool:
         tools.state_calls.append((session, server.state_tool, server.read_timeout_s))
+
+
+class SharedServers:
+    """Servers of ``scope: run``: one session each for every cell of the run.
+
+    Each session is held open by a task of the runner's nursery (an MCP session must end in the
+    task that began it) until :meth:`close`; cells wait for it to be ready and call through it.
+    """
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        self._closing = trio.Event()
+        self._held: dict[tuple[McpServerPlan, frozenset[str]], tuple[trio.Event, list[Any]]] = {}
+
+    async def tools(self, servers: tuple[McpServerPlan, ...], taken: set[str]) -> McpTools:
+        """The shared tools of ``servers`` (started on first use; each one process for the run,
+        outside the cells' ``max_processes``).
+
+        Raises:
+            McpUnavailable: A server did not start.
+        """
+        out = McpTools()
+        for server in servers:
+            key = (server, frozenset(taken))
+            if key not in self._held:
+                self._held[key] = (trio.Event(), [])
+                self._nursery.start_soon(self._hold, server, set(taken), *self._held[key])
+            ready, box = self._held[key]
+            await ready.wait()
+            if isinstance(box[0], McpUnavailable):
+                raise box[0]
+            out = out.joined(box[0])
+        return out
+
+    async def _hold(self, server: McpServerPlan, taken: set[str], ready: trio.Event, box: list[Any]) -> None:
+        try:
+            async with open_mcp((server,), taken, trio.CapacityLimiter(1)) as tools:
+                box.append(tools)
+                ready.set()
+                await self._closing.wait()
+        except McpUnavailable as exc:
+            if not ready.is_set():
+                box.append(exc)
+                ready.set()
+
+    def close(self) -> None:
+        """End every shared session (their tasks leave the nursery)."""
+        self._closing.set()

@@ -176,8 +176,13 @@ async def open_plan_runner(plan: RunPlan, run_id: str, nursery: trio.Nursery) ->
             yield AgentCellRunner(plan, run_id)
         else:
             secrets = secrets_of([plan.service, *plan.judges.values()])
-            yield ChatCellRunner(service, build_matchers(plan, judges), plan.registry_root, run_id, judges,
-                                 secrets=secrets)
+            runner = ChatCellRunner(service, build_matchers(plan, judges), plan.registry_root, run_id, judges,
+                                    secrets=secrets, nursery=nursery)
+            try:
+                yield runner
+            finally:
+                if runner.shared is not None:
+                    runner.shared.close()  # the run's shared MCP sessions end with it
 
 
 async def execute_cells(

@@ -53,6 +53,7 @@ class McpServerPlan:
     exclude_tools: tuple[str, ...] = ()
     state_tool: str | None = None
     read_timeout_s: float = 30.0
+    scope: str = "cell"  # cell: a session per cell; run: one session for every cell (stateless servers)
 
 
 @dataclass(frozen=True)
@@ -176,9 +177,18 @@ def _mcp_server(entry: Any, where: str) -> McpServerPlan:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise EvalHydraError(f"{where}: read_timeout_s={timeout!r}: must be a positive number of seconds.")
     listed = entry.get("tools")
-    return McpServerPlan(entry["name"].strip(), tuple(command or ()), url, tuple(sorted((str(k), str(v))
-                         for k, v in env.items())), tuple(listed) if listed is not None else None,
-                         tuple(entry.get("exclude_tools") or ()), entry.get("state_tool"), float(timeout))
+    scope = entry.get("scope", "cell")
+    if scope not in ("cell", "run"):
+        raise EvalHydraError(f"{where}: scope={scope!r}: cell (a session per cell, the default) or run (one"
+                             " session for every cell: stateless servers only).")
+    if scope == "run" and entry.get("state_tool"):
+        raise EvalHydraError(f"{where}: a state_tool needs scope: cell (a shared server's state is every"
+                             " cell's).")
+    return McpServerPlan(entry["name"].strip(), tuple(command or ()), url,
+                         tuple(sorted((str(k), str(v)) for k, v in env.items())),
+                         tuple(listed) if listed is not None else None,
+                         tuple(entry.get("exclude_tools") or ()), entry.get("state_tool"), float(timeout),
+                         scope)
 
 
 def _impl(tool: dict[str, Any], where: str) -> ToolImpl:

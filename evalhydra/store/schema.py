@@ -447,6 +447,7 @@ TRAJECTORY_VIEWS: dict[str, str] = {
         "error_kind")}),
     "tool_calls": _trajectory_view("tool_calls", {
         "turn": "turn", "call_index": "index", "provider_id": "provider_id", "call_id": "id", "name": "name",
+        "original_name": "original_name",
         "arguments": "arguments", "parsed_arguments": "parsed", "parallel": "parallel", "result": "result",
         "result_cut": "result_cut", "result_sha256": "result_sha256", "error_kind": "error_kind",
         "latency_ms": "latency_ms"}),

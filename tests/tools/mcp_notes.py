@@ -1,4 +1,5 @@
-"""A real MCP server over stdio, written with the official SDK: two stateful tools (a note list),
+"""A real MCP server over stdio (or streamable HTTP: ``http PORT``), written with the official SDK:
+two stateful tools (a note list),
 a tool that reports an error, and, when started with ``hostile``, misbehaviour: a non-JSON line
 and an unsolicited notification on stdout before it answers, a huge result, and a tool that
 kills the server."""
@@ -53,4 +54,7 @@ if __name__ == "__main__":
                          '"data": "unasked"}}\n')
         sys.stdout.flush()
         print("starting, noisily", file=sys.stderr)
-    app.run()
+    if "http" in sys.argv[1:]:  # streamable HTTP on 127.0.0.1:PORT/mcp (uvicorn)
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[sys.argv.index("http") + 1]))
+    else:
+        app.run()

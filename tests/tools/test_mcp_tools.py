@@ -5,12 +5,14 @@ dies, or misbehaves on stdout bounded by the read timeout; the model is the proj
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
+import trio.lowlevel
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.values import ChatRequest, ToolSpec
@@ -130,3 +132,59 @@ async def test_the_sdks_in_memory_client_reaches_the_same_tools() -> None:
         text, kind = await tools.call("refuse", {"reason": "no"})
         assert kind == "mcp_error" and text.startswith("error: ")
         assert await tools.state() == ["tea"]
+
+
+@pytest.mark.slow
+# the SDK's HTTP client (httpx2) leaves response iterators to the garbage collector under trio
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_a_streamable_http_server_is_reached_by_url(mock_url: str) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = await trio.lowlevel.open_process([sys.executable, SERVER, "http", str(port)])
+    try:
+        with trio.fail_after(30):
+            while True:
+                try:
+                    await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    await trio.sleep(0.1)
+        plan = McpServerPlan("notes", url=f"http://127.0.0.1:{port}/mcp", state_tool="notes.list")
+        outcome, offered = await loop_with(mock_url, 'Call add_note with {"text": "web"}.', plan)
+    finally:
+        server.terminate()
+        await server.wait()
+    assert "add_note" in offered and outcome.call_rows[0]["result"] == "1 note(s)"
+    assert outcome.state == ["web"]
+
+
+def _registry(root: Path, scope: str) -> Path:
+    from tests.conftest import smoke_eval, write_registry
+
+    lines = "".join(json.dumps({"id": f"c{i}", "input": f'Call add_note with {{"text": "n{i}"}}. '
+                                                       "Call notes_list with {}.", "ideal": "x"}) + "\n"
+                    for i in range(3))
+    spec = smoke_eval("g.notes", "data/g/notes/test.jsonl", matcher={"kind": "no_tool_errors"},
+                      loop={"max_turns": 4},
+                      mcp=[{"name": "notes", "command": [sys.executable, SERVER], "scope": scope}])
+    return write_registry(root, evals={"g/notes.json": spec}, data={"data/g/notes/test.jsonl": lines})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scope", ["cell", "run"])
+def test_mcp_sessions_per_cell_or_shared_by_the_run(tmp_path: Path, scope: str) -> None:
+    from tests.helpers import query_rows, run_cli
+
+    registry = _registry(tmp_path / "reg", scope)
+    done = run_cli(f"registry={registry}", "eval=g.notes", f"store.path={tmp_path / 's.db'}",
+                   "run.progress=false", "run.concurrency=1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    listed = [r["result"] for r in query_rows(tmp_path / "s.db", "select result from tool_calls"
+                                               " where name = 'notes_list' order by case_id")]
+    if scope == "cell":  # each cell's own server: only its own note
+        assert listed == ["n0", "n1", "n2"]
+    else:  # one server for the run: the notes of the cells before too
+        assert listed == ["n0", "n0\nn1", "n0\nn1\nn2"]

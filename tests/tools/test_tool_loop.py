@@ -124,7 +124,11 @@ async def test_a_request_that_fails_is_the_cells_infrastructure_error(mock_url: 
 async def test_tool_choice_and_parallel_tool_calls_are_sent_as_configured(mock_url: str,
                                                                           tmp_path: Path) -> None:
     none = await loop_of(mock_url, 'Call add with {"a": 1, "b": 1}. Reply with exactly no tools.', tmp_path,
-                         tool_choice="none", parallel_tool_calls=False)
+                         tool_choice="none", parallel_tool_calls=False, strict=True)
     assert none.call_rows == [] and none.completion.output == "no tools"
     sent = mock_call(mock_url, "last")  # the last request body the mock received
     assert sent.get("tool_choice") == "none" and sent.get("parallel_tool_calls") is False
+    assert [t["function"]["strict"] for t in sent["tools"]] == [True, True, True]
+    named = await loop_of(mock_url, "Reply with exactly hi.", tmp_path, tool_choice="add")
+    assert mock_call(mock_url, "last")["tool_choice"] == {"type": "function", "function": {"name": "add"}}
+    assert named.call_rows[0]["name"] == "add"  # a named choice forces the call
