@@ -43,8 +43,8 @@ from scipy import stats
 
 import evalhydra
 from evalhydra.cli.store_commands import main as store_main
-from evalhydra.reports.clustered import pass_rate_interval
-from evalhydra.reports.student_t import t_quantile
+from evalhydra.stats.clustered import pass_rate_interval
+from evalhydra.stats.student_t import t_quantile
 
 CASES = 30
 

@@ -15,6 +15,7 @@ contract in ``pyproject.toml`` enforces it)::
     compose                          conf/ and the registry composed by Hydra
     registry | store                 eval definitions and datasets on disk | the SQLite store
     config                           the typed config schema
+    stats                            statistics over numbers: intervals, paired tests, power, pass@k
     core                             errors, value types, messages, strict JSON, trio helpers
 """
 

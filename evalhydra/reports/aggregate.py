@@ -23,7 +23,7 @@ from evalhydra.reports.selection import (
     TRIAL_ORDER_SQL,
     Selection,
 )
-from evalhydra.reports.stats import pass_at_k, pass_hat_k
+from evalhydra.stats.rates import pass_at_k, pass_hat_k
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = [
@@ -226,7 +226,7 @@ def case_rows(conn: sqlite3.Connection, sel: Selection) -> list[tuple[Any, ...]]
 def case_histograms(conn: sqlite3.Connection, sel: Selection) -> dict[Target, Counter[tuple[int, int]]]:
     """Per target, how many cases had each (scored trials, passed trials) count.
 
-    What the case-clustered pass-rate intervals need (:mod:`evalhydra.reports.clustered`),
+    What the case-clustered pass-rate intervals need (:mod:`evalhydra.stats.clustered`),
     in one small query; cases with no scored trial are left out.
     """
     out: dict[Target, Counter[tuple[int, int]]] = {}

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.reports.aggregate import Target, TargetAgg, run_histograms
-from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.graders import grader_rows
 from evalhydra.reports.selection import PASSED_SQL, Selection
+from evalhydra.stats.clustered import pass_rate_interval
 
 __all__ = [
     "FAILURE_CATEGORIES",

@@ -4,7 +4,7 @@ Two *sides* (each a condition on ``results``: some runs, a service, a model)
 are paired on ``(group, eval_id, case_id)``. Per eval, SQLite returns each
 side's totals and the sums of the per-case differences of the pass fractions
 (candidate − baseline, over scored trials); Python only turns them into the
-case-clustered paired interval and test (:mod:`evalhydra.reports.clustered`).
+case-clustered paired interval and test (:mod:`evalhydra.stats.clustered`).
 The cases that regressed (lower pass fraction on the candidate) or improved,
 and the (case, trial) pairs whose verdict flipped on the same output (a
 judge's flip, not the model's), are listed.
@@ -20,10 +20,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalhydra.reports.clustered import CaseDiffs, holm, paired_difference
 from evalhydra.reports.selection import PASSED_SQL, Selection
-from evalhydra.reports.stats import delta_interval, wilson_interval
 from evalhydra.reports.zig import CONFIDENCE_LEVEL, SCHEMA_VERSION
+from evalhydra.stats.clustered import CaseDiffs, holm, paired_difference
+from evalhydra.stats.rates import delta_interval, wilson_interval
 from evalhydra.store.fractions import parse_digest
 from evalhydra.store.rows import INFRA_ERROR_SQL
 

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.reports.clustered import CaseDiffs
 from evalhydra.reports.compare import (
     EvalPairing,
     Side,
@@ -45,9 +44,10 @@ from evalhydra.reports.compare import (
     pooled,
 )
 from evalhydra.reports.markdown import comparison_table
-from evalhydra.reports.power import DEFAULT_POWER, cases_needed, from_differences, min_detectable, noise_floor
 from evalhydra.reports.selection import versions_of_runs
 from evalhydra.reports.ttft import paired_first_token
+from evalhydra.stats.clustered import CaseDiffs
+from evalhydra.stats.power import DEFAULT_POWER, cases_needed, from_differences, min_detectable, noise_floor
 from evalhydra.store.fractions import fractions_valid
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
@@ -214,7 +214,7 @@ def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float,
 
     The spread of a case's difference is the observed one, but never less than the
     trial-to-trial noise a drop of ``target`` from ``baseline_rate`` would itself bring
-    (:func:`~evalhydra.reports.power.noise_floor`): two identical runs of deterministic
+    (:func:`~evalhydra.stats.power.noise_floor`): two identical runs of deterministic
     cases show no spread, yet cannot show a small drop either.
 
     Returns:

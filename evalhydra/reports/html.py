@@ -22,11 +22,11 @@ from typing import Any, TextIO
 from evalhydra.core import strictjson
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.atomic import finite_json
-from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.data import ReportData
 from evalhydra.reports.runsummary import header_facts, summary_of, target_rows
 from evalhydra.reports.selection import STATUS_SQL, Selection
 from evalhydra.reports.trials import trials_json
+from evalhydra.stats.clustered import pass_rate_interval
 
 __all__ = ["STATUS_MARKS", "TEXT_CAP", "chart", "log_tail", "render_html", "store_folder", "write_html"]
 

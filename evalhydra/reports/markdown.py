@@ -26,11 +26,11 @@ from tabulate import tabulate
 from evalhydra.core.text import visible
 from evalhydra.plan.selection import selection_in
 from evalhydra.reports import aggregate as agg
-from evalhydra.reports.clustered import pass_rate_interval
 from evalhydra.reports.compare import is_improvement, is_regression
 from evalhydra.reports.data import ReportData
 from evalhydra.reports.zrb import STATUS_ICONS, status_label, summary_row, trial_details
 from evalhydra.reports.zrb_markdown import failing_section
+from evalhydra.stats.clustered import pass_rate_interval
 
 __all__ = ["comparison_table", "escape_cell", "render_markdown", "render_summary_md", "verdict"]
 

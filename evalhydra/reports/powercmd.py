@@ -1,7 +1,7 @@
 """``evalhydra power``: how many cases × trials a comparison needs to catch a drop.
 
 The variance of one case's paired difference comes from what is stored
-(:mod:`evalhydra.reports.power` has the model and the formulas):
+(:mod:`evalhydra.stats.power` has the model and the formulas):
 
 * two targets (``BASELINE CANDIDATE``, as for ``compare``): their observed
   per-case differences;
@@ -27,7 +27,8 @@ from tabulate import tabulate
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.compare import Side
 from evalhydra.reports.comparecmd import Target, compare, side_of
-from evalhydra.reports.power import (
+from evalhydra.reports.selection import PASSED_SQL
+from evalhydra.stats.power import (
     DEFAULT_CORRELATION,
     DEFAULT_POWER,
     MAX_CASES,
@@ -37,7 +38,6 @@ from evalhydra.reports.power import (
     from_differences,
     from_one_target,
 )
-from evalhydra.reports.selection import PASSED_SQL
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["Assumptions", "power_report", "render_power"]

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from evalhydra.reports.aggregate import TargetAgg, case_histograms
-from evalhydra.reports.clustered import RateInterval, pass_rate_interval
 from evalhydra.reports.graders import grader_rows
 from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, select_runs
+from evalhydra.stats.clustered import RateInterval, pass_rate_interval
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["header_facts", "merge_summaries", "overall_interval", "run_summary", "summary_of", "target_rows"]

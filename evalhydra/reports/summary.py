@@ -24,12 +24,12 @@ from tabulate import tabulate
 
 from evalhydra.core.text import command_line, visible
 from evalhydra.reports.aggregate import case_histograms
-from evalhydra.reports.clustered import CLUSTERED_WILSON, pass_rate_interval
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.graders import grader_rows
 from evalhydra.reports.selection import select_runs
-from evalhydra.reports.stats import pass_hat_k as pass_hat_k_of
 from evalhydra.reports.ttft import FirstToken, first_token_latency
+from evalhydra.stats.clustered import CLUSTERED_WILSON, pass_rate_interval
+from evalhydra.stats.rates import pass_hat_k as pass_hat_k_of
 from evalhydra.store.db import Store
 from evalhydra.store.rows import INFRA_ERROR_SQL, infra_error_sql
 
@@ -82,7 +82,7 @@ def store_stats(store: Store, run_ids: Sequence[str], *,
     """Per eval × service × model: counts, pass rate with its interval, pass^k, latency, errors, cost.
 
     The pass rate is the mean over cases of each case's pass fraction, its 95%
-    interval clustered by case (:func:`~evalhydra.reports.clustered.pass_rate_interval`).
+    interval clustered by case (:func:`~evalhydra.stats.clustered.pass_rate_interval`).
 
     Args:
         store: The store.

@@ -18,7 +18,7 @@ from typing import Any
 from evalhydra.reports.aggregate import Target, TargetAgg
 from evalhydra.reports.compare import Side
 from evalhydra.reports.selection import Selection
-from evalhydra.reports.stats import nearest_rank
+from evalhydra.stats.rates import nearest_rank
 
 __all__ = ["FirstToken", "first_token_latency", "median_interval", "paired_first_token"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalhydra.core.zig_numbers import fixed
-from evalhydra.reports.stats import Z95, wilson_interval
+from evalhydra.stats.rates import Z95, wilson_interval
 
 __all__ = [
     "CONFIDENCE_LEVEL",

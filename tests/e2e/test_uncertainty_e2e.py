@@ -15,7 +15,7 @@ import pytest
 
 import evalhydra
 from evalhydra.cli.store_commands import main
-from evalhydra.reports.stats import wilson_interval
+from evalhydra.stats.rates import wilson_interval
 from tests.conftest import smoke_eval, write_registry
 
 CASES = 30

@@ -6,7 +6,7 @@ The shipped reports compute them in SQL (the ``case_flakiness`` view and
 
 from __future__ import annotations
 
-from evalhydra.reports.stats import BROKEN, FLAKY, STABLE, _check_counts
+from evalhydra.stats.rates import BROKEN, FLAKY, STABLE, _check_counts
 
 __all__ = ["flakiness", "stability_verdict"]
 

@@ -10,9 +10,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evalhydra.reports.clustered import pass_rate_interval
-from evalhydra.reports.stats import nearest_rank
 from evalhydra.reports.summary import Gates, consistency, failing_stats, print_gate_failures
+from evalhydra.stats.clustered import pass_rate_interval
+from evalhydra.stats.rates import nearest_rank
 from evalhydra.store.rows import is_infra_error
 
 __all__ = ["gate_failures", "group_stats"]

@@ -13,8 +13,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from evalhydra.reports.clustered import CaseDiffs, paired_difference
-from evalhydra.reports.stats import delta_interval, nearest_rank, wilson_interval
 from evalhydra.reports.zig import (
     _LAT_SQL,
     _PICKS,
@@ -27,6 +25,8 @@ from evalhydra.reports.zig import (
     format_text_report,
     stats_object,
 )
+from evalhydra.stats.clustered import CaseDiffs, paired_difference
+from evalhydra.stats.rates import delta_interval, nearest_rank, wilson_interval
 from evalhydra.store.rows import is_infra_error
 
 __all__ = [
@@ -351,7 +351,7 @@ def baseline_comparisons(
 
     Each row ends with evalhydra's ``paired`` block, after the seed's keys:
     the case-level paired difference over the cases both targets scored
-    (:func:`evalhydra.reports.clustered.paired_difference`), the sorted case ids
+    (:func:`evalhydra.stats.clustered.paired_difference`), the sorted case ids
     that regressed and improved, and the (case, trial) keys whose verdict
     flipped on the same output. It is null when the targets share no scored
     case, or when a (case, trial) key repeats inside one target (a service that

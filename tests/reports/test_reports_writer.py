@@ -15,8 +15,8 @@ from evalhydra.core.zig_numbers import integral_numbers
 from evalhydra.reports.compare import adjust_family, baseline_comparisons_sql, split_paired
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.selection import select_runs
-from evalhydra.reports.stats import wilson_interval
 from evalhydra.reports.writer import ALL_FORMATS, normalize_formats, write_run_reports
+from evalhydra.stats.rates import wilson_interval
 from evalhydra.store.db import open_store
 from tests.reference import zig
 from tests.reports.test_reports_support import (

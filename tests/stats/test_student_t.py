@@ -7,7 +7,7 @@ import math
 import pytest
 from scipy import stats
 
-from evalhydra.reports.student_t import t_cdf, t_quantile
+from evalhydra.stats.student_t import t_cdf, t_quantile
 
 DFS = [1, 2, 3, 4, 5, 7, 10, 29, 30, 99, 1000, 9999, 10_001, 50_000]
 

@@ -1,4 +1,4 @@
-"""Tests for evalhydra.reports.stats: the seed's worked numbers and the paired extension."""
+"""Tests for evalhydra.stats.rates: the seed's worked numbers and the paired extension."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import pytest
 
-from evalhydra.reports import stats
-from evalhydra.reports.stats import (
+from evalhydra.stats import rates as stats
+from evalhydra.stats.rates import (
     Z95,
     delta_interval,
     mcnemar_exact_p,

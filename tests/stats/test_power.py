@@ -12,9 +12,9 @@ from statistics import fmean
 import pytest
 from scipy import stats
 
-from evalhydra.reports.clustered import CaseDiffs
 from evalhydra.reports.comparecmd import precision
-from evalhydra.reports.power import (
+from evalhydra.stats.clustered import CaseDiffs
+from evalhydra.stats.power import (
     MAX_CASES,
     VarianceModel,
     cases_needed,

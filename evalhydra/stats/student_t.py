@@ -1,6 +1,6 @@
 """Student's t distribution for whole degrees of freedom (stdlib only).
 
-The intervals and tests of :mod:`evalhydra.reports.clustered` need the t CDF
+The intervals and tests of :mod:`evalhydra.stats.clustered` need the t CDF
 and its quantiles with ``cases − 1`` degrees of freedom. SciPy has them, but
 importing it would load NumPy and SciPy into every run that writes a report,
 so this module computes them exactly for whole degrees of freedom with the

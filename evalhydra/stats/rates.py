@@ -92,7 +92,7 @@ def wilson_bounds(p: float, n: float, z: float = Z95) -> tuple[float, float]:
     """The Wilson score interval of a rate ``p`` observed on a (possibly fractional) sample size.
 
     :func:`wilson_interval` with the rate given directly; an *effective* sample
-    size (see :mod:`evalhydra.reports.clustered`) need not be whole.
+    size (see :mod:`evalhydra.stats.clustered`) need not be whole.
 
     Args:
         p: The observed rate in [0, 1].

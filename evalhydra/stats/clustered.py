@@ -27,14 +27,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from evalhydra.reports.stats import (
+from evalhydra.stats.rates import (
     Z95,
     mcnemar_exact_p,
     newcombe_paired_interval,
     wilson_bounds,
     wilson_interval,
 )
-from evalhydra.reports.student_t import t_cdf, t_quantile
+from evalhydra.stats.student_t import t_cdf, t_quantile
 
 __all__ = [
     "CLUSTERED_T",
@@ -145,7 +145,7 @@ class CaseDiffs:
         neither: Cases neither passed.
         trials_min: Fewest scored trials of one case on either side.
         within: Sum over cases of both sides' unbiased per-trial variances
-            ``f(1−f)·k/(k−1)`` (when ``trials_min`` > 1; see :mod:`evalhydra.reports.power`).
+            ``f(1−f)·k/(k−1)`` (when ``trials_min`` > 1; see :mod:`evalhydra.stats.power`).
         within_over_trials: The same sum with each term divided by its trials.
     """
 

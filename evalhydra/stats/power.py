@@ -1,7 +1,7 @@
 """How many cases and trials a comparison needs: power of the case-clustered paired test.
 
 The regression gate compares two targets with a paired t-test on per-case
-differences of pass fractions (:mod:`evalhydra.reports.clustered`). The
+differences of pass fractions (:mod:`evalhydra.stats.clustered`). The
 variance of one case's difference, measured with k trials per case, is
 
     Var(d) = τ² + w / k
@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from evalhydra.reports.clustered import CaseDiffs
-from evalhydra.reports.student_t import t_quantile
+from evalhydra.stats.clustered import CaseDiffs
+from evalhydra.stats.student_t import t_quantile
 
 __all__ = [
     "DEFAULT_CORRELATION",

@@ -15,7 +15,8 @@ from statistics import fmean
 import pytest
 from scipy import stats
 
-from evalhydra.reports.clustered import (
+from evalhydra.reports.compare import EvalPairing, adjust_comparison, is_regression, paired_block, pooled
+from evalhydra.stats.clustered import (
     CLUSTERED_T,
     CLUSTERED_WILSON,
     NEWCOMBE_MCNEMAR,
@@ -25,8 +26,7 @@ from evalhydra.reports.clustered import (
     paired_difference,
     pass_rate_interval,
 )
-from evalhydra.reports.compare import EvalPairing, adjust_comparison, is_regression, paired_block, pooled
-from evalhydra.reports.stats import wilson_interval
+from evalhydra.stats.rates import wilson_interval
 
 CASES = 30
 SUITES = 2000
