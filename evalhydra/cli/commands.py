@@ -28,6 +28,8 @@ STORE_COMMANDS: dict[str, str] = {
     "cache": "the response cache: stats, prune, clear",
     "batches": "the store's batch jobs: list, cancel",
     "import": "import OpenAI Evals API definitions into a registry",
+    "label": "import people's PASS/FAIL labels of stored outputs",
+    "calibrate": "judges against people's labels; pass rates corrected for judge errors",
 }
 #: Store commands that never open a store: their --help offers no --store.
 STORELESS_COMMANDS = frozenset({"import", "cache", "list"})

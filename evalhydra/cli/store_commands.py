@@ -24,6 +24,7 @@ from evalhydra.cli.cache import cmd_cache, configure_cache
 from evalhydra.cli.callbacks import sweep_run_ids
 from evalhydra.cli.catalog import eval_rows, service_rows
 from evalhydra.cli.commands import STORE_COMMANDS, STORELESS_COMMANDS, CommandParser
+from evalhydra.cli.labels import cmd_calibrate, cmd_label, configure_calibrate, configure_label
 from evalhydra.cli.openai_import import cmd_import, configure_import
 from evalhydra.cli.power import cmd_power, configure_power
 from evalhydra.cli.query import cmd_query, configure_query
@@ -324,6 +325,8 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cache": cmd_cache,
     "batches": cmd_batches,
     "import": cmd_import,
+    "label": cmd_label,
+    "calibrate": cmd_calibrate,
 }
 CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "runs": _cfg_runs,
@@ -338,4 +341,6 @@ CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "cache": configure_cache,
     "batches": configure_batches,
     "import": configure_import,
+    "label": configure_label,
+    "calibrate": configure_calibrate,
 }

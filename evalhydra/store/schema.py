@@ -18,6 +18,8 @@ Tables:
 * ``batches``: every batch job sent to a provider (:mod:`~evalhydra.store.batches`).
 * ``run_summaries``: each finished run's per-target totals and case histograms
   (:mod:`evalhydra.reports.runsummary`), what ``evalhydra view`` lists and opens.
+* ``labels``: people's PASS/FAIL verdicts on stored outputs (``evalhydra label``), by case and
+  output hash.
 * ``case_fractions``: each finished run's per-case counts and trial digests
   (:mod:`evalhydra.store.fractions`), what comparisons of finished runs read.
 
@@ -461,6 +463,16 @@ def _migration_19(db: sqlite_utils.Database) -> None:
         db.create_view(name, sql, replace=True)
 
 
+def _migration_20(db: sqlite_utils.Database) -> None:
+    """``labels``: people's verdicts on outputs, keyed to the case and the output judged (its
+    SHA-256), so they survive reruns and rejudges that keep the output; what ``calibrate``
+    measures judges against."""
+    db.conn.execute("""create table if not exists labels (id integer primary key, eval_id text not null,
+      case_id text not null, output_sha256 text not null, label text not null, score real,
+      labeller text not null default '', labelled_at text, note text,
+      unique (eval_id, case_id, output_sha256, labeller))""")
+
+
 #: Views of migration 15: an OpenAI Evals suite's criteria (``openai_graders``), by name.
 GRADER_VIEWS: dict[str, str] = {
     # One row per run × result × criterion: its score and verdict.
@@ -574,5 +586,6 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
     _migration_14, _migration_15, _migration_16, _migration_17, _migration_18, _migration_19,
+    _migration_20,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

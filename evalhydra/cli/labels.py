@@ -1,0 +1,85 @@
+"""``evalhydra label`` (import people's verdicts) and ``evalhydra calibrate`` (judges against them)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from evalhydra.cli.store_access import open_read_only
+from evalhydra.core import strictjson
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.job.exit_codes import ExitCode
+from evalhydra.reports.calibration import calibration, render_calibration
+from evalhydra.store.db import immediate, open_store
+from evalhydra.store.labels import import_labels
+
+__all__ = ["cmd_calibrate", "cmd_label", "configure_calibrate", "configure_label"]
+
+
+def cmd_label(args: argparse.Namespace) -> int:
+    """Import people's PASS/FAIL verdicts on stored outputs, from JSONL or CSV.
+
+    Each row: eval, case, label (PASS or FAIL); the output judged as output (its text),
+    output_sha256, or run and trial (the result that run stored); labeller and note if you
+    like. A label holds for every stored result with that output, so it survives reruns and
+    rejudges; a labeller's new label of an output replaces their old one.
+
+    Example: evalhydra label labels.jsonl --labeller ana
+    """
+    path = Path(args.file)
+    if not path.is_file():
+        raise EvalHydraError(f"{path}: no such file.", "Give a .jsonl or .csv file of labels.")
+    store = open_store(Path(args.store).expanduser())
+    try:
+        with immediate(store.conn):
+            count = import_labels(store.conn, _rows(path), args.labeller or "")
+    finally:
+        store.close()
+    print(f"{count} label(s) stored in {args.store}")
+    return ExitCode.OK
+
+
+def _rows(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    if path.suffix.lower() == ".csv":
+        with path.open(newline="", encoding="utf-8") as handle:
+            for number, row in enumerate(csv.DictReader(handle), start=2):
+                yield f"{path}:{number}", row
+        return
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = strictjson.loads_plain(line)
+        except ValueError as exc:
+            raise EvalHydraError(f"{path}:{number}: invalid JSON: {exc}.") from None
+        if not isinstance(row, dict):
+            raise EvalHydraError(f"{path}:{number}: each line is an object {{eval, case, label, …}}.")
+        yield f"{path}:{number}", row
+
+
+def configure_label(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE",
+                   help="labels: .jsonl or .csv (eval, case, label, and output or run and trial)")
+    p.add_argument("--labeller", default="", help="who labelled (rows may name their own)")
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Each judge of the runs against people's labels: sensitivity, specificity, agreement, Cohen's
+    kappa and Krippendorff's alpha, with intervals; and each target's judged pass rate corrected
+    for the judge's errors (Rogan-Gladen, with an interval carrying the labels' uncertainty).
+
+    Example: evalhydra calibrate latest --format json
+    """
+    store = open_read_only(args)
+    ids = store.resolve_run_ids(args.run_ids or ["latest"])
+    print(render_calibration(calibration(store.conn, ids), args.format))
+    return ExitCode.OK
+
+
+def configure_calibrate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_ids", nargs="*", metavar="RUN", help="runs (ids, prefixes, latest; default latest)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+

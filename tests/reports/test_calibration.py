@@ -1,0 +1,98 @@
+"""Issue 52, items 2–4: people's labels imported and kept by output, and ``calibrate``: each judge's
+agreement with them and the pass rates it gave corrected for its errors; on real store files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.reports.calibration import calibration, render_calibration
+from evalhydra.store.db import Batch, immediate, open_store
+from evalhydra.store.labels import import_labels
+from tests.conftest import smoke_eval, write_registry
+from tests.helpers import run_cli
+from tests.reports.test_reports_support import result_row, write_run
+
+RUN = "eval-judged-aaaaaaaa"
+#: Judge verdicts: cases 0–6 passed, 7–9 failed; people: 0–4 and 7 pass. So TP 5, FP 2, FN 1, TN 2.
+HUMAN_PASS = {0, 1, 2, 3, 4, 7}
+
+
+def _store(path: Path):  # type: ignore[no-untyped-def]
+    store = open_store(path)
+    rows = [result_row(RUN, f"c{i}", passed=i < 7, output=f"answer {i}", judge_model="judge-m",
+                       judge_service="mock") for i in range(10)]
+    write_run(store, RUN, rows)
+    with immediate(store.conn):
+        import_labels(store.conn, [(f"line {i}", {"eval": "g.e", "case": f"c{i}",
+                                                  "label": "PASS" if i in HUMAN_PASS else "fail"})
+                                   for i in range(10)], "ana")
+    return store
+
+
+def test_a_judge_against_labels_and_its_corrected_rate(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s.db")
+    (doc,) = calibration(store.conn, [RUN])
+    found = doc["agreement"]
+    assert (found["true_pos"], found["false_pos"], found["false_neg"], found["true_neg"]) == (5, 2, 1, 2)
+    assert found["sensitivity"] == pytest.approx(5 / 6) and found["specificity"] == pytest.approx(0.5)
+    (target,) = doc["targets"]
+    assert target["raw_pass_rate"] == pytest.approx(0.7)
+    assert target["corrected"]["estimate"] == pytest.approx((0.7 + 0.5 - 1) / (5 / 6 + 0.5 - 1))  # 0.6
+    assert "Rogan-Gladen" in render_calibration([doc])
+    assert json.loads(render_calibration([doc], "json"))[0]["labels"] == 10
+    store.close()
+
+
+def test_a_label_follows_its_output_through_a_rerun(tmp_path: Path) -> None:
+    """A later run that answers c0 the same holds c0's label; a different answer holds none."""
+    store = _store(tmp_path / "s.db")
+    later = "eval-judged-bbbbbbbb"
+    rows = [result_row(later, "c0", output="answer 0", judge_model="judge-m", judge_service="mock"),
+            result_row(later, "c1", output="something else", judge_model="judge-m", judge_service="mock")]
+    store.write(Batch(results=rows, members=[(later, r["cell_key"]) for r in rows]))
+    store.start_run({"run_id": later, "kind": "chat", "started_at": "2026-01-02T00:00:00.000Z",
+                     "status": "completed"})
+    (doc,) = calibration(store.conn, [later])
+    assert doc["labels"] == 1
+    store.close()
+
+
+def test_a_label_of_an_ambiguous_case_names_what_to_give(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s.db")
+    again = result_row("eval-judged-cccccccc", "c0", output="another answer")
+    store.write(Batch(results=[again], members=[("eval-judged-cccccccc", again["cell_key"])]))
+    with pytest.raises(EvalHydraError) as caught, immediate(store.conn):
+        import_labels(store.conn, [("labels.jsonl:3", {"eval": "g.e", "case": "c0", "label": "PASS"})])
+    assert caught.value.message.startswith("labels.jsonl:3: g.e/c0 has 2 different stored outputs")
+    with pytest.raises(EvalHydraError, match="not PASS or FAIL"), immediate(store.conn):
+        import_labels(store.conn, [("x:1", {"eval": "g.e", "case": "c1", "label": "maybe"})])
+    store.close()
+
+
+@pytest.mark.slow
+def test_label_and_calibrate_from_the_command_line(tmp_path: Path) -> None:
+    """A real run judged by the mock (model_grade), labels imported from CSV, calibrate in JSON."""
+    lines = "".join(json.dumps({"id": f"c{i}", "input": f"Reply with exactly V{i}.",
+                                "ideal": f"V{i}" if i < 7 else "NOPE"}) + "\n" for i in range(10))
+    grade = smoke_eval(matcher={"kind": "model_grade", "judge_service": "mock", "rubric": "Right?"})
+    registry = write_registry(tmp_path / "reg", evals={"g/e.json": grade},
+                              data={"data/g/e/test.jsonl": lines})
+    store = tmp_path / "s.db"
+    assert run_cli(f"registry={registry}", "eval=g.e", f"store.path={store}", "run.progress=false",
+                   cwd=tmp_path).returncode == 0
+    labels = tmp_path / "labels.csv"
+    labels.write_text("eval,case,label\n" + "".join(
+        f"g.e,c{i},{'PASS' if i in HUMAN_PASS else 'FAIL'}\n" for i in range(10)))
+    done = run_cli("label", str(labels), "--labeller", "ana", "--store", str(store), cwd=tmp_path)
+    assert done.returncode == 0 and "10 label(s) stored" in done.stdout, done.stderr
+    shown = run_cli("calibrate", "--store", str(store), "--format", "json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    (doc,) = json.loads(shown.stdout)
+    assert doc["judge_service"] == "mock" and doc["labels"] == 10
+    assert doc["targets"][0]["corrected"]["estimate"] == pytest.approx(0.6)
+    bad = run_cli("label", str(tmp_path / "none.csv"), "--store", str(store), cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ")
