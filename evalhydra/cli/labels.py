@@ -48,13 +48,7 @@ def _rows(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
             for number, row in enumerate(csv.DictReader(handle), start=2):
                 yield f"{path}:{number}", row
         return
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = strictjson.loads_plain(line)
-        except ValueError as exc:
-            raise EvalHydraError(f"{path}:{number}: invalid JSON: {exc}.") from None
+    for number, row in strictjson.json_lines(path):
         if not isinstance(row, dict):
             raise EvalHydraError(f"{path}:{number}: each line is an object {{eval, case, label, …}}.")
         yield f"{path}:{number}", row

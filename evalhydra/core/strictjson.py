@@ -14,10 +14,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "DuplicateKeyError", "NumberLiteral", "error_line", "loads", "loads_plain",
-           "stored", "too_deep"]
+from evalhydra.core.errors import EvalHydraError
+
+__all__ = ["MAX_DEPTH", "DuplicateKeyError", "NumberLiteral", "error_line", "json_lines", "loads",
+           "loads_plain", "stored", "too_deep"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: Deepest nesting of arrays and objects accepted from outside. Real replies, datasets and
@@ -181,3 +185,18 @@ def _has_lone_surrogate(value: Any) -> bool:
     if isinstance(value, list):
         return any(_has_lone_surrogate(v) for v in value)
     return False
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """Each non-blank line of a JSON-lines file, parsed (:func:`loads_plain`), with its number.
+
+    Raises:
+        EvalHydraError: ``path:line: invalid JSON: …`` for the first line that is not.
+    """
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, loads_plain(line)
+        except ValueError as exc:
+            raise EvalHydraError(f"{path}:{number}: invalid JSON: {exc}.") from None

@@ -36,17 +36,8 @@ def answers_beside(dataset: Path) -> dict[str, Any]:
     for folder in (dataset.parent / "possible_answer", dataset.parent.parent / "possible_answer"):
         path = folder / dataset.name
         if path.is_file():
-            out = {}
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    entry = strictjson.loads_plain(line)
-                except ValueError as exc:
-                    raise EvalHydraError(f"{path}:{number}: invalid JSON: {exc}.") from None
-                if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-                    out[entry["id"]] = entry.get("ground_truth")
-            return out
+            return {entry["id"]: entry.get("ground_truth") for _, entry in strictjson.json_lines(path)
+                    if isinstance(entry, dict) and isinstance(entry.get("id"), str)}
     return {}
 
 

@@ -84,6 +84,17 @@ def side_of(target: Target, evals: Sequence[str], conn: sqlite3.Connection | Non
     fast = _fractions_side(conn, target, evals) if conn is not None else None
     if fast is not None:
         return fast
+    conds, params = _narrowed(target, evals)
+    if target.runs:
+        conds.insert(0, versions_of_runs(len(target.runs)))
+        params = [*target.runs, *params]
+        return Side(target.label, " and ".join(conds), tuple(params))
+    inner = f"where {' and '.join(conds)}" if conds else ""
+    return Side(target.label, _LATEST.format(where=inner), tuple(params))
+
+
+def _narrowed(target: Target, evals: Sequence[str]) -> tuple[list[str], list[Any]]:
+    """The conditions (and parameters) of a target's service and model, and of ``evals``."""
     conds: list[str] = []
     params: list[Any] = []
     for column, value in (("service_name", target.service), ("model", target.model)):
@@ -93,12 +104,7 @@ def side_of(target: Target, evals: Sequence[str], conn: sqlite3.Connection | Non
     if evals:
         conds.append(f"eval_id in ({', '.join('?' * len(evals))})")
         params += list(evals)
-    if target.runs:
-        conds.insert(0, versions_of_runs(len(target.runs)))
-        params = [*target.runs, *params]
-        return Side(target.label, " and ".join(conds), tuple(params))
-    inner = f"where {' and '.join(conds)}" if conds else ""
-    return Side(target.label, _LATEST.format(where=inner), tuple(params))
+    return conds, params
 
 
 def _fractions_side(conn: sqlite3.Connection, target: Target, evals: Sequence[str]) -> Side | None:
@@ -106,15 +112,9 @@ def _fractions_side(conn: sqlite3.Connection, target: Target, evals: Sequence[st
     hold, when no case of the selection has several targets (whose trials would pool)."""
     if len(target.runs) != 1 or not fractions_valid(conn, target.runs[0]):
         return None
-    conds, params = ["run_id = ?"], [target.runs[0]]
-    for column, value in (("service_name", target.service), ("model", target.model)):
-        if value is not None:
-            conds.append(f"{column} = ?")
-            params.append(value)
-    if evals:
-        conds.append(f"eval_id in ({', '.join('?' * len(evals))})")
-        params += list(evals)
-    where = " and ".join(conds)
+    conds, params = _narrowed(target, evals)
+    where = " and ".join(["run_id = ?", *conds])
+    params = [target.runs[0], *params]
     pooled_targets = conn.execute(f'select 1 from case_fractions where {where} group by "group", eval_id,'
                                   " case_id having count(*) > 1 limit 1", params).fetchone()
     return None if pooled_targets else Side(target.label, where, tuple(params), fractions=True)
