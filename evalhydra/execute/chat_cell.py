@@ -149,13 +149,13 @@ class ChatCellRunner:
             outcome = await self._loop_with_servers(request, loop, job)
         except McpUnavailable as exc:  # a tool server down is the cell's infrastructure error
             completion = Completion(output="", model=self.model, error_kind=ErrorKind.TOOL_SERVER_ERROR,
-                                    error_message=str(exc))
+                                    error_message=mask_text(str(exc), self.secrets))
             row = chat_row(job, self.run_id, self.config.name, self.model, completion,
                            await self._score(job, completion), [("candidate", completion)],
                            self._judge_names(job.eval), attempts=1, history=None,
                            latency_ms=(self._clock.now() - started) * 1000)
             return row, []
-        trajectory = outcome.trajectory()
+        trajectory = self._masked(outcome.trajectory())
         match = await self._score(job, outcome.completion, trajectory)
         match = replace(match, details={**(match.details or {}), "trajectory": trajectory})
         calls = [("candidate", turn) for turn in outcome.turns]
@@ -167,6 +167,14 @@ class ChatCellRunner:
                        self._judge_names(job.eval), attempts=1, history=None,
                        latency_ms=(self._clock.now() - started) * 1000)
         return row, self._attempt_rows(job, calls, labels)
+
+    def _masked(self, trajectory: dict[str, Any]) -> dict[str, Any]:
+        """The trajectory with every secret the run sends masked (a tool or an MCP server's stderr
+        may print one)."""
+        if not self.secrets:
+            return trajectory
+        masked = json.loads(mask_text(json.dumps(trajectory, ensure_ascii=False), self.secrets) or "{}")
+        return masked if isinstance(masked, dict) else trajectory
 
     async def _loop_with_servers(self, request: ChatRequest, loop: LoopPlan, job: CellJob) -> LoopOutcome:
         """The loop, with the eval's MCP servers started for this cell (their tools offered too)."""

@@ -4,6 +4,7 @@ mode refused with exit 2."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,28 @@ def test_a_second_run_replays_every_turn_from_the_response_cache(tmp_path: Path)
            " json_each(json_extract(r.details, '$.trajectory.turns')) t")
     assert [r["cached"] for r in query_rows(tmp_path / "a.db", sql)] == [0] * 6
     assert [r["cached"] for r in query_rows(tmp_path / "b.db", sql)] == [1] * 6
+
+
+@pytest.mark.slow
+def test_a_secret_a_tool_returns_is_masked_in_the_stored_trajectory(tmp_path: Path) -> None:
+    """Secrets never persist: a tool that reads the service's key from the environment and returns
+    it stores ``***`` in its place, in the trajectory and in the answer."""
+    from tests.conftest import smoke_eval, write_registry
+
+    key = "sk-test-0123456789abcdef"
+    lines = json.dumps({"id": "c0", "input": 'Call whoami with {}.', "ideal": "x"}) + "\n"
+    tool = {"name": "whoami", "description": "Who am I?", "parameters_json": "{}",
+            "implementation": "echo_tools:whoami"}
+    spec = smoke_eval(tools=[tool], matcher={"kind": "no_tool_errors"})
+    registry = write_registry(tmp_path / "reg", evals={"g/e.json": spec},
+                              data={"data/g/e/test.jsonl": lines})
+    (registry / "echo_tools.py").write_text(
+        "import os\n\n\ndef whoami() -> str:\n    return 'key ' + os.environ['EVALHYDRA_TEST_KEY']\n")
+    done = run_cli(f"registry={registry}", "eval=g.e", f"store.path={tmp_path / 's.db'}",
+                   "run.progress=false", "service.api_key_env=EVALHYDRA_TEST_KEY", cwd=tmp_path,
+                   env={"EVALHYDRA_TEST_KEY": key})
+    assert done.returncode == 0, done.stderr
+    stored = (tmp_path / "s.db").read_bytes()
+    assert key.encode() not in stored
+    (row,) = query_rows(tmp_path / "s.db", "select result from tool_calls")
+    assert row["result"] == "key ***"
