@@ -116,6 +116,7 @@ async def test_a_hostile_server_cannot_hang_or_flood_a_cell(mock_url: str) -> No
     assert call["result_cut"] and len(call["result"]) == 1000 and call["error_kind"] is None
 
 
+@pytest.mark.slow
 async def test_the_sdks_in_memory_client_reaches_the_same_tools() -> None:
     """A unit test's MCP server, in this process through the SDK's in-memory transport."""
     from mcp.client._memory import InMemoryTransport

@@ -108,6 +108,7 @@ def test_nothing_shared_shows_dashes(client: httpx.Client) -> None:
     assert re.findall(r'class="num paired-delta">([^<]*)<', page) == ["—"]
 
 
+@pytest.mark.slow
 def test_a_sweeps_target_comparison_lists_every_regressed_case(tmp_path: Path) -> None:
     store = open_store(tmp_path / "s.db")
     for n, service in enumerate(("svc-a", "svc-b")):
