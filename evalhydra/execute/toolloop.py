@@ -4,8 +4,9 @@ until the model answers without a call (or calls the submit tool) or a limit end
 Each request is one :meth:`Service.complete` call, so it goes through the service's retries,
 adaptive limit, cache (keyed on the whole conversation and tools) and cost accounting, and takes
 a slot of the service's limiter for that request only. Calls run one after another in the
-model's order; calls of tools marked ``parallel`` run together (at most ``max_concurrency``);
-results always go back in the model's order. Limits (turns, tokens, cost, time) end the loop
+model's order; consecutive calls of tools marked ``parallel`` run together (at most
+``max_concurrency``), and any other call is a barrier; results always go back in the model's
+order. Limits (turns, tokens, cost, time) end the loop
 with a ``stop_reason``, and the cell is scored as it stands: a limit is an outcome, not an
 infrastructure error. A request that fails (after its retries) is the cell's infrastructure
 error.
@@ -127,7 +128,9 @@ async def _turns(service: Service, request: ChatRequest, loop: LoopPlan, toolbox
 
 async def _run_calls(toolbox: Toolbox, calls: list[tuple[ToolCall, str]],
                      concurrency: int) -> list[ToolOutcome]:
-    """Each call's outcome, in the model's order: serial calls one by one, parallel ones together."""
+    """Each call's outcome, in the model's order. Calls run in that order; a run of consecutive
+    calls of parallel tools runs together (at most ``concurrency`` at once), and any other call
+    waits for what came before and runs alone."""
     results: list[ToolOutcome | None] = [None] * len(calls)
     limiter = trio.CapacityLimiter(concurrency)
 
@@ -135,13 +138,18 @@ async def _run_calls(toolbox: Toolbox, calls: list[tuple[ToolCall, str]],
         async with limiter:
             results[index] = await toolbox.call(calls[index][0].name, calls[index][0].arguments)
 
-    together = [i for i, (call, _) in enumerate(calls) if toolbox.parallel(call.name)]
-    async with trio.open_nursery() as nursery:
-        for index in together:
-            nursery.start_soon(one, index)
-        for index in range(len(calls)):
-            if index not in together:
-                await one(index)
+    group: list[int] = []
+    for index, (call, _) in enumerate([*calls, (None, "")]):
+        if call is not None and toolbox.parallel(call.name):
+            group.append(index)
+            continue
+        if group:  # the parallel calls before this one finish first
+            async with trio.open_nursery() as nursery:
+                for member in group:
+                    nursery.start_soon(one, member)
+            group = []
+        if call is not None:
+            await one(index)
     return [r for r in results if r is not None]
 
 

@@ -107,6 +107,10 @@ async def test_parallel_tools_run_together_and_results_keep_the_models_order(moc
     assert [m["content"] for m in outcome.messages if m["role"] == "tool"] == ["a", "b", "2"]
     assert [m["tool_call_id"] for m in outcome.messages if m["role"] == "tool"] == ["call_1_0", "call_1_1",
                                                                                     "call_1_2"]
+    tool_pkg.STAMPS.clear()  # a call of a serial tool between two parallel ones is a barrier
+    await loop_of(mock_url, 'Call stamp with {"label": "a"}. Call add with {"a": 1, "b": 1}. '
+                            'Call stamp with {"label": "b"}. In parallel.', tmp_path)
+    assert [label for label, _ in tool_pkg.STAMPS] == ["a", "a done", "b", "b done"]
     serial = (ToolImpl("add", "tests.tools.tool_pkg:add"), ToolImpl("stamp", "tests.tools.tool_pkg:stamp"))
     tool_pkg.STAMPS.clear()
     await loop_of(mock_url, 'Call stamp with {"label": "a"}. Call stamp with {"label": "b"}. In parallel.',
