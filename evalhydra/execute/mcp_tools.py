@@ -14,9 +14,7 @@ group, end with the cell.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -26,31 +24,18 @@ from typing import Any
 
 import trio
 
+from evalhydra.core.toolnames import file_safe, openai_name
 from evalhydra.core.values import ToolSpec
 from evalhydra.plan.tools import McpServerPlan
 
-__all__ = ["McpTools", "McpUnavailable", "SharedServers", "open_mcp", "openai_name"]
+__all__ = ["McpTools", "McpUnavailable", "SharedServers", "open_mcp"]
 
-#: The longest function name OpenAI accepts.
-MAX_NAME = 64
 #: Of a server's captured stderr, the end kept with the cell.
 STDERR_TAIL = 4096
-_INVALID = re.compile(r"[^A-Za-z0-9_-]")
 
 
 class McpUnavailable(Exception):
     """A server did not start, died, or its transport failed: the cell's infrastructure error."""
-
-
-def openai_name(server: str, name: str, taken: set[str]) -> str:
-    """An OpenAI function name for ``server``'s tool ``name`` not in ``taken``."""
-    mapped = _INVALID.sub("_", name) or "tool"
-    if mapped in taken:
-        mapped = f"{_INVALID.sub('_', server)}__{mapped}"
-    if len(mapped) > MAX_NAME or mapped in taken:
-        suffix = hashlib.sha256(f"{server}\0{name}".encode()).hexdigest()[:8]
-        mapped = f"{mapped[:MAX_NAME - 9]}_{suffix}"
-    return mapped
 
 
 @dataclass
@@ -203,7 +188,7 @@ def _transport(server: McpServerPlan, scratch: Path, tools: McpTools) -> Any:
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    log = scratch / f"{_INVALID.sub('_', server.name)}.stderr"
+    log = scratch / f"{file_safe(server.name)}.stderr"
     tools.stderr[server.name] = log
     errlog = log.open("w", encoding="utf-8")  # closed with the scratch folder's files at the cell's end
     params = StdioServerParameters(command=server.command[0], args=list(server.command[1:]),

@@ -18,6 +18,7 @@ from typing import Any
 
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.toolnames import openai_name
 
 __all__ = ["answers_beside", "bfcl_record", "is_bfcl"]
 
@@ -57,14 +58,28 @@ def bfcl_record(record: dict[str, Any], answers: dict[str, Any], where: str) -> 
         raise EvalHydraError(f"{where}: 'function' must be a list of functions with names.")
     out: dict[str, Any] = {k: v for k, v in record.items()
                            if k not in ("question", "function", "ground_truth")}
+    names: dict[str, str] = {}
+    for function in functions:  # BFCL's dotted names (math.factorial) as the API takes them
+        names[str(function["name"])] = openai_name("bfcl", str(function["name"]), set(names.values()))
     out["input"] = turns[0]
-    out["tools"] = [{"name": f["name"], "description": f.get("description") or "",
+    out["tools"] = [{"name": names[f["name"]], "description": f.get("description") or "",
                      "parameters": json_schema(f.get("parameters") or {"type": "dict", "properties": {}})}
                     for f in functions]
+    renamed = {new: old for old, new in names.items() if new != old}
+    if renamed:
+        out["bfcl_names"] = renamed  # kept with the case: the names as BFCL has them
     truth = record.get("ground_truth", answers.get(str(record.get("id"))))
     if truth is not None:
-        out["ideal"] = json.dumps(truth, ensure_ascii=False)
+        out["ideal"] = json.dumps(_renamed(truth, names), ensure_ascii=False)
     return out
+
+
+def _renamed(truth: Any, names: dict[str, str]) -> Any:
+    """The ground truth with its functions under the names offered."""
+    if not isinstance(truth, list):
+        return truth
+    return [{names.get(k, k): v for k, v in call.items()} if isinstance(call, dict) else call
+            for call in truth]
 
 
 def json_schema(schema: Any) -> Any:

@@ -5,6 +5,7 @@ BFCL's AST checker does; the project's small suite in BFCL's shape runs offline.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,30 @@ def test_the_projects_bfcl_suite_runs_offline(tmp_path: Path) -> None:
                      "failure_reason": "triangle_area: base=1 is not one of [10]"},
                     {"case_id": "simple_0", "passed": 1, "failure_reason": None},
                     {"case_id": "simple_1", "passed": 1, "failure_reason": None}]
+
+
+FIXTURE = Path(__file__).with_name("fixtures") / "bfcl"
+
+
+def test_rows_of_the_real_bfcl_files_load_as_the_chat_api_takes_them(tmp_path: Path) -> None:
+    """Verbatim lines of BFCL's public BFCL_v3_simple.json and its possible answers (simple_0,
+    simple_1 with a dotted name, simple_13 with a list-valued parameter)."""
+    cases = {c.id: c for c in iter_cases(FIXTURE.parent, "bfcl/BFCL_v3_simple.json")}
+    assert sorted(cases) == ["simple_0", "simple_1", "simple_13"]
+    for case in cases.values():
+        for tool in case.tools:  # OpenAI function names, JSON Schema types
+            assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", tool.name), tool.name
+            assert tool.parameters["type"] == "object"
+    assert [t.name for t in cases["simple_1"].tools] == ["math_factorial"]
+    assert json.loads(cases["simple_1"].ideal or "") == [{"math_factorial": {"number": [5]}}]
+
+    def score(case_id: str, name: str, arguments: dict[str, Any]) -> bool:
+        call = ToolCall(name, json.dumps(arguments))
+        ctx = MatchContext(case=cases[case_id], output="", tool_calls=(call,))
+        return bfcl_ast_match(ctx).passed
+
+    assert score("simple_0", "calculate_triangle_area", {"base": 10, "height": 5})
+    assert not score("simple_0", "calculate_triangle_area", {"base": 10, "height": 6})
+    assert score("simple_1", "math_factorial", {"number": 5})
+    assert score("simple_13", "calculate_area_under_curve", {"function": "x**2", "interval": [1, 3]})
+    assert not score("simple_13", "calculate_area_under_curve", {"function": "x**2", "interval": [1, 3.5]})

@@ -15,8 +15,9 @@ import trio
 import trio.lowlevel
 
 from evalhydra.config.schema import ServiceConfig
+from evalhydra.core.toolnames import openai_name
 from evalhydra.core.values import ChatRequest, ToolSpec
-from evalhydra.execute.mcp_tools import McpUnavailable, open_mcp, openai_name
+from evalhydra.execute.mcp_tools import McpUnavailable, open_mcp
 from evalhydra.execute.toolbox import Toolbox
 from evalhydra.execute.toolloop import LoopOutcome, run_loop
 from evalhydra.plan.tools import LoopPlan, McpServerPlan, ToolImpl
