@@ -139,22 +139,13 @@ class ChatCellRunner:
         try:
             request = await render_request(job.case, job.eval.tools, self.root, job.eval.params)
         except RenderError as exc:
-            completion = render_error_completion(exc, self.model)
-            match = await self._score(job, completion)
-            row = chat_row(job, self.run_id, self.config.name, self.model, completion, match,
-                           [("candidate", completion)], self._judge_names(job.eval), attempts=1, history=None,
-                           latency_ms=0.0)
-            return row, []
+            return await self._failed(job, render_error_completion(exc, self.model), started)
         try:
             outcome = await self._loop_with_servers(request, loop, job)
         except McpUnavailable as exc:  # a tool server down is the cell's infrastructure error
-            completion = Completion(output="", model=self.model, error_kind=ErrorKind.TOOL_SERVER_ERROR,
-                                    error_message=mask_text(str(exc), self.secrets))
-            row = chat_row(job, self.run_id, self.config.name, self.model, completion,
-                           await self._score(job, completion), [("candidate", completion)],
-                           self._judge_names(job.eval), attempts=1, history=None,
-                           latency_ms=(self._clock.now() - started) * 1000)
-            return row, []
+            down = Completion(output="", model=self.model, error_kind=ErrorKind.TOOL_SERVER_ERROR,
+                              error_message=mask_text(str(exc), self.secrets))
+            return await self._failed(job, down, started)
         trajectory = self._masked(outcome.trajectory())
         match = await self._score(job, outcome.completion, trajectory)
         match = replace(match, details={**(match.details or {}), "trajectory": trajectory})
@@ -167,6 +158,15 @@ class ChatCellRunner:
                        self._judge_names(job.eval), attempts=1, history=None,
                        latency_ms=(self._clock.now() - started) * 1000)
         return row, self._attempt_rows(job, calls, labels)
+
+    async def _failed(self, job: CellJob, completion: Completion,
+                      started: float) -> tuple[ResultRow, list[dict[str, Any]]]:
+        """The row of a loop's cell that failed before its conversation could run."""
+        row = chat_row(job, self.run_id, self.config.name, self.model, completion,
+                       await self._score(job, completion), [("candidate", completion)],
+                       self._judge_names(job.eval), attempts=1, history=None,
+                       latency_ms=(self._clock.now() - started) * 1000)
+        return row, []
 
     def _masked(self, trajectory: dict[str, Any]) -> dict[str, Any]:
         """The trajectory with every secret the run sends masked (a tool or an MCP server's stderr

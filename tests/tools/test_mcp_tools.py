@@ -190,3 +190,20 @@ def test_mcp_sessions_per_cell_or_shared_by_the_run(tmp_path: Path, scope: str) 
         assert listed == ["n0", "n1", "n2"]
     else:  # one server for the run: the notes of the cells before too
         assert listed == ["n0", "n0\nn1", "n0\nn1\nn2"]
+
+
+@pytest.mark.slow
+def test_a_server_that_does_not_start_is_the_cells_stored_error(tmp_path: Path) -> None:
+    from tests.conftest import smoke_eval, write_registry
+    from tests.helpers import query_rows, run_cli
+
+    spec = smoke_eval(matcher={"kind": "no_tool_errors"},
+                      mcp=[{"name": "gone", "command": [str(tmp_path / "no-such-server")]}])
+    registry = write_registry(tmp_path / "reg", evals={"g/e.json": spec},
+                              data={"data/g/e/test.jsonl": '{"id": "c0", "input": "hi", "ideal": "x"}\n'})
+    done = run_cli(f"registry={registry}", "eval=g.e", f"store.path={tmp_path / 's.db'}",
+                   "run.progress=false", cwd=tmp_path)
+    assert "Traceback" not in done.stderr
+    (row,) = query_rows(tmp_path / "s.db", "select status, error_kind, failure_reason from results")
+    assert (row["status"], row["error_kind"]) == ("ERROR", "tool_server_error")
+    assert "MCP server 'gone' did not start" in row["failure_reason"]
