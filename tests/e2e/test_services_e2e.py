@@ -480,7 +480,8 @@ RUN_FAULTS = {
 }
 
 
-@pytest.mark.parametrize("name", [*RUN_FAULTS, "refused", "deadline"])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "hang" else n
+                                  for n in [*RUN_FAULTS, "refused", "deadline"]])
 def test_full_run_stores_the_fault_and_every_attempt(
     name: str, url: str, tmp_path: Path, compose: Callable[..., DictConfig],
     capsys: pytest.CaptureFixture[str],

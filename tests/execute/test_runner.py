@@ -52,6 +52,7 @@ async def test_hang_past_timeout_is_a_timeout_error_in_virtual_time(
     assert rows == [{"error_kind": "timeout", "attempt_count": 2, "status": "ERROR"}] * 4
 
 
+@pytest.mark.slow
 async def test_concurrency_limits_hold_at_the_server(compose: Compose, tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 60)
     async with trio.open_nursery() as nursery:

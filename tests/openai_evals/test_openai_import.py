@@ -217,6 +217,7 @@ def test_what_cannot_run_the_same_way_is_refused_with_its_json_path(tmp_path: Pa
     assert not (tmp_path / "reg").exists()
 
 
+@pytest.mark.slow
 def test_a_multi_grader_as_the_sdk_types_it_runs_its_one_grader(tmp_path: Path) -> None:
     evaluation = eval_object()
     single = MultiGrader(type="multi", name="solo", calculate_output="2 * exact - 1",
@@ -274,6 +275,7 @@ def test_the_printed_commands_quote_what_the_export_names(tmp_path: Path) -> Non
     assert shell.stdout.strip() == "8" and not (tmp_path / "x").exists()  # nothing ran
 
 
+@pytest.mark.slow
 def test_an_export_as_the_live_api_returns_it_imports_and_grades_as_openai_does(tmp_path: Path) -> None:
     """Issue 49: every criterion the API returns carries an ``id`` (and the eval ``metadata``); grader
     strings are compared byte for byte; a score model's answer outside its range is cut to it and

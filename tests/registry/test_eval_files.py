@@ -149,6 +149,7 @@ def test_a_broken_unselected_eval_is_a_warning_and_a_selected_one_an_error(tmp_p
     assert "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 def test_evals_here_are_pointed_at_and_a_sweep_without_m_says_add_m(tmp_path: Path) -> None:
     _own_registry(
         tmp_path, {"mine.yaml": "dataset_path: c.jsonl\nmatcher: {kind: includes}\n"}, {"evals/c.jsonl": CASE}
