@@ -157,6 +157,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     improved cases. Infrastructure errors are left out (counted apart). With
     --fail-on-regression, exits 1 only when a paired interval lies entirely
     below zero (the candidate is significantly worse), 2 when nothing pairs.
+    With --judge-corrected, a judge-scored eval's difference is also corrected
+    for each side's judge (calibrated on labels), and the verdict follows it.
 
     Examples:
       evalhydra compare eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b --fail-on-regression
@@ -164,10 +166,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
           --baseline-service mock --candidate-service mock_slow
       evalhydra compare @vllm:qwen3-8b @vllm:qwen3-32b --format md
       evalhydra compare @openai:gpt-4.1 @openai:gpt-4.1-mini --eval smoke.reply_ok
+      evalhydra compare eval-quality-1a2b3c4d eval-quality-5e6f7a8b --judge-corrected
     """
     store = open_read_only(args)
     base, cand = _compare_targets(store, args)
-    result = compare(store.conn, base, cand, args.eval or (), min_detectable_drop=args.min_detectable)
+    result = compare(store.conn, base, cand, args.eval or (), min_detectable_drop=args.min_detectable,
+                     judge_corrected=args.judge_corrected)
     print(visible(render(result, args.format, args.limit)))
     if not args.fail_on_regression:
         return ExitCode.OK
@@ -213,6 +217,9 @@ def _cfg_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=50, help="cases listed per eval (default: 50)")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 if the candidate is significantly worse (Holm-adjusted p < 0.05)")
+    p.add_argument("--judge-corrected", action="store_true",
+                   help="also compare pass rates corrected for each side's judge (calibrated on"
+                        " `evalhydra label` labels); verdicts and --fail-on-regression follow them")
     p.add_argument("--min-detectable", type=fraction, default=0.05, metavar="DROP",
                    help="say when the comparison cannot detect a drop this large at 80%% power"
                         " (a fraction; default 0.05 = 5 points)")

@@ -104,6 +104,8 @@ class MockBehaviour:
     batch_fail_every: int = 0  # > 0: every n-th line of a batch goes to its error file
     batch_outcome: str | None = None  # expired (half the lines done) | failed (validation) | stuck
     tool_wire: str | None = None  # how tool calls are sent: one of the mock's TOOL_WIRES (real servers' ways)
+    judge_sensitivity: float = 1.0  # as a model_grade judge: the chance it passes an output that is right
+    judge_specificity: float = 1.0  # ... and the chance it fails one that is wrong
 
 
 @dataclass
@@ -276,6 +278,8 @@ class RunConfig:
     fail_under_per_eval: dict[str, float] = field(default_factory=dict)  # eval id or group -> threshold
     fail_under_pass_hat_k: float | None = None  # exit 1 when pass^k (all k trials of a case pass) is below
     pass_hat_k: int | None = None  # k of that gate; default: the fewest scored trials of a case
+    require_judge_labels: int | None = None  # exit 1 when a target's judge has fewer labelled outputs
+    min_judge_kappa: float | None = None  # exit 1 when a target's judge agrees less with the labels (κ)
     max_cost_usd: float | None = None
     dry_run: bool = False
     progress: bool = True

@@ -210,7 +210,7 @@ def plan_gates(plan: RunPlan) -> Gates:
     """The CI gates a plan's ``run`` section sets."""
     run = plan.run
     return Gates(run.fail_under, dict(run.fail_under_per_eval or {}), run.fail_under_pass_hat_k,
-                 run.pass_hat_k)
+                 run.pass_hat_k, run.require_judge_labels, run.min_judge_kappa)
 
 
 def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequence[str], gates: Gates,
@@ -221,7 +221,8 @@ def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequen
         Whether a gate failed, and the per-target stats of the summary.
     """
     write_run_reports(store, [outcome.run_id], out, formats=formats)
-    stats = print_run_summary(store, outcome, out, header=header, hints=hints, pass_hat_k=gates.pass_hat_k)
+    stats = print_run_summary(store, outcome, out, header=header, hints=hints, pass_hat_k=gates.pass_hat_k,
+                              judges=gates.judged or None)
     failing = run_gate(store, [outcome.run_id], gates, stats=stats) if gates.active else []
     if gates.active:  # the verdict joins the run's summary.md and the CI's step summary
         add_gate_verdict(out, failing, failing_cases(store, [outcome.run_id], limit=10) if failing else [])

@@ -153,6 +153,12 @@ def _check_run(run: RunConfig) -> RunConfig:
         raise EvalHydraError(f"run.fail_under={run.fail_under}: must be in 0..1.")
     if run.fail_under_pass_hat_k is not None and not 0 <= run.fail_under_pass_hat_k <= 1:
         raise EvalHydraError(f"run.fail_under_pass_hat_k={run.fail_under_pass_hat_k}: must be in 0..1.")
+    if run.require_judge_labels is not None and run.require_judge_labels < 0:
+        raise EvalHydraError(f"run.require_judge_labels={run.require_judge_labels}: must be at least 0.",
+                             "The number of labelled outputs a judge needs (evalhydra label).")
+    if run.min_judge_kappa is not None and not -1 <= run.min_judge_kappa <= 1:
+        raise EvalHydraError(f"run.min_judge_kappa={run.min_judge_kappa}: must be in -1..1.",
+                             "Cohen's kappa: 0 is chance agreement, 1 perfect; 0.6 is a common bar.")
     if run.pass_hat_k is not None and run.pass_hat_k < 1:
         raise EvalHydraError(f"run.pass_hat_k={run.pass_hat_k}: must be at least 1.",
                              "Leave it unset to use every trial of each case.")

@@ -34,6 +34,7 @@ __all__ = [
     "adjust_comparison",
     "adjust_family",
     "baseline_comparisons_sql",
+    "by_case_sql",
     "comparison_row",
     "is_improvement",
     "is_regression",
@@ -79,7 +80,8 @@ class EvalPairing:
     judge_flips: list[str] = field(default_factory=list)
 
 
-def _by_case(side: Side) -> str:
+def by_case_sql(side: Side) -> str:
+    """Per case of a side: ``g, e, c``, its results ``k``, distinct trials ``u``, passes ``ok``, scored."""
     if side.fractions:  # a case on several targets has k > u: ambiguous, as from results
         return ('select "group" as g, eval_id as e, case_id as c, sum(results) as k,'
                 " case when count(*) = 1 then max(trials) else 0 end as u, sum(passed) as ok,"
@@ -98,7 +100,7 @@ _FRACTIONS = "1.0 * b.ok / b.scored as fb, 1.0 * x.ok / x.scored as fx"
 def _pairs_sql(base: Side, cand: Side, skip_errors: bool) -> str:
     total = "scored" if skip_errors else "k"
     return f"""
-        with b as materialized ({_by_case(base)}), x as materialized ({_by_case(cand)}),
+        with b as materialized ({by_case_sql(base)}), x as materialized ({by_case_sql(cand)}),
         sides as (
           select g, e, sum({total}) as total, sum(ok) as passed, max(k > u) as dup, 0 as side
             from b group by g, e
@@ -122,7 +124,7 @@ def _pairs_sql(base: Side, cand: Side, skip_errors: bool) -> str:
 
 def _changed_sql(base: Side, cand: Side) -> str:
     return f"""
-        with b as materialized ({_by_case(base)}), x as materialized ({_by_case(cand)})
+        with b as materialized ({by_case_sql(base)}), x as materialized ({by_case_sql(cand)})
         select b.g, b.e, b.c, 1.0 * b.ok / b.scored > 1.0 * x.ok / x.scored from b join x
           on x.g = b.g and x.e = b.e and x.c = b.c
         where b.scored > 0 and x.scored > 0 and 1.0 * b.ok / b.scored != 1.0 * x.ok / x.scored

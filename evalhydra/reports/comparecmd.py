@@ -43,6 +43,7 @@ from evalhydra.reports.compare import (
     paired_by_eval,
     pooled,
 )
+from evalhydra.reports.judgecompare import add_judge_corrected
 from evalhydra.reports.markdown import comparison_table
 from evalhydra.reports.selection import versions_of_runs
 from evalhydra.reports.ttft import paired_first_token
@@ -134,13 +135,15 @@ class Comparison:
     precision: dict[str, Any] | None = None  # the pooled row's detectable drop (see :func:`precision`)
     diffs: CaseDiffs = field(default_factory=CaseDiffs)  # the pooled per-case differences
     first_token: dict[str, Any] | None = None  # paired time to first token (streamed answers only)
+    judge_corrected: bool = False  # rows carry ``judge_corrected`` blocks, and verdicts follow them
 
     def to_json(self) -> dict[str, Any]:
         """The ``--format json`` document."""
         return {"baseline": self.baseline, "candidate": self.candidate, "target_kind": self.kind,
                 "errors_left_out": {"baseline": self.errors[0], "candidate": self.errors[1]},
                 "not_run_on": self.one_sided, "comparisons": self.rows, "overall": self.overall,
-                "precision": self.precision, "first_token": self.first_token}
+                "precision": self.precision, "first_token": self.first_token,
+                "judge_corrected": self.judge_corrected}
 
 
 def _kind(base: Target, cand: Target) -> str:
@@ -158,7 +161,7 @@ def _errors(conn: sqlite3.Connection, side: Side) -> int:
 
 
 def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequence[str] = (), *,
-            min_detectable_drop: float = 0.05) -> Comparison:
+            min_detectable_drop: float = 0.05, judge_corrected: bool = False) -> Comparison:
     """Compare two targets; results with an infrastructure error are left out.
 
     Evals with results on one side only are listed in ``one_sided`` and left out
@@ -172,6 +175,8 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
         cand: The candidate.
         evals: Only these eval ids (default: all).
         min_detectable_drop: The drop (a fraction) the comparison should detect at 80% power.
+        judge_corrected: Also compare the pass rates corrected for each side's judge
+            (:mod:`evalhydra.reports.judgecompare`); the verdicts then follow the corrected ones.
 
     Raises:
         EvalHydraError: If a side is empty or selects no results.
@@ -202,10 +207,12 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
     all_evals = pooled(both)
     rows, overall = [row(p) for p in both], row(all_evals)
     adjust_comparison(rows, overall)
+    if judge_corrected:
+        add_judge_corrected(conn, side_of(base, evals), side_of(cand, evals), rows, overall)
     return Comparison(base.label, cand.label, kind, rows, overall, errors, one_sided,
                       precision(all_evals.diffs, overall.get("paired"), min_detectable_drop,
                                 overall["baseline_pass_rate"]), all_evals.diffs,
-                      paired_first_token(conn, *sides))
+                      paired_first_token(conn, *sides), judge_corrected)
 
 
 def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float,
@@ -233,8 +240,16 @@ def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float,
 
 
 def regressions(result: Comparison) -> list[dict[str, Any]]:
-    """Rows (per eval, or pooled) where the candidate is significantly worse (Holm-adjusted)."""
-    return [r for r in [*result.rows, result.overall] if is_regression(r["paired"])]
+    """Rows (per eval, or pooled) where the candidate is significantly worse (Holm-adjusted); with
+    judge correction, where the corrected difference is."""
+    return [r for r in [*result.rows, result.overall] if is_regression(_block(result, r))]
+
+
+def _block(result: Comparison, row: dict[str, Any]) -> dict[str, Any] | None:
+    """The block a row's verdict follows: the judge-corrected one when asked for and defined, else
+    the paired one (an eval no judge scored, or one that cannot be corrected, keeps its raw verdict)."""
+    corrected = row.get("judge_corrected") if result.judge_corrected else None
+    return corrected if corrected and corrected.get("verdict") else row["paired"]
 
 
 def _case_lines(rows: Sequence[dict[str, Any]], key: str, limit: int) -> list[str]:
@@ -259,16 +274,42 @@ def _lists(result: Comparison, limit: int) -> list[str]:
 
 def _verdict_line(result: Comparison) -> str:
     worse = regressions(result)
+    after = " after judge correction" if result.judge_corrected else ""
     if not any(r["paired"] for r in [*result.rows, result.overall]):
         return "verdict: no cases in common; paired statistics are not available"
     if worse:
         names = ", ".join(r["eval_id"] for r in worse)
-        return (f"verdict: REGRESSION: the candidate is significantly worse on {names}"
+        return (f"verdict: REGRESSION{after}: the candidate is significantly worse on {names}"
                 " (Holm-adjusted p < 0.05)")
-    better = [r for r in [*result.rows, result.overall] if is_improvement(r["paired"])]
+    tested = [*result.rows, result.overall] if len(result.rows) > 1 else result.rows
+    explained = [r["eval_id"] for r in tested if result.judge_corrected
+                 and is_regression(r["paired"]) and not is_regression(_block(result, r))]
+    note = (f"; the raw regression on {', '.join(explained)} is not significant after judge correction"
+            if explained else "")
+    better = [r for r in [*result.rows, result.overall] if is_improvement(_block(result, r))]
     if better:
-        return f"verdict: improvement on {', '.join(r['eval_id'] for r in better)}; no significant regression"
-    return "verdict: no significant change (no Holm-adjusted p-value below 0.05)"
+        return (f"verdict: improvement{after} on {', '.join(r['eval_id'] for r in better)};"
+                f" no significant regression{note}")
+    return f"verdict: no significant change{after} (no Holm-adjusted p-value below 0.05){note}"
+
+
+def _corrected_lines(result: Comparison) -> list[str]:
+    """Each eval's and the pooled judge-corrected difference, or why it has none."""
+    if not result.judge_corrected:
+        return []
+    out = ["", "judge-corrected difference (Rogan-Gladen per case; 95% CI with the labels' variance):"]
+    for r in [*result.rows, result.overall] if len(result.rows) > 1 else result.rows:
+        block = r.get("judge_corrected") or {}
+        if block.get("difference") is None:
+            out.append(f"  {r['eval_id']}: not corrected: {block.get('problem') or 'no judge'}")
+            continue
+        out.append(f"  {r['eval_id']}: {block['difference'] * 100:+.1f} points"
+                   f" [{block['ci_low'] * 100:+.1f}, {block['ci_high'] * 100:+.1f}],"
+                   f" p = {block['p_value']:.3g}"
+                   f" (Holm {block['p_holm']:.3g}): {block['verdict']}; judges: baseline"
+                   f" {block['baseline_judge']} ({block['baseline_labels']} labels), candidate"
+                   f" {block['candidate_judge']} ({block['candidate_labels']} labels)")
+    return out
 
 
 def _precision_line(result: Comparison) -> list[str]:
@@ -299,7 +340,7 @@ def render(result: Comparison, fmt: str = "text", limit: int = 50) -> str:
     head.append("")
     body = table([*result.rows, result.overall])
     return "\n".join([*head, body, *_lists(result, limit), *_precision_line(result),
-                      *_first_token_line(result), "", _verdict_line(result)])
+                      *_first_token_line(result), *_corrected_lines(result), "", _verdict_line(result)])
 
 
 def _first_token_line(result: Comparison) -> list[str]:

@@ -26,6 +26,7 @@ from evalhydra.core.text import command_line, visible
 from evalhydra.reports.aggregate import case_histograms
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.graders import grader_rows
+from evalhydra.reports.judges import has_labels, judge_report
 from evalhydra.reports.selection import select_runs
 from evalhydra.reports.ttft import FirstToken, first_token_latency
 from evalhydra.stats.clustered import CLUSTERED_WILSON, pass_rate_interval
@@ -41,8 +42,11 @@ __all__ = [
     "failing_cases",
     "escape_md",
     "failing_stats",
+    "corrected_rows",
+    "gate_text",
     "gate_verdict_md",
     "plural",
+    "print_corrected",
     "print_gate_failures",
     "print_run_summary",
     "run_gate",
@@ -77,17 +81,23 @@ def _rate_cells(stat: Mapping[str, Any]) -> list[str]:
     return [f"{stat['pass_rate']:.1%}", f"[{stat['ci_low']:.1%}, {stat['ci_high']:.1%}]"]
 
 
-def store_stats(store: Store, run_ids: Sequence[str], *,
-                pass_hat_k: int | None = None) -> list[dict[str, Any]]:
+def store_stats(store: Store, run_ids: Sequence[str], *, pass_hat_k: int | None = None,
+                judges: bool | None = None) -> list[dict[str, Any]]:
     """Per eval × service × model: counts, pass rate with its interval, pass^k, latency, errors, cost.
 
     The pass rate is the mean over cases of each case's pass fraction, its 95%
     interval clustered by case (:func:`~evalhydra.stats.clustered.pass_rate_interval`).
+    A target a judge scored also gets the judge's fields and its pass rate corrected for the
+    judge's errors (:func:`~evalhydra.reports.judges.judge_report`: ``judge``, ``judge_labels``,
+    ``judge_kappa``, ``corrected_pass_rate``, ``corrected_ci_low``/``high``,
+    ``corrected_ci_method``, ``corrected_problem``).
 
     Args:
         store: The store.
         run_ids: The runs covered.
         pass_hat_k: k of ``pass_hat_k`` (default: the fewest scored trials of a case).
+        judges: Add the judges' fields: always (True), never (False), or when the store holds
+            labels (None).
     """
     sel = select_runs(store.conn, run_ids)
     doc, targets = evals_and_targets(store.conn, sel)
@@ -112,6 +122,10 @@ def store_stats(store: Store, run_ids: Sequence[str], *,
                     "p50_ms": latency["p50_ms"], "p95_ms": latency["p95_ms"],
                     "reasoning_tokens": t.reasoning_tokens, **_first_token(first_token.get(key)),
                     "retried": model["stats"]["retries"]["retried_runs"], "cost_usd": t.cost_usd})
+    if judges or (judges is None and has_labels(store.conn)):
+        fields = judge_report(store.conn, sel, histograms).targets
+        for stat in out:
+            stat.update(fields.get((stat["group"], stat["eval"], stat["service"], stat["model"] or ""), {}))
     return out
 
 
@@ -138,7 +152,8 @@ def consistency(hist: Mapping[tuple[int, int], int], k: int | None) -> tuple[int
 
 
 def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str | None = None,
-                      hints: Sequence[str] = (), pass_hat_k: int | None = None) -> list[dict[str, Any]]:
+                      hints: Sequence[str] = (), pass_hat_k: int | None = None,
+                      judges: bool | None = None) -> list[dict[str, Any]]:
     """Print a run's one-screen summary (computed in SQL); return the stats for :func:`run_gate`.
 
     In order: ``header`` (the registry and store used), the per-target table, the
@@ -146,13 +161,14 @@ def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str 
     lists the rest, the totals (duration, tokens, cost, stored errors reused),
     ``hints`` (a fix per problem), and where the reports are.
     """
-    stats = store_stats(store, [outcome.run_id], pass_hat_k=pass_hat_k)
+    stats = store_stats(store, [outcome.run_id], pass_hat_k=pass_hat_k, judges=judges)
     if header:
         print(header)
     print(visible(_table(stats, "simple")))
     if any(s["ci_method"] == CLUSTERED_WILSON for s in stats):
         print("pass rate: mean over cases of each case's pass fraction; 95% CI clustered by case")
     _print_graders(grader_rows(store.conn, select_runs(store.conn, [outcome.run_id])))
+    print_corrected(stats)
     _print_errors(error_reasons(store, [outcome.run_id]))
     _print_failing(failing_cases(store, [outcome.run_id]), outcome.run_id)
     _print_totals(store, outcome, stats)
@@ -160,6 +176,30 @@ def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str 
         print(f"fix: {hint}")
     print(f"reports: {out_dir}")
     return stats
+
+
+def corrected_rows(stats: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per judged target: the judge, its labels and κ, the judged and the corrected pass rate."""
+    rows = []
+    for s in stats:
+        if "corrected_pass_rate" not in s or not s["scored"]:
+            continue
+        fixed = (f"{s['corrected_pass_rate']:.1%} [{s['corrected_ci_low']:.1%}, {s['corrected_ci_high']:.1%}]"
+                 if s["corrected_pass_rate"] is not None else s["corrected_problem"] or DASH)
+        rows.append({"eval": s["eval"], "target": f"{s['service']}/{s['model'] or ''}",
+                     "judge": s["judge"] or DASH, "labels": s["judge_labels"],
+                     "kappa": DASH if s["judge_kappa"] is None else f"{s['judge_kappa']:.2f}",
+                     "judged pass": f"{s['pass_rate']:.1%}", "corrected [95% CI]": fixed})
+    return rows
+
+
+def print_corrected(stats: Sequence[Mapping[str, Any]]) -> None:
+    """The judge-corrected pass rates, when a judge scored a target and the store holds labels."""
+    rows = corrected_rows(stats)
+    if not rows:
+        return
+    print("\njudge-corrected pass rates (Rogan-Gladen; 95% CI carries the cases' and the labels' variance):")
+    print(visible(tabulate(rows, headers="keys", tablefmt="simple")))
 
 
 def _print_graders(rows: Sequence[Mapping[str, Any]]) -> None:
@@ -349,7 +389,7 @@ def gate_verdict_md(failing: Sequence[Mapping[str, Any]], cases: Sequence[Mappin
         return "\n**Gates passed.**\n"
     lines = ["", f"**Gate failed** ({plural(len(failing), 'target')} under a threshold):", ""]
     lines += [f"- `{escape_md(s['eval'])}` on `{escape_md(s['service'])}/{escape_md(s['model'] or '')}`: "
-              f"{s['metric']} {s['value']:.1%} < {s['threshold']:.1%}" for s in failing[:10]]
+              f"{gate_text(s)}" for s in failing[:10]]
     if cases:
         lines += ["", "Failing cases:", ""]
         lines += [f"- `{escape_md(c['eval_id'])}` `{escape_md(c['case_id'])}` trial {c['run_index']}: "
@@ -383,24 +423,43 @@ class Gates:
         pass_hat_k_under: Minimum pass^k (``run.fail_under_pass_hat_k``): of a random
             case, the chance that k trials all pass.
         pass_hat_k: k of that gate (``run.pass_hat_k``; default: the fewest trials of a case).
+        require_judge_labels: A target a judge scored fails unless the judge has at least this
+            many labelled outputs (``run.require_judge_labels``).
+        min_judge_kappa: ... and unless its Cohen's κ with the labels is at least this
+            (``run.min_judge_kappa``).
     """
 
     fail_under: float | None = None
     per_eval: Mapping[str, float] = field(default_factory=dict)
     pass_hat_k_under: float | None = None
     pass_hat_k: int | None = None
+    require_judge_labels: int | None = None
+    min_judge_kappa: float | None = None
+
+    @property
+    def judged(self) -> bool:
+        """Whether a gate asks about the judges."""
+        return self.require_judge_labels is not None or self.min_judge_kappa is not None
 
     @property
     def active(self) -> bool:
         """Whether any gate is set."""
-        return self.fail_under is not None or bool(self.per_eval) or self.pass_hat_k_under is not None
+        return (self.fail_under is not None or bool(self.per_eval) or self.pass_hat_k_under is not None
+                or self.judged)
+
+
+def gate_text(failed: Mapping[str, Any]) -> str:
+    """``pass rate 50.0% < 90.0%``, ``judge labels 12 < 50``: what a failing gate measured."""
+    shape = failed.get("shape", ".1%")
+    value = DASH if failed["value"] is None else format(failed["value"], shape)
+    return f"{failed['metric']} {value} < {format(failed['threshold'], shape)}"
 
 
 def print_gate_failures(failing: Sequence[dict[str, Any]], top_fix: str | None) -> None:
     """Print the worst failing gates (at most five) and the most common suggested fix."""
     for s in failing[:5]:
-        print(visible(f"⚠ {s['eval']} on {s['service']}/{s['model']}: {s['metric']} {s['value']:.1%} "
-                      f"< {s['threshold']:.1%}", lines=False), file=sys.stderr)
+        print(visible(f"⚠ {s['eval']} on {s['service']}/{s['model']}: {gate_text(s)}", lines=False),
+              file=sys.stderr)
     if len(failing) > 5:
         print(f"⚠ … and {len(failing) - 5} more below their threshold", file=sys.stderr)
     if failing and top_fix:
@@ -424,15 +483,32 @@ def failing_stats(stats: Iterable[dict[str, Any]], gates: Gates) -> list[dict[st
         if gates.pass_hat_k_under is not None and hat is not None and not hat >= gates.pass_hat_k_under:
             failing.append({**s, "metric": f"pass^{s['k']}", "value": hat,
                             "threshold": gates.pass_hat_k_under})
-    return sorted(failing, key=lambda s: (s["value"] - s["threshold"], s["eval"], s["metric"]))
+        failing += _judge_failures(s, gates)
+    return sorted(failing, key=lambda s: (s["value"] is not None, (s["value"] or 0) - s["threshold"],
+                                          s["eval"], s["metric"]))
+
+
+def _judge_failures(stat: dict[str, Any], gates: Gates) -> list[dict[str, Any]]:
+    """A judged target's judge gates: too few labels, or too little agreement with them."""
+    if "judge_labels" not in stat:
+        return []
+    out = []
+    labels, kappa = stat["judge_labels"], stat["judge_kappa"]
+    if gates.require_judge_labels is not None and labels < gates.require_judge_labels:
+        out.append({**stat, "metric": f"judge labels ({stat['judge'] or 'several judges'})", "value": labels,
+                    "threshold": gates.require_judge_labels, "shape": "d"})
+    if gates.min_judge_kappa is not None and not (kappa is not None and kappa >= gates.min_judge_kappa):
+        out.append({**stat, "metric": f"judge kappa ({stat['judge'] or 'several judges'})", "value": kappa,
+                    "threshold": gates.min_judge_kappa, "shape": ".3f"})
+    return out
 
 
 def run_gate(store: Store, run_ids: Sequence[str], gates: Gates,
              stats: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Targets under a gate (worst first, see :func:`failing_stats`); prints them and the
     most common suggested fix. Exit 1 when this returns anything."""
-    if stats is None:
-        stats = store_stats(store, run_ids, pass_hat_k=gates.pass_hat_k)
+    if stats is None or (gates.judged and not any("judge" in s for s in stats)):
+        stats = store_stats(store, run_ids, pass_hat_k=gates.pass_hat_k, judges=gates.judged or None)
     failing = failing_stats(stats, gates)
     top = None
     if failing:

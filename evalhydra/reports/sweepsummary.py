@@ -9,7 +9,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from evalhydra.reports.summary import DASH, Gates, failing_stats, store_stats
+from evalhydra.reports.summary import DASH, Gates, failing_stats, gate_text, store_stats
 from evalhydra.store.db import Store
 
 __all__ = ["sweep_summary"]
@@ -48,13 +48,14 @@ def _job_line(store: Store, run_id: str) -> str:
     swept = ", ".join(json.loads(overrides or "[]"))
     why = _EXIT_MEANING.get(int(code), "failed")
     if int(code) == 1:
-        failed = failing_stats(store_stats(store, [run_id]), _gates(config))
-        why += ": " + "; ".join(f"{s['eval']} {s['metric']} {s['value']:.1%} < {s['threshold']:.1%}"
-                                for s in failed[:3])
+        gates = _gates(config)
+        failed = failing_stats(store_stats(store, [run_id], judges=gates.judged or None), gates)
+        why += ": " + "; ".join(f"{s['eval']} {gate_text(s)}" for s in failed[:3])
     return f"job {job_num} ({swept or run_id}): exit {code}, {why}"
 
 
 def _gates(config: str | None) -> Gates:
     run = (json.loads(config or "{}").get("run") or {})
     return Gates(run.get("fail_under"), dict(run.get("fail_under_per_eval") or {}),
-                 run.get("fail_under_pass_hat_k"), run.get("pass_hat_k"))
+                 run.get("fail_under_pass_hat_k"), run.get("pass_hat_k"), run.get("require_judge_labels"),
+                 run.get("min_judge_kappa"))

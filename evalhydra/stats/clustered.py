@@ -47,6 +47,7 @@ __all__ = [
     "holm",
     "paired_difference",
     "pass_rate_interval",
+    "rate_variance",
 ]
 
 WILSON = "wilson"
@@ -125,6 +126,20 @@ def pass_rate_interval(hist: CaseHistogram) -> RateInterval:
     size *= (Z95 / t_quantile(0.975, n_cases - 1)) ** 2
     low, high = wilson_bounds(mean, size)
     return RateInterval(mean, low, high, CLUSTERED_WILSON, n_cases, n_scored)
+
+
+def rate_variance(hist: CaseHistogram) -> float:
+    """The variance of :func:`pass_rate_interval`'s estimate: ``p(1−p)`` over the effective number of
+    cases it uses (the case-clustered one when a case has several trials); 0 when nothing was scored."""
+    rate = pass_rate_interval(hist)
+    if not rate.n_cases:
+        return 0.0
+    cells = [(s, p, c) for (s, p), c in hist.items() if s > 0 and c]
+    if rate.method == WILSON or rate.n_cases == 1:
+        return rate.estimate * (1 - rate.estimate) / rate.n_scored
+    spread = math.fsum((p / s - rate.estimate) ** 2 * c for s, p, c in cells) / (rate.n_cases - 1)
+    size = _effective_size(rate.estimate, spread / rate.n_cases, rate.n_cases, rate.n_scored)
+    return rate.estimate * (1 - rate.estimate) / size
 
 
 @dataclass

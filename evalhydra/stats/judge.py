@@ -27,12 +27,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evalhydra.stats.rates import Z95, wilson_interval
+from evalhydra.stats.student_t import t_cdf, t_quantile
 
-__all__ = ["POOR_JUDGE_MARGIN", "Agreement", "Corrected", "agreement", "cohen_kappa", "corrected_rate",
-           "krippendorff_alpha"]
+__all__ = ["CORRECTED_METHOD", "POOR_JUDGE_MARGIN", "Agreement", "Corrected", "CorrectedDifference",
+           "JudgedCases", "agreement", "cohen_kappa", "correction_problem", "corrected_difference",
+           "corrected_rate", "krippendorff_alpha", "self_consistency"]
 
 #: How far above 1 q̂₀ + q̂₁ must be for a correction (below it the judge is too poor to correct).
 POOR_JUDGE_MARGIN = 0.1
+#: How a corrected rate and its interval are computed (a result's ``corrected_ci_method``).
+CORRECTED_METHOD = "Rogan-Gladen, delta-method interval (test and calibration variance)"
+#: How a corrected difference and its interval are computed.
+CORRECTED_DIFFERENCE_METHOD = "Rogan-Gladen per case, paired t, delta-method calibration variance"
 #: Bootstrap resamples of Krippendorff's α interval.
 ALPHA_RESAMPLES = 1000
 
@@ -153,19 +159,118 @@ class Corrected:
 def corrected_rate(raw: float, raw_variance: float, calibration: Agreement) -> Corrected:
     """The Rogan–Gladen correction of ``raw`` (the judge's pass rate, with its variance over the
     test set) by the judge's error rates on ``calibration``, with a 95 % delta-method interval."""
-    method = "Rogan-Gladen, delta-method interval (test and calibration variance)"
-    q1, q0 = calibration.sensitivity, calibration.specificity
-    n1, n0 = calibration.true_pos + calibration.false_neg, calibration.true_neg + calibration.false_pos
-    if q1 is None or q0 is None:
-        return Corrected(raw, None, None, None, method, "the labels need both passes and failures")
+    method = CORRECTED_METHOD
+    problem = correction_problem(calibration)
+    if problem:
+        return Corrected(raw, None, None, None, method, problem)
+    q1, q0, v1, v0 = _error_rates(calibration)
     youden = q0 + q1 - 1
-    if youden <= POOR_JUDGE_MARGIN:
-        return Corrected(raw, None, None, None, method,
-                         f"the judge is too poor to correct (specificity + sensitivity = {q0 + q1:.3f},"
-                         f" not above 1 + {POOR_JUDGE_MARGIN:g})")
     theta = (raw + q0 - 1) / youden
     kept = min(1.0, max(0.0, theta))
-    spread = raw_variance + (1 - kept) ** 2 * q0 * (1 - q0) / n0 + kept ** 2 * q1 * (1 - q1) / n1
+    spread = raw_variance + (1 - kept) ** 2 * v0 + kept ** 2 * v1
     variance = spread / youden ** 2
     half = Z95 * math.sqrt(max(variance, 0.0))
     return Corrected(raw, kept, max(0.0, theta - half), min(1.0, theta + half), method)
+
+
+def correction_problem(calibration: Agreement) -> str | None:
+    """Why a judge's verdicts cannot be corrected on this calibration, or None when they can."""
+    q1, q0 = calibration.sensitivity, calibration.specificity
+    if q1 is None or q0 is None:
+        return "the labels need both passes and failures"
+    if q0 + q1 - 1 <= POOR_JUDGE_MARGIN:
+        return (f"the judge is too poor to correct (specificity + sensitivity = {q0 + q1:.3f},"
+                f" not above 1 + {POOR_JUDGE_MARGIN:g})")
+    return None
+
+
+def _error_rates(calibration: Agreement) -> tuple[float, float, float, float]:
+    """q̂₁, q̂₀ and the variances of their estimates (binomial, over labelled passes and failures)."""
+    q1, q0 = calibration.sensitivity or 0.0, calibration.specificity or 0.0
+    n1, n0 = calibration.true_pos + calibration.false_neg, calibration.true_neg + calibration.false_pos
+    return q1, q0, q1 * (1 - q1) / max(n1, 1), q0 * (1 - q0) / max(n0, 1)
+
+
+@dataclass(frozen=True)
+class CorrectedDifference:
+    """Candidate − baseline of judge-corrected pass rates, paired by case
+    (:func:`corrected_difference`)."""
+
+    difference: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    method: str
+    problem: str | None = None
+
+
+#: One eval's shared cases for :func:`corrected_difference`: each case's pass fractions
+#: (baseline, candidate), the baseline's and the candidate's judge calibration, and whether the two
+#: sides had the same judge.
+JudgedCases = tuple[Sequence[tuple[float, float]], Agreement, Agreement, bool]
+
+
+def _labels_variance(fractions: Sequence[tuple[float, float]], base: Agreement, cand: Agreement,
+                     same_judge: bool) -> tuple[list[float], float]:
+    """The cases' corrected differences, and the variance of their mean the error-rate estimates
+    bring (delta method)."""
+    qb1, qb0, vb1, vb0 = _error_rates(base)
+    qc1, qc0, vc1, vc0 = _error_rates(cand)
+    jb, jc = qb0 + qb1 - 1, qc0 + qc1 - 1
+    n = len(fractions)
+    theta_b = min(1.0, max(0.0, (math.fsum(f for f, _ in fractions) / n + qb0 - 1) / jb))
+    theta_c = min(1.0, max(0.0, (math.fsum(f for _, f in fractions) / n + qc0 - 1) / jc))
+    if same_judge:  # ∂Δ/∂q̂₀ = ∂Δ/∂q̂₁ = (θ_b − θ_c)/J
+        labels = (theta_b - theta_c) ** 2 * (vb0 + vb1) / jb ** 2
+    else:
+        labels = (((1 - theta_c) ** 2 * vc0 + theta_c ** 2 * vc1) / jc ** 2
+                  + ((1 - theta_b) ** 2 * vb0 + theta_b ** 2 * vb1) / jb ** 2)
+    return [(fc + qc0 - 1) / jc - (fb + qb0 - 1) / jb for fb, fc in fractions], labels
+
+
+def corrected_difference(groups: Sequence[JudgedCases]) -> CorrectedDifference:
+    """Candidate − baseline of judge-corrected pass rates over the shared cases of one or more evals
+    (:data:`JudgedCases` each).
+
+    Each case's pass fractions are corrected by their side's judge, (f + q̂₀ − 1)/(q̂₀ + q̂₁ − 1); the
+    mean corrected difference gets the paired variance over cases plus, by the delta method, the
+    variance of each eval's error-rate estimates (one judge counted once for both sides, two judges
+    as independent; evals' judges as independent). The 95 % interval uses Student's t with
+    (cases − 1) degrees of freedom.
+    """
+    method = CORRECTED_DIFFERENCE_METHOD
+    for _, base, cand, _ in groups:
+        for side in (base, cand):
+            problem = correction_problem(side)
+            if problem:
+                return CorrectedDifference(None, None, None, None, method, problem)
+    total = sum(len(fractions) for fractions, *_ in groups)
+    if total < 2:
+        return CorrectedDifference(None, None, None, None, method, "fewer than two shared cases")
+    diffs: list[float] = []
+    labels = 0.0
+    for fractions, base, cand, same in groups:
+        if fractions:
+            found, variance = _labels_variance(fractions, base, cand, same)
+            diffs += found
+            labels += (len(fractions) / total) ** 2 * variance
+    mean = math.fsum(diffs) / total
+    test = math.fsum((d - mean) ** 2 for d in diffs) / (total - 1) / total
+    se = math.sqrt(max(test + labels, 0.0))
+    if se == 0:
+        return CorrectedDifference(mean, mean, mean, 1.0 if mean == 0 else 0.0, method)
+    half = t_quantile(0.975, total - 1) * se
+    p_value = 2 * (1 - t_cdf(abs(mean) / se, total - 1))
+    return CorrectedDifference(mean, mean - half, mean + half, min(1.0, max(0.0, p_value)), method)
+
+
+def self_consistency(repeats: Sequence[tuple[int, int]]) -> float | None:
+    """How often a judge gives the same output the same verdict again: over outputs judged several
+    times (``(verdicts, passes)`` each), the mean share of their pairs of verdicts that agree."""
+    shares = []
+    for verdicts, passes in repeats:
+        if verdicts >= 2:
+            pairs = verdicts * (verdicts - 1) / 2
+            same = passes * (passes - 1) / 2 + (verdicts - passes) * (verdicts - passes - 1) / 2
+            shares.append(same / pairs)
+    return math.fsum(shares) / len(shares) if shares else None

@@ -308,12 +308,15 @@ def now_iso() -> str:
 
 def verdict_sql(alias: str = "") -> str:
     """SQL naming a ``runs`` row's verdict from its exit code: ``passed`` only when a gate was set
-    and passed (``run.fail_under``, ``fail_under_per_eval`` or ``fail_under_pass_hat_k`` in its
-    config), ``no gate`` for a run that measured without one."""
+    and passed (``run.fail_under``, ``fail_under_per_eval``, ``fail_under_pass_hat_k``,
+    ``require_judge_labels`` or ``min_judge_kappa`` in its config), ``no gate`` for a run that measured
+    without one."""
     config = f"{alias}config"
     gated = " or ".join((f"json_extract({config}, '$.run.fail_under') is not null",
                          f"coalesce(json_extract({config}, '$.run.fail_under_per_eval'), '{{}}') != '{{}}'",
-                         f"json_extract({config}, '$.run.fail_under_pass_hat_k') is not null"))
+                         f"json_extract({config}, '$.run.fail_under_pass_hat_k') is not null",
+                         f"json_extract({config}, '$.run.require_judge_labels') is not null",
+                         f"json_extract({config}, '$.run.min_judge_kappa') is not null"))
     # CASE, not AND: json_extract of a config that is not JSON must never be evaluated
     passed = (f"case when not json_valid({config}) then 'no gate' when {gated} then 'passed'"
               " else 'no gate' end")

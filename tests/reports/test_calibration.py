@@ -10,6 +10,7 @@ import pytest
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.calibration import calibration, render_calibration
+from evalhydra.reports.summary import Gates, corrected_rows, failing_stats, gate_text, run_gate, store_stats
 from evalhydra.store.db import Batch, immediate, open_store
 from evalhydra.store.labels import import_labels
 from tests.conftest import smoke_eval, write_registry
@@ -41,23 +42,29 @@ def test_a_judge_against_labels_and_its_corrected_rate(tmp_path: Path) -> None:
     assert found["sensitivity"] == pytest.approx(5 / 6) and found["specificity"] == pytest.approx(0.5)
     (target,) = doc["targets"]
     assert target["raw_pass_rate"] == pytest.approx(0.7)
-    assert target["corrected"]["estimate"] == pytest.approx((0.7 + 0.5 - 1) / (5 / 6 + 0.5 - 1))  # 0.6
+    assert target["corrected_pass_rate"] == pytest.approx((0.7 + 0.5 - 1) / (5 / 6 + 0.5 - 1))  # 0.6
     assert "Rogan-Gladen" in render_calibration([doc])
     assert json.loads(render_calibration([doc], "json"))[0]["labels"] == 10
     store.close()
 
 
 def test_a_label_follows_its_output_through_a_rerun(tmp_path: Path) -> None:
-    """A later run that answers c0 the same holds c0's label; a different answer holds none."""
+    """The judge's labelled outputs anywhere in the store calibrate it for a later run; an output
+    judged again counts once, with its newest verdict; a new answer holds no label."""
     store = _store(tmp_path / "s.db")
     later = "eval-judged-bbbbbbbb"
-    rows = [result_row(later, "c0", output="answer 0", judge_model="judge-m", judge_service="mock"),
+    rows = [result_row(later, "c0", passed=False, output="answer 0", judge_model="judge-m",
+                       judge_service="mock", evaluated_at="2026-02-01T00:00:00.000Z"),
             result_row(later, "c1", output="something else", judge_model="judge-m", judge_service="mock")]
     store.write(Batch(results=rows, members=[(later, r["cell_key"]) for r in rows]))
     store.start_run({"run_id": later, "kind": "chat", "started_at": "2026-01-02T00:00:00.000Z",
                      "status": "completed"})
     (doc,) = calibration(store.conn, [later])
-    assert doc["labels"] == 1
+    found = doc["agreement"]
+    assert doc["labels"] == 10  # c0's two verdicts are one pair; c1's new output has no label
+    assert (found["true_pos"], found["false_neg"]) == (4, 2)  # c0 (human PASS) now failed by the judge
+    other = calibration(store.conn, [RUN])[0]["agreement"]
+    assert other == found  # one calibration set per judge, whichever run is reported
     store.close()
 
 
@@ -93,6 +100,46 @@ def test_label_and_calibrate_from_the_command_line(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     (doc,) = json.loads(shown.stdout)
     assert doc["judge_service"] == "mock" and doc["labels"] == 10
-    assert doc["targets"][0]["corrected"]["estimate"] == pytest.approx(0.6)
+    assert doc["targets"][0]["corrected_pass_rate"] == pytest.approx(0.6)
     bad = run_cli("label", str(tmp_path / "none.csv"), "--store", str(store), cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+
+
+def test_the_summary_stats_carry_the_corrected_rate_and_the_judge(tmp_path: Path) -> None:
+    """``store_stats`` (what the summary, ``evaluate().stats`` and the gates read) adds the judge's
+    fields to a judged target once the store holds labels; the method is named."""
+    store = _store(tmp_path / "s.db")
+    (stat,) = store_stats(store, [RUN])
+    assert stat["judge"] == "mock/judge-m" and stat["judge_labels"] == 10
+    assert stat["pass_rate"] == pytest.approx(0.7)
+    assert stat["corrected_pass_rate"] == pytest.approx(0.6)
+    assert stat["corrected_ci_low"] < 0.6 < stat["corrected_ci_high"]
+    assert stat["corrected_ci_method"].startswith("Rogan-Gladen") and stat["ci_method"] == "wilson"
+    (row,) = corrected_rows([stat])
+    assert row["judge"] == "mock/judge-m" and row["corrected [95% CI]"].startswith("60.0% [")
+    store.close()
+
+
+def test_judge_gates_refuse_too_few_labels_or_too_little_agreement(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s.db")
+    stats = store_stats(store, [RUN])
+    kappa = stats[0]["judge_kappa"]
+    failing = failing_stats(stats, Gates(require_judge_labels=50, min_judge_kappa=0.6))
+    assert [f["metric"] for f in failing] == ["judge labels (mock/judge-m)", "judge kappa (mock/judge-m)"]
+    assert gate_text(failing[0]) == "judge labels (mock/judge-m) 10 < 50"
+    assert gate_text(failing[1]) == f"judge kappa (mock/judge-m) {kappa:.3f} < 0.600"
+    assert failing_stats(stats, Gates(require_judge_labels=10, min_judge_kappa=kappa)) == []
+    store.close()
+
+
+def test_an_unlabelled_judge_fails_the_label_gate(tmp_path: Path) -> None:
+    """Without any label in the store, a judged target has 0 labels and no κ: both gates fail it;
+    a target no judge scored is not subject to them."""
+    store = open_store(tmp_path / "s.db")
+    write_run(store, RUN, [result_row(RUN, f"c{i}", judge_model="judge-m", judge_service="mock")
+                           for i in range(3)]
+              + [result_row(RUN, "c0", eval_id="g.plain", cell_key="plain")])
+    assert all("judge" not in s for s in store_stats(store, [RUN]))  # nothing labelled: nothing added
+    failing = run_gate(store, [RUN], Gates(require_judge_labels=1, min_judge_kappa=0.0))
+    assert [(f["eval"], f["value"]) for f in failing] == [("g.e", None), ("g.e", 0)]
+    store.close()

@@ -53,6 +53,10 @@ _SWITCHES: list[tuple[str, str, Any, str]] = [
     ("--tool-wire", "tool_wire", str, "send tool calls as some real server does: no_ids, same_ids,"
      " empty_arguments, content_and_calls, stop_finish, no_index, reused_index, names_repeated, last_bare"
      " or split_surrogate"),
+    ("--judge-sensitivity", "judge_sensitivity", float,
+     "as a model_grade judge, pass a right output with this chance (default 1)"),
+    ("--judge-specificity", "judge_specificity", float,
+     "as a model_grade judge, fail a wrong output with this chance (default 1)"),
 ]
 
 

@@ -9,6 +9,8 @@ order on the text of the last user message (text parts concatenated):
       score 1.0 when the candidate output and the ideal answer contain one
       another (case-insensitive), or when there is no ideal and the output is
       non-empty; else 0.0. ``passed`` = score >= the prompt's passing score.
+      A judge that errs (``judge_errors``: sensitivity, specificity) draws its verdict instead:
+      a right output passes with the first chance, a wrong one fails with the second.
    b. aiwg rubric evaluator (any system or user text mentions
       ``rubric_scores``): JSON with ``score``, ``pass``, ``feedback``,
       ``rubric_scores`` (one per criterion of the ``Weights:`` line),
@@ -98,20 +100,23 @@ def prompt_text(payload: dict[str, Any]) -> str:
     return ""
 
 
-def reply_for(payload: dict[str, Any], chance: Callable[[], float] | None = None) -> dict[str, Any]:
+def reply_for(payload: dict[str, Any], chance: Callable[[], float] | None = None, *,
+              judge_errors: tuple[float, float] | None = None) -> dict[str, Any]:
     """Return the assistant message the mock sends for a chat request.
 
     Args:
         payload: The parsed ``/chat/completions`` request body.
         chance: Draws a uniform number in [0, 1) for "Reply X with probability P."
             (None: the reply is X exactly when P >= 0.5).
+        judge_errors: As a ``model_grade`` judge, its (sensitivity, specificity): a right output
+            passes with the first chance, a wrong one fails with the second (drawn by ``chance``).
 
     Returns:
         ``{"role": "assistant", "content": str | None}`` plus ``tool_calls``
         when the reply is a tool call.
     """
     text = prompt_text(payload)
-    judged = _judge_reply(payload, text)
+    judged = _judge_reply(payload, text, _judge_draw(chance, judge_errors))
     if judged is not None:
         return _content(judged)
     if _REFINE_MARK in text:
@@ -187,9 +192,19 @@ def _all_text(payload: dict[str, Any]) -> str:
 # -- judges -------------------------------------------------------------------
 
 
-def _judge_reply(payload: dict[str, Any], text: str) -> str | None:
+def _judge_draw(chance: Callable[[], float] | None,
+                errors: tuple[float, float] | None) -> Callable[[bool], bool] | None:
+    """The verdict a judge with these error rates gives an output that is right (True) or wrong."""
+    if errors is None or chance is None:
+        return None
+    sensitivity, specificity = errors
+    return lambda right: chance() < (sensitivity if right else 1 - specificity)
+
+
+def _judge_reply(payload: dict[str, Any], text: str,
+                 verdict: Callable[[bool], bool] | None = None) -> str | None:
     if text.lstrip().startswith(_GRADE_PREFIX):
-        return _grade_reply(text)
+        return _grade_reply(text, verdict)
     everything = _all_text(payload)
     if "rubric_scores" in everything:
         return _rubric_reply(everything, text)
@@ -206,7 +221,7 @@ def _section(text: str, title: str) -> str | None:
     return (rest[: end.start()] if end else rest).strip()
 
 
-def _grade_reply(text: str) -> str:
+def _grade_reply(text: str, verdict: Callable[[bool], bool] | None = None) -> str:
     output = _section(text, "Candidate output") or ""
     ideal = _section(text, "Ideal answer")
     try:
@@ -225,6 +240,8 @@ def _grade_reply(text: str) -> str:
             if match
             else "Candidate output does not match the ideal answer."
         )
+    if verdict is not None:  # a judge that errs: its verdict drawn from its error rates
+        score = 1.0 if verdict(score >= passing) else 0.0
     return json.dumps({"score": score, "passed": score >= passing, "reason": reason})
 
 

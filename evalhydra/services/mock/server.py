@@ -374,7 +374,7 @@ class MockServer:
             int(time.time()),
         )
         if (fault is None and s.reasoning is None and s.tool_wire is None and not _wants_stream(body)
-                and CHANCE_MARK not in body):
+                and CHANCE_MARK not in body and not s.noisy_judge):
             rest = _rendered(body, s.model, s.fixed_reply)
             if rest is not None:
                 self._last_body = body
@@ -452,12 +452,14 @@ class MockServer:
     def _message(self, payload: dict[str, Any], fault: str | None) -> dict[str, Any]:
         if fault == "content_null":
             return {"role": "assistant", "content": None}
-        fixed = self.settings.fixed_reply
+        s = self.settings
+        fixed = s.fixed_reply
         if fixed is not None:
             message = {"role": "assistant", "content": fixed}
         else:
-            message = reply_for(payload, self._rng.random)
-        shape = self.settings.reasoning
+            errors = (s.judge_sensitivity, s.judge_specificity) if s.noisy_judge else None
+            message = reply_for(payload, self._rng.random, judge_errors=errors)
+        shape = s.reasoning
         return message if shape is None else with_reasoning(message, payload, shape)
 
     def _fail_headers(self) -> tuple[tuple[bytes, bytes], ...]:

@@ -52,7 +52,8 @@ FAULTS = (
 #: The providers whose rate-limit headers the mock can speak (:mod:`evalhydra.services.mock.limits`).
 DIALECTS = ("openai", "bucket", "anthropic", "azure", "bare")
 
-_RATES = ("fail_rate", "hang_rate", "malformed_rate", "reset_rate", "oversized_rate")
+_RATES = ("fail_rate", "hang_rate", "malformed_rate", "reset_rate", "oversized_rate", "judge_sensitivity",
+          "judge_specificity")
 
 
 @dataclass
@@ -102,7 +103,15 @@ class MockSettings(MockBehaviour):
             them: one of :data:`~evalhydra.services.mock.streaming.TOOL_WIRES`.
         batch_outcome: When set, how every batch ends instead of ``completed``: one of
             :data:`~evalhydra.services.mock.batches.BATCH_OUTCOMES`.
+        judge_sensitivity: As a ``model_grade`` judge, the chance it passes an output that matches
+            the ideal (drawn from the seeded generator): a judge with known error rates.
+        judge_specificity: As that judge, the chance it fails an output that does not match.
     """
+
+    @property
+    def noisy_judge(self) -> bool:
+        """Whether judge verdicts are drawn (the judge errs on purpose)."""
+        return self.judge_sensitivity < 1.0 or self.judge_specificity < 1.0
 
     def __post_init__(self) -> None:
         for name in _RATES:

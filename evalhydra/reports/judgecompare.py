@@ -1,0 +1,120 @@
+"""``compare --judge-corrected``: the paired difference of pass rates corrected for each side's judge.
+
+When a judge scored an eval's results, its errors move the pass rate: a lenient judge raises it, a
+strict one lowers it, and a change of judge alone can look like a regression. Each side's judge is
+calibrated on people's labels (:mod:`evalhydra.reports.judges`); each shared case's pass fractions
+are corrected by their side's judge, and the difference gets an interval carrying both the cases'
+and the labels' variance (:func:`evalhydra.stats.judge.corrected_difference`). The per-eval and
+pooled p-values are Holm-adjusted together, as the raw ones are.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from evalhydra.reports.compare import ALPHA, Side, by_case_sql
+from evalhydra.reports.judges import JudgeCalibration, JudgeKey, calibrations, judge_name
+from evalhydra.stats.clustered import holm
+from evalhydra.stats.judge import JudgedCases, corrected_difference
+from evalhydra.store.rows import INFRA_ERROR_SQL
+
+__all__ = ["add_judge_corrected"]
+
+_SHARED_SQL = """with b as materialized ({base}), x as materialized ({cand})
+select b.g, b.e, 1.0 * b.ok / b.scored, 1.0 * x.ok / x.scored from b join x
+  on x.g = b.g and x.e = b.e and x.c = b.c where b.scored > 0 and x.scored > 0"""
+
+_JUDGES_SQL = f"""select "group", eval_id, judge_service, judge_model, count(*) from results
+where ({{where}}) and not {INFRA_ERROR_SQL} group by 1, 2, 3, 4"""
+
+Eval = tuple[str, str]
+
+
+def _judges(conn: sqlite3.Connection, side: Side) -> dict[Eval, list[JudgeKey | None]]:
+    out: dict[Eval, list[JudgeKey | None]] = {}
+    for g, e, service, model, _ in conn.execute(_JUDGES_SQL.format(where=side.where), side.params):
+        out.setdefault((g, e), []).append((e, service or "", model) if model is not None else None)
+    return out
+
+
+def _shared(conn: sqlite3.Connection, base: Side, cand: Side) -> dict[Eval, list[tuple[float, float]]]:
+    out: dict[Eval, list[tuple[float, float]]] = {}
+    sql = _SHARED_SQL.format(base=by_case_sql(base), cand=by_case_sql(cand))
+    for g, e, fb, fx in conn.execute(sql, [*base.params, *cand.params]):
+        out.setdefault((g, e), []).append((fb, fx))
+    return out
+
+
+def _one_judge(found: Sequence[JudgeKey | None], side: str) -> tuple[JudgeKey | None, str | None]:
+    if None in found:
+        return None, f"the {side}'s results were not all scored by a judge"
+    if len(found) != 1:
+        return None, f"the {side} was scored by {len(found)} judges"
+    return found[0], None
+
+
+def _group(key: Eval, fractions: list[tuple[float, float]], judges: tuple[Mapping[Eval, list[Any]], ...],
+           found: Mapping[JudgeKey, JudgeCalibration]) -> tuple[JudgedCases | None, dict[str, Any]]:
+    """One eval's cases with both judges' calibrations, or the block saying why it cannot be corrected."""
+    (base, why_b), (cand, why_c) = (_one_judge(judges[0].get(key, []), "baseline"),
+                                    _one_judge(judges[1].get(key, []), "candidate"))
+    block: dict[str, Any] = {
+        "baseline_judge": judge_name(base) if base else None,
+        "candidate_judge": judge_name(cand) if cand else None,
+        "baseline_labels": found[base].agreement.n if base else 0,
+        "candidate_labels": found[cand].agreement.n if cand else 0}
+    if base is None or cand is None:
+        return None, {**block, "problem": why_b or why_c}
+    return (fractions, found[base].agreement, found[cand].agreement, base == cand), block
+
+
+def _verdict(block: dict[str, Any], p: float | None) -> None:
+    block["p_holm"] = p
+    difference = block.get("difference")
+    if p is None or difference is None:
+        block["verdict"] = None
+    elif p >= ALPHA or difference == 0:
+        block["verdict"] = "no significant change"
+    else:
+        block["verdict"] = "regression" if difference < 0 else "improvement"
+
+
+def add_judge_corrected(conn: sqlite3.Connection, base: Side, cand: Side, rows: Sequence[dict[str, Any]],
+                        overall: dict[str, Any]) -> None:
+    """Add a ``judge_corrected`` block to each comparison row and the pooled one: the corrected
+    difference, its interval, p-value (Holm-adjusted) and verdict, each side's judge and labels, or
+    the ``problem`` that prevents the correction. ``base`` and ``cand`` select ``results``."""
+    judges = (_judges(conn, base), _judges(conn, cand))
+    keys = {k for side in judges for found in side.values() for k in found if k is not None}
+    found = calibrations(conn, keys, resamples=0)
+    shared = _shared(conn, base, cand)
+    groups = []
+    for row in rows:
+        key = (row["group"], row["eval_id"])
+        group, block = _group(key, shared.get(key, []), judges, found)
+        if group is not None:
+            groups.append(group)
+            block.update({k: v for k, v in asdict(corrected_difference([group])).items()})
+        row["judge_corrected"] = block
+    pooled = {"problem": "an eval cannot be corrected"} if len(groups) != len(rows) else {
+        k: v for k, v in asdict(corrected_difference(groups)).items()}
+    overall["judge_corrected"] = pooled
+    _adjust(rows, overall)
+
+
+def _adjust(rows: Sequence[dict[str, Any]], overall: dict[str, Any]) -> None:
+    """Holm over the per-eval blocks and the pooled one (the pooled is the eval itself with one)."""
+    blocks = [r["judge_corrected"] for r in rows]
+    if len(rows) != 1:
+        blocks.append(overall["judge_corrected"])
+    tested = [b for b in blocks if b.get("p_value") is not None]
+    for block, adjusted in zip(tested, holm([b["p_value"] for b in tested]), strict=True):
+        _verdict(block, adjusted)
+    for block in blocks:
+        if block.get("p_value") is None:
+            _verdict(block, None)
+    if len(rows) == 1:
+        overall["judge_corrected"] = {**overall["judge_corrected"], **rows[0]["judge_corrected"]}
