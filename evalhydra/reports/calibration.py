@@ -19,18 +19,23 @@ from tabulate import tabulate
 
 from evalhydra.reports.aggregate import case_histograms
 from evalhydra.reports.judges import JudgeCalibration, judge_report
-from evalhydra.reports.selection import select_runs
+from evalhydra.reports.selection import Selection, select_runs
 from evalhydra.stats.clustered import pass_rate_interval
 from evalhydra.stats.judge import ALPHA_RESAMPLES
 
-__all__ = ["calibration", "render_calibration"]
+__all__ = ["calibration", "calibration_docs", "render_calibration"]
 
 
 def calibration(conn: sqlite3.Connection, run_ids: Sequence[str],
                 resamples: int = ALPHA_RESAMPLES) -> list[dict[str, Any]]:
     """Per judge (eval, judge service, judge model) of the runs: its agreement with the labels, its
     self-consistency, and each target's raw and corrected pass rate."""
-    sel = select_runs(conn, run_ids)
+    return calibration_docs(conn, select_runs(conn, run_ids), resamples)
+
+
+def calibration_docs(conn: sqlite3.Connection, sel: Selection,
+                     resamples: int = ALPHA_RESAMPLES) -> list[dict[str, Any]]:
+    """:func:`calibration` of a selection (the reports' "Judges" section)."""
     hists = case_histograms(conn, sel)
     report = judge_report(conn, sel, hists, resamples=resamples)
     docs = {key: _judge_doc(found) for key, found in report.judges.items()}

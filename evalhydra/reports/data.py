@@ -15,7 +15,9 @@ from typing import Any
 
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.compare import adjust_family, baseline_comparisons_sql
+from evalhydra.reports.calibration import calibration_docs
 from evalhydra.reports.evalstats import evals_and_targets
+from evalhydra.reports.judges import has_labels
 from evalhydra.reports.graders import grader_rows
 from evalhydra.reports.selection import Selection
 from evalhydra.reports.ttft import FirstToken, first_token_latency
@@ -40,6 +42,7 @@ class ReportData:
     grid: dict[tuple[str, str, str, str], list[str]] = field(default_factory=dict)
     first_token: dict[agg.Target, FirstToken] = field(default_factory=dict)  # streamed targets only
     graders: list[dict[str, Any]] = field(default_factory=list)  # openai_graders criteria, by name
+    judges: list[dict[str, Any]] = field(default_factory=list)  # judges calibrated on labels (calibrate)
 
     def targets(self) -> list[agg.TargetAgg]:
         """Per eval × service × model totals, in ``evals.json`` order."""
@@ -115,6 +118,7 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
                       agg.collect_cases(conn, sel, targets, case_rows() if case_rows else None))
     data.first_token = first_token_latency(conn, sel, targets.values())
     data.graders = grader_rows(conn, sel)
+    data.judges = calibration_docs(conn, sel, resamples=0) if has_labels(conn) else []
     data.comparisons = target_comparisons(conn, sel, evals_doc, [key[2:] for key in data.cases.targets],
                                           baseline_service=baseline_service, baseline_models=baseline_models)
     data.trials = agg.trial_rows(conn, sel)

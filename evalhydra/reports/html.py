@@ -79,7 +79,8 @@ def render_html(conn: sqlite3.Connection, sel: Selection, data: ReportData, *,
         header=header_facts(summary, data.runs), rows=rows,
         runs=_run_rows(conn, sel) if len(sel.run_ids) > 1 else [],
         chart=chart(rows), comparisons=data.comparisons, comparison=comparison,
-        trials=trials_json(data)["targets"], marks=STATUS_MARKS, payload=payload, graders=data.graders)
+        trials=trials_json(data)["targets"], marks=STATUS_MARKS, payload=payload, graders=data.graders,
+        judges=data.judges)
 
 
 def _run_rows(conn: sqlite3.Connection, sel: Selection) -> list[dict[str, Any]]:

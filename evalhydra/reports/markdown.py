@@ -178,6 +178,44 @@ def _graders(data: ReportData) -> str:
     return "## Graders\n\n" + note + "\n\n" + _table(rows, headers, numeric=(3, 4, 5, 6))
 
 
+def _judge_cell(value: float | None, ci: Any = None) -> str:
+    if value is None:
+        return DASH
+    return f"{value:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else f"{value:.2f}"
+
+
+def _judges(data: ReportData) -> str:
+    """Each judge against people's labels, and the pass rates it gave corrected (none: no section)."""
+    if not data.judges:
+        return ""
+    rows, targets = [], []
+    for doc in data.judges:
+        a = doc["agreement"]
+        consistency = (DASH if doc["self_consistency"] is None
+                       else f"{doc['self_consistency']:.2f} ({doc['repeated_outputs']} outputs)")
+        rows.append([doc["eval"], f"{doc['judge_service']}/{doc['judge_model']}", a["n"],
+                     _judge_cell(a["sensitivity"], a["sensitivity_ci"] if a["n"] else None),
+                     _judge_cell(a["specificity"], a["specificity_ci"] if a["n"] else None),
+                     _judge_cell(a["kappa"], a["kappa_ci"]), _judge_cell(a["alpha"]), consistency])
+        for t in doc["targets"]:
+            fixed = (f"{_pct(t['corrected_pass_rate'])} [{_pct(t['corrected_ci_low'])},"
+                     f" {_pct(t['corrected_ci_high'])}]" if t["corrected_pass_rate"] is not None
+                     else t["problem"] or DASH)
+            targets.append([doc["eval"], _target(t["service"], t["model"]), t["cases"],
+                            _pct(t["raw_pass_rate"]), fixed])
+    note = ("Each judge (an eval's judge service and model) against people's labels (`evalhydra label`):"
+            " sensitivity and specificity with Wilson intervals, Cohen's κ, Krippendorff's α, and how often"
+            " it repeats a verdict when rejudged. Pass rates are corrected for its errors by Rogan and"
+            " Gladen's estimator; the 95% interval carries the cases' and the labels' variance.")
+    return ("## Judges\n\n" + note + "\n\n"
+            + _table([[escape_cell(c) for c in r] for r in rows],
+                     ["Eval", "Judge", "Labels", "Sensitivity", "Specificity", "κ", "α", "Self-consistency"],
+                     numeric=(2,))
+            + "\n\n" + _table([[escape_cell(c) for c in r] for r in targets],
+                                ["Eval", "Target", "Cases", "Judged pass rate", "Corrected [95% CI]"],
+                                numeric=(2, 3)))
+
+
 # --- comparisons ----------------------------------------------------------------
 
 
@@ -471,7 +509,7 @@ def _details(data: ReportData) -> str:
 
 
 SECTIONS: list[Section] = [
-    _header, _results, _graders, _comparisons, _trials, _overall, _by_model, _by_case, _grid, _stability,
+    _header, _results, _graders, _judges, _comparisons, _trials, _overall, _by_model, _by_case, _grid, _stability,
     _failing, _summary, _details,
 ]
 

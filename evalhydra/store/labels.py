@@ -40,11 +40,26 @@ def label_of(value: Any, where: str) -> str:
     return found
 
 
-def _hash_of(conn: sqlite3.Connection, row: Mapping[str, Any], where: str) -> str:
+def _stored_text(conn: sqlite3.Connection, eval_id: str, case_id: str, digest: str) -> str | None:
+    """The stored output of a case with this hash (None: no such output is stored)."""
+    for (output,) in conn.execute("select distinct output from results where eval_id = ? and case_id = ?",
+                                  [eval_id, case_id]):
+        if output_sha256(output) == digest:
+            return output or ""
+    return None
+
+
+def _output_of(conn: sqlite3.Connection, row: Mapping[str, Any], where: str) -> tuple[str, str | None]:
+    """The labelled output's hash and, when known, its text."""
     if row.get("output_sha256"):
-        return str(row["output_sha256"])
+        digest = str(row["output_sha256"])
+        return digest, _stored_text(conn, row["eval"], row["case"], digest)
     if row.get("output") is not None:
-        return output_sha256(str(row["output"]))
+        return output_sha256(str(row["output"])), str(row["output"])
+    return _hash_of(conn, row, where)
+
+
+def _hash_of(conn: sqlite3.Connection, row: Mapping[str, Any], where: str) -> tuple[str, str | None]:
     eval_id, case_id = row["eval"], row["case"]
     if row.get("run"):
         found = conn.execute(
@@ -54,13 +69,14 @@ def _hash_of(conn: sqlite3.Connection, row: Mapping[str, Any], where: str) -> st
         if found is None:
             raise EvalHydraError(f"{where}: run {row['run']} holds no trial {row.get('trial') or 1} of"
                                  f" {eval_id}/{case_id}.")
-        return output_sha256(found[0])
+        return output_sha256(found[0]), found[0] or ""
     outputs = {row[0] for row in conn.execute(
         "select output from results where eval_id = ? and case_id = ?", [eval_id, case_id])}
     if len(outputs) != 1:
         raise EvalHydraError(f"{where}: {eval_id}/{case_id} has {len(outputs)} different stored outputs.",
                              "Name the one judged: output, output_sha256, or run and trial.")
-    return output_sha256(outputs.pop())
+    output = outputs.pop()
+    return output_sha256(output), output or ""
 
 
 def import_labels(conn: sqlite3.Connection, rows: Iterable[tuple[str, Mapping[str, Any]]],
@@ -74,12 +90,13 @@ def import_labels(conn: sqlite3.Connection, rows: Iterable[tuple[str, Mapping[st
             if not row.get(key):
                 raise EvalHydraError(f"{where}: '{key}' is missing.",
                                      "Each row: eval, case, label (PASS/FAIL).")
+        digest, output = _output_of(conn, row, where)
         conn.execute(
-            "insert into labels (eval_id, case_id, output_sha256, label, score, labeller, labelled_at, note)"
-            " values (?, ?, ?, ?, ?, ?, ?, ?) on conflict (eval_id, case_id, output_sha256, labeller)"
-            " do update set label = excluded.label, score = excluded.score,"
+            "insert into labels (eval_id, case_id, output_sha256, output, label, score, labeller, labelled_at,"
+            " note) values (?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (eval_id, case_id, output_sha256, labeller)"
+            " do update set label = excluded.label, score = excluded.score, output = excluded.output,"
             " labelled_at = excluded.labelled_at, note = excluded.note",
-            [row["eval"], row["case"], _hash_of(conn, row, where), label_of(row["label"], where),
+            [row["eval"], row["case"], digest, output, label_of(row["label"], where),
              row.get("score"), str(row.get("labeller") or labeller), now_iso(), row.get("note")])
         count += 1
     return count

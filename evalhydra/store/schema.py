@@ -19,7 +19,8 @@ Tables:
 * ``run_summaries``: each finished run's per-target totals and case histograms
   (:mod:`evalhydra.reports.runsummary`), what ``evalhydra view`` lists and opens.
 * ``labels``: people's PASS/FAIL verdicts on stored outputs (``evalhydra label``), by case and
-  output hash.
+  output hash (and text); the ``judge_labels`` and ``judge_agreement`` views set them beside each
+  judge's verdicts.
 * ``case_fractions``: each finished run's per-case counts and trial digests
   (:mod:`evalhydra.store.fractions`), what comparisons of finished runs read.
 
@@ -33,9 +34,10 @@ from collections.abc import Callable
 
 import sqlite_utils
 
+from evalhydra.store.labels import output_sha256
 from evalhydra.store.rows import infra_error_sql
 
-__all__ = ["GRADER_VIEWS", "MIGRATIONS", "REPORT_VIEWS", "RESULT_COLUMNS", "SCHEMA_VERSION",
+__all__ = ["GRADER_VIEWS", "JUDGE_VIEWS", "MIGRATIONS", "REPORT_VIEWS", "RESULT_COLUMNS", "SCHEMA_VERSION",
            "TRAJECTORY_VIEWS", "VERSION_JOIN", "latest_version_sql"]
 
 RESULT_COLUMNS: dict[str, type] = {
@@ -582,10 +584,58 @@ def _migration_17(db: sqlite_utils.Database) -> None:
         db.create_view(name, sql, replace=True)
 
 
+#: Views of migration 21: each judge against people's labels, in plain SQL (what ``calibrate``
+#: counts): ``judge_labels``, a row per labelled output × judge with the latest label and the judge's
+#: newest verdict; ``judge_agreement``, per judge, the confusion counts and error rates.
+JUDGE_VIEWS: dict[str, str] = {
+    "judge_labels": f"""
+        select eval_id, judge_service, judge_model, case_id, output, human_passed, judge_passed, labeller,
+          run_id, evaluated_at from (
+          select r.eval_id, coalesce(r.judge_service, '') as judge_service, r.judge_model, r.case_id,
+            r.output, l.label = 'PASS' as human_passed, case when r.passed then 1 else 0 end as judge_passed,
+            l.labeller, r.run_id, r.evaluated_at, row_number() over (
+              partition by r.eval_id, r.judge_service, r.judge_model, r.case_id, r.output
+              order by r.evaluated_at desc, r.run_id desc) as recency
+          from labels l join results r on r.eval_id = l.eval_id and r.case_id = l.case_id
+            and r.output = l.output
+          where l.id = (select l2.id from labels l2 where l2.eval_id = l.eval_id and l2.case_id = l.case_id
+              and l2.output_sha256 = l.output_sha256 order by l2.labelled_at desc, l2.id desc limit 1)
+            and r.judge_model is not null and not {infra_error_sql("r.")})
+        where recency = 1""",
+    "judge_agreement": """
+        select eval_id, judge_service, judge_model, count(*) as labels,
+          sum(human_passed and judge_passed) as true_pos, sum(human_passed and not judge_passed) as false_neg,
+          sum(not human_passed and not judge_passed) as true_neg,
+          sum(not human_passed and judge_passed) as false_pos,
+          round(1.0 * sum(human_passed and judge_passed) / nullif(sum(human_passed), 0), 4) as sensitivity,
+          round(1.0 * sum(not human_passed and not judge_passed) / nullif(sum(not human_passed), 0), 4)
+            as specificity,
+          round(1.0 * sum(human_passed = judge_passed) / count(*), 4) as agreement
+        from judge_labels group by eval_id, judge_service, judge_model""",
+}
+
+
+def _migration_21(db: sqlite_utils.Database) -> None:
+    """``labels.output``: the labelled output's text beside its hash (filled from the stored results),
+    so plain SQL can join labels to results; and the ``judge_labels`` and ``judge_agreement`` views."""
+    columns = {row[1] for row in db.conn.execute("pragma table_info(labels)")}
+    if "output" not in columns:
+        db.conn.execute("alter table labels add column output text")
+    for label_id, eval_id, case_id, digest in db.conn.execute(
+            "select id, eval_id, case_id, output_sha256 from labels where output is null").fetchall():
+        for (output,) in db.conn.execute("select distinct output from results where eval_id = ? and case_id = ?",
+                                         [eval_id, case_id]):
+            if output_sha256(output) == digest:
+                db.conn.execute("update labels set output = ? where id = ?", [output or "", label_id])
+                break
+    for name, sql in JUDGE_VIEWS.items():
+        db.create_view(name, sql, replace=True)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
     _migration_14, _migration_15, _migration_16, _migration_17, _migration_18, _migration_19,
-    _migration_20,
+    _migration_20, _migration_21,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -12,7 +12,7 @@ from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.calibration import calibration, render_calibration
 from evalhydra.reports.summary import Gates, corrected_rows, failing_stats, gate_text, run_gate, store_stats
 from evalhydra.store.db import Batch, immediate, open_store
-from evalhydra.store.labels import import_labels
+from evalhydra.store.labels import import_labels, output_sha256
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import run_cli
 from tests.reports.test_reports_support import result_row, write_run
@@ -142,4 +142,21 @@ def test_an_unlabelled_judge_fails_the_label_gate(tmp_path: Path) -> None:
     assert all("judge" not in s for s in store_stats(store, [RUN]))  # nothing labelled: nothing added
     failing = run_gate(store, [RUN], Gates(require_judge_labels=1, min_judge_kappa=0.0))
     assert [(f["eval"], f["value"]) for f in failing] == [("g.e", None), ("g.e", 0)]
+    store.close()
+
+
+def test_the_judge_views_count_what_calibrate_counts(tmp_path: Path) -> None:
+    """``judge_agreement`` (plain SQL over ``judge_labels``) has calibrate's confusion counts; a label
+    given by hash alone gets its output's text, so SQL can join it."""
+    store = _store(tmp_path / "s.db")
+    with immediate(store.conn):
+        import_labels(store.conn, [("x:1", {"eval": "g.e", "case": "c9", "label": "PASS", "labeller": "bo",
+                                            "output_sha256": output_sha256("answer 9")})])
+    (doc,) = calibration(store.conn, [RUN])
+    found = doc["agreement"]
+    row = store.conn.execute("select labels, true_pos, false_neg, true_neg, false_pos, sensitivity"
+                             " from judge_agreement").fetchone()
+    assert tuple(row[:5]) == (10, found["true_pos"], found["false_neg"], found["true_neg"], found["false_pos"])
+    assert row[5] == pytest.approx(found["sensitivity"], abs=1e-4)
+    assert found["true_pos"] + found["false_neg"] == 7  # bo's later label of c9 wins
     store.close()

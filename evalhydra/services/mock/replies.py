@@ -241,7 +241,10 @@ def _grade_reply(text: str, verdict: Callable[[bool], bool] | None = None) -> st
             else "Candidate output does not match the ideal answer."
         )
     if verdict is not None:  # a judge that errs: its verdict drawn from its error rates
-        score = 1.0 if verdict(score >= passing) else 0.0
+        drawn = 1.0 if verdict(score >= passing) else 0.0
+        if drawn != score:
+            reason = f"A judge error drawn on purpose (the truth: {reason[0].lower()}{reason[1:]})"
+        score = drawn
     return json.dumps({"score": score, "passed": score >= passing, "reason": reason})
 
 
