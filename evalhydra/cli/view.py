@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import sys
 import webbrowser
@@ -26,9 +27,11 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 def cmd_view(args: argparse.Namespace) -> int:
     """Open the store in the browser: every run, a run's report with its grid and cases (live
-    while the run writes), and any two runs compared. The server is read-only, listens on
-    127.0.0.1 and lets in only the URL it prints (a token, as Jupyter's); Ctrl-C stops it.
-    Without a display (CI, SSH) it prints the URL to open.
+    while the run writes), and any two runs compared. The server only reads, but for the labels
+    a case page sends (p pass, f fail, s skip: the label queue of a model-graded run, which
+    `evalhydra calibrate` measures the judge against); it listens on 127.0.0.1 and lets in only
+    the URL it prints (a token, as Jupyter's); Ctrl-C stops it. Without a display (CI, SSH) it
+    prints the URL to open.
 
     --static writes report.html for the runs, a sweep or a comparison instead (one file per
     selection, beside the store under view/) and prints its path.
@@ -67,7 +70,16 @@ async def _serve(store_path: Path, args: argparse.Namespace, start: str) -> None
         if _can_open_a_browser() and not args.no_browser:
             webbrowser.open(url)
 
-    await serve_viewer(store_path, on_ready=ready, host=args.host, port=args.port, path=start)
+    await serve_viewer(store_path, on_ready=ready, host=args.host, port=args.port, path=start,
+                       labeller=args.labeller or _user())
+
+
+def _user() -> str:
+    """The labeller the viewer's labels name by default: the login name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container's numeric user)
+        return "viewer"
 
 
 def _start_page(args: argparse.Namespace, ids: list[str]) -> str:
@@ -138,4 +150,6 @@ def configure_view(p: argparse.ArgumentParser) -> None:
                    help="--static: where report.html goes (default: <store dir>/view/<selection>)")
     p.add_argument("--port", type=int, default=0, help="the server's port (default: a free one)")
     p.add_argument("--host", default="127.0.0.1", help="the interface (default 127.0.0.1; others warn)")
+    p.add_argument("--labeller", metavar="NAME",
+                   help="who the labels made in the viewer name (default: your login name)")
     p.add_argument("--no-browser", action="store_true", help="print the URL without opening a browser")

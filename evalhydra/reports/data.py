@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalhydra.reports import aggregate as agg
-from evalhydra.reports.compare import adjust_family, baseline_comparisons_sql
 from evalhydra.reports.calibration import calibration_docs
+from evalhydra.reports.compare import adjust_family, baseline_comparisons_sql
 from evalhydra.reports.evalstats import evals_and_targets
-from evalhydra.reports.judges import has_labels
 from evalhydra.reports.graders import grader_rows
+from evalhydra.reports.judges import has_labels
 from evalhydra.reports.selection import Selection
 from evalhydra.reports.ttft import FirstToken, first_token_latency
 

@@ -509,8 +509,8 @@ def _details(data: ReportData) -> str:
 
 
 SECTIONS: list[Section] = [
-    _header, _results, _graders, _judges, _comparisons, _trials, _overall, _by_model, _by_case, _grid, _stability,
-    _failing, _summary, _details,
+    _header, _results, _graders, _judges, _comparisons, _trials, _overall, _by_model, _by_case, _grid,
+    _stability, _failing, _summary, _details,
 ]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.store.rows import now_iso
 
-__all__ = ["LABELS", "import_labels", "label_of", "labels_by_output", "output_sha256"]
+__all__ = ["LABELS", "import_labels", "label_of", "labels_by_output", "output_sha256", "stored_output"]
 
 #: What a label may say, and its verdict.
 LABELS = {"pass": "PASS", "fail": "FAIL", "1": "PASS", "0": "FAIL", "true": "PASS", "false": "FAIL",
@@ -40,7 +40,7 @@ def label_of(value: Any, where: str) -> str:
     return found
 
 
-def _stored_text(conn: sqlite3.Connection, eval_id: str, case_id: str, digest: str) -> str | None:
+def stored_output(conn: sqlite3.Connection, eval_id: str, case_id: str, digest: str) -> str | None:
     """The stored output of a case with this hash (None: no such output is stored)."""
     for (output,) in conn.execute("select distinct output from results where eval_id = ? and case_id = ?",
                                   [eval_id, case_id]):
@@ -53,7 +53,7 @@ def _output_of(conn: sqlite3.Connection, row: Mapping[str, Any], where: str) -> 
     """The labelled output's hash and, when known, its text."""
     if row.get("output_sha256"):
         digest = str(row["output_sha256"])
-        return digest, _stored_text(conn, row["eval"], row["case"], digest)
+        return digest, stored_output(conn, row["eval"], row["case"], digest)
     if row.get("output") is not None:
         return output_sha256(str(row["output"])), str(row["output"])
     return _hash_of(conn, row, where)
@@ -92,8 +92,9 @@ def import_labels(conn: sqlite3.Connection, rows: Iterable[tuple[str, Mapping[st
                                      "Each row: eval, case, label (PASS/FAIL).")
         digest, output = _output_of(conn, row, where)
         conn.execute(
-            "insert into labels (eval_id, case_id, output_sha256, output, label, score, labeller, labelled_at,"
-            " note) values (?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (eval_id, case_id, output_sha256, labeller)"
+            "insert into labels (eval_id, case_id, output_sha256, output, label, score, labeller,"
+            " labelled_at, note) values (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " on conflict (eval_id, case_id, output_sha256, labeller)"
             " do update set label = excluded.label, score = excluded.score, output = excluded.output,"
             " labelled_at = excluded.labelled_at, note = excluded.note",
             [row["eval"], row["case"], digest, output, label_of(row["label"], where),

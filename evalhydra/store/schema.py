@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 import sqlite_utils
 
-from evalhydra.store.labels import output_sha256
+from evalhydra.store.labels import stored_output
 from evalhydra.store.rows import infra_error_sql
 
 __all__ = ["GRADER_VIEWS", "JUDGE_VIEWS", "MIGRATIONS", "REPORT_VIEWS", "RESULT_COLUMNS", "SCHEMA_VERSION",
@@ -623,11 +623,8 @@ def _migration_21(db: sqlite_utils.Database) -> None:
         db.conn.execute("alter table labels add column output text")
     for label_id, eval_id, case_id, digest in db.conn.execute(
             "select id, eval_id, case_id, output_sha256 from labels where output is null").fetchall():
-        for (output,) in db.conn.execute("select distinct output from results where eval_id = ? and case_id = ?",
-                                         [eval_id, case_id]):
-            if output_sha256(output) == digest:
-                db.conn.execute("update labels set output = ? where id = ?", [output or "", label_id])
-                break
+        db.conn.execute("update labels set output = ? where id = ?",
+                        [stored_output(db.conn, eval_id, case_id, digest), label_id])
     for name, sql in JUDGE_VIEWS.items():
         db.create_view(name, sql, replace=True)
 

@@ -11,12 +11,16 @@ stored; the query string holds everything a page shows, so its URL can be shared
 
 The token works as Jupyter's: ``/?token=T`` sets a cookie and redirects to the same
 page without it; every later request carries the cookie. Anything but GET and
-HEAD is refused: the viewer never writes.
+HEAD is refused, but one write: a label a case page posts to ``/api/labels``
+(with the cookie and a header only pages the token opened know; see
+:mod:`evalhydra.viewer.labelling`). The label queue (``/runs/ID/label``) opens the
+next output to label.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import secrets
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -28,6 +32,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
@@ -41,12 +46,24 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.reports.calibration import calibration_docs
 from evalhydra.reports.comparecmd import Target, compare, parse_target
 from evalhydra.reports.html import STATUS_MARKS, chart
+from evalhydra.reports.judges import has_labels
 from evalhydra.reports.runsummary import header_facts, target_rows
+from evalhydra.reports.selection import select_runs
 from evalhydra.store.db import Store, open_store
 from evalhydra.viewer.export import FORMATS, export_lines
-from evalhydra.viewer.grid import GridPage, case_view, grid_page, neighbours, previous_run, side_by_side
+from evalhydra.viewer.grid import (
+    CaseView,
+    GridPage,
+    case_view,
+    grid_page,
+    neighbours,
+    previous_run,
+    side_by_side,
+)
+from evalhydra.viewer.labelling import label_key, labels_of, next_in_queue, save_label
 from evalhydra.viewer.live import LiveSummaries
 from evalhydra.viewer.queries import comparisons, history, run_status, runs_page, selection_summary
 from evalhydra.viewer.render import render_text
@@ -69,18 +86,25 @@ CHANGE_LISTS = {"regressed": "regressed cases (lower pass fraction on the candid
 CHANGES_PAGE = 200
 #: How often a live page asks for its run's status.
 POLL_MS = 2000
+#: The one path the viewer takes a POST on, and the header that must carry :func:`label_key`.
+LABELS_PATH = "/api/labels"
+LABEL_HEADER = "x-evalhydra-label"
+#: The largest label a page may send.
+MAX_LABEL_BYTES = 16_384
 
 
-def create_app(store_path: Path, token: str, host: str = "127.0.0.1") -> ASGIApp:
+def create_app(store_path: Path, token: str, host: str = "127.0.0.1", labeller: str = "viewer") -> ASGIApp:
     """The viewer for the store at ``store_path``, open to requests that carry ``token`` and name
-    a loopback host or ``host`` (the interface it serves)."""
-    pages = _Pages(Path(store_path))
+    a loopback host or ``host`` (the interface it serves); labels it stores name ``labeller``."""
+    pages = _Pages(Path(store_path), label_key(token), labeller)
     app = Starlette(routes=[
         Route("/", pages.runs),
         Route("/runs/{ids}", pages.run),
         Route("/runs/{ids}/case", pages.case),
         Route("/runs/{ids}/changes", pages.changes),
         Route("/runs/{ids}/export.{fmt}", pages.export),
+        Route("/runs/{ids}/label", pages.queue),
+        Route(LABELS_PATH, pages.label, methods=["POST"]),
         Route("/compare", pages.compare),
         Route("/api/runs/{ids}", pages.status),
     ], exception_handlers={sqlite3.Error: _store_trouble, EvalHydraError: _store_trouble})
@@ -89,11 +113,13 @@ def create_app(store_path: Path, token: str, host: str = "127.0.0.1") -> ASGIApp
 
 class TokenGate:
     """Lets through GET and HEAD requests to an allowed host that carry the token (query or
-    cookie); nothing else. Every answer carries the security headers (:func:`_secure`)."""
+    cookie), and a label's POST that carries the cookie and the label header; nothing else. Every
+    answer carries the security headers (:func:`_secure`)."""
 
     def __init__(self, app: ASGIApp, token: str, hosts: frozenset[str] = LOOPBACK_HOSTS) -> None:
         self.app = app
         self.token = token.encode()
+        self.label_key = label_key(token).encode()
         self.hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -118,8 +144,14 @@ class TokenGate:
         host = (request.headers.get("host") or "").rpartition(":")[0] or request.headers.get("host", "")
         if host.lower() not in self.hosts:  # a page of another site that rebound its name to us
             return PlainTextResponse("this viewer answers on its own address only", status_code=421)
+        if request.method == "POST" and request.url.path == LABELS_PATH:
+            sent = request.headers.get(LABEL_HEADER, "").encode("utf-8", "surrogateescape")
+            if self._holds(request.cookies.get(cookie, "")) and secrets.compare_digest(sent, self.label_key):
+                return None
+            return PlainTextResponse("a label comes from a case page the viewer's URL opened",
+                                     status_code=403)
         if request.method not in ("GET", "HEAD"):
-            return PlainTextResponse("the viewer is read-only", status_code=405,
+            return PlainTextResponse("the viewer only reads (and takes labels)", status_code=405,
                                      headers={"allow": "GET, HEAD"})
         given = request.query_params.get("token")
         if given is not None and self._holds(given):
@@ -178,9 +210,10 @@ def _render(request: Request, name: str, **values: Any) -> HTMLResponse:
 class _Pages:
     """The endpoints; each opens the store read-only for its request (Starlette runs them in threads)."""
 
-    def __init__(self, store_path: Path) -> None:
+    def __init__(self, store_path: Path, key: str = "", labeller: str = "viewer") -> None:
         self.store_path = store_path
         self.live = LiveSummaries()  # running runs' summaries, brought up to date on each request
+        self.key, self.labeller = key, labeller
 
     def _store(self) -> Store:
         return open_store(self.store_path, read_only=True)
@@ -211,13 +244,15 @@ class _Pages:
             kept = {k: v for k, v in params.items() if k in ("filter", "sort", "base")}  # a search keeps them
             summary = selection_summary(store.conn, ids, self.live)
             rows = target_rows(summary)
+            judges = (calibration_docs(store.conn, select_runs(store.conn, ids), 0)
+                      if has_labels(store.conn) else [])
             return _render(request, "run.html.j2", header=header_facts(summary, store.runs(ids)), rows=rows,
                            comparisons=comparisons(store.conn, ids, summary),
                            graders=summary.get("graders", []), chart=chart(rows),
                            previous=previous if len(ids) == 1 else None, grid=grid, ids=",".join(ids),
                            link=_linker(params), kept=kept, base_problem=base_problem,
                            history=history(store.conn, ids[0], self.live) if len(ids) == 1 else [],
-                           pager=_pager(grid, _linker(params), params))
+                           pager=_pager(grid, _linker(params), params), judges=judges)
 
     def case(self, request: Request) -> Response:
         """One case of a run (or of several), whole: two of its columns side by side with a word
@@ -234,10 +269,61 @@ class _Pages:
             base, _ = _base_run(store, grid.get("base"), previous_run(store.conn, ids))
             before, after = neighbours(store.conn, ids, key, filter=grid.get("filter", "all"),
                                        query=grid.get("q", ""), sort=grid.get("sort", "case"), base=base)
+            labelling = self._labelling(found, labels_of(store.conn, *key), ids, params)
         trial = params.get("trial", "")
         pair = side_by_side(found, params.get("a"), params.get("b"), int(trial) if trial.isdigit() else None)
         return _render(request, "case.html.j2", view=found, ids=",".join(ids), back=back, pair=pair,
-                       before=before, after=after, link=_linker(params))
+                       before=before, after=after, link=_linker(params), labelling=labelling,
+                       queued=params.get("queued", ""))
+
+    def _labelling(self, view: CaseView, labels: dict[str, str], ids: list[str],
+                   params: Any) -> dict[str, Any] | None:
+        """The output the case page labels (``label=HASH``, else the first judged one not yet
+        labelled), its label, and where the page goes next; None when no judge scored the case."""
+        judged = [t for trials in view.trials.values() for t in trials if t["judge_model"] and not t["err"]]
+        for t in judged:
+            t["human_label"] = labels.get(t["output_sha256"])
+        if not judged:
+            return None
+        wanted = params.get("label")
+        focus = next((t for t in judged if t["output_sha256"] == wanted), None) \
+            or next((t for t in judged if t["human_label"] is None), judged[0])
+        position = params.get("pos", "")
+        after = int(position) if position.isascii() and position.isdigit() else -1
+        return {"trial": focus, "sha": focus["output_sha256"], "key": self.key,
+                "next": f"/runs/{','.join(ids)}/label?" + urlencode({"after": after}) if after >= 0
+                else f"/runs/{','.join(ids)}/label"}
+
+    def queue(self, request: Request) -> Response:
+        """The label queue: the next output to label (``after``: past this position), opened on its
+        case page; or how far the labelling got."""
+        position = request.query_params.get("after", "")
+        after = int(position) if position.isascii() and position.isdigit() else -1
+        with closing(self._store()) as store:
+            ids = _resolve(store, request.path_params["ids"].split(","))
+            if not ids:
+                return _missing(f"no run {request.path_params['ids']} in this store")
+            item, labelled, total = next_in_queue(store.conn, ids, after)
+        if item is None:
+            return _render(request, "queue.html.j2", ids=",".join(ids), labelled=labelled, total=total,
+                           skipped=after >= 0 and labelled < total)
+        query = {"eval": item.eval_id, "case": item.case_id, "label": item.output_sha256,
+                 "pos": item.position, "queued": f"{labelled}/{total}"}
+        return RedirectResponse(f"/runs/{','.join(ids)}/case?{urlencode(query)}", status_code=303)
+
+    async def label(self, request: Request) -> Response:
+        """Store a label a case page sent (JSON: ``eval``, ``case``, ``output_sha256``, ``label``)."""
+        body = await request.body()
+        if len(body) > MAX_LABEL_BYTES:
+            return JSONResponse({"error": "too large"}, 413)
+        try:
+            sent = json.loads(body)
+            if not isinstance(sent, dict):
+                raise ValueError("not an object")
+            stored = await run_in_threadpool(save_label, self.store_path, sent, self.labeller)
+        except (ValueError, EvalHydraError) as exc:
+            return JSONResponse({"error": getattr(exc, "message", None) or str(exc)}, 400)
+        return JSONResponse({"stored": stored})
 
     def export(self, request: Request) -> Response:
         """The grid as shown (``filter``, ``q``, ``sort``, ``base``), every page, as CSV or JSONL."""

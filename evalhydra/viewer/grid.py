@@ -17,6 +17,7 @@ from typing import Any
 from evalhydra.core import strictjson
 from evalhydra.reports.html import log_tail, store_folder
 from evalhydra.reports.selection import STATUS_SQL, Selection, select_runs
+from evalhydra.store.labels import output_sha256
 from evalhydra.store.rows import INFRA_ERROR_SQL, infra_error_sql
 from evalhydra.viewer.render import render_text, word_diff
 
@@ -278,6 +279,7 @@ def case_view(conn: sqlite3.Connection, run_ids: Sequence[str], eval_id: str,
         row["rubric_scores"] = strictjson.stored(row["rubric_scores"], None)
         row["grader_scores"] = strictjson.stored(row["grader_scores"], None)
         row["rendered"] = render_text(row["output"])
+        row["output_sha256"] = output_sha256(row["output"])
         row["conversation"] = _conversation(row["details"])
         if row["kind"] == "agent":
             row.update(_agent_parts(row, root))

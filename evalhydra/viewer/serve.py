@@ -19,7 +19,8 @@ __all__ = ["serve_viewer"]
 
 
 async def serve_viewer(store_path: Path, *, on_ready: Callable[[str], None], host: str = "127.0.0.1",
-                       port: int = 0, path: str = "/", token: str | None = None) -> None:
+                       port: int = 0, path: str = "/", token: str | None = None,
+                       labeller: str = "viewer") -> None:
     """Serve the viewer of ``store_path`` until SIGINT or SIGTERM, then stop cleanly.
 
     Args:
@@ -29,13 +30,14 @@ async def serve_viewer(store_path: Path, *, on_ready: Callable[[str], None], hos
         port: The port; 0 picks a free one.
         path: The page the URL opens (``/``, ``/runs/ID``, ``/compare?…``).
         token: The access token; a random one by default.
+        labeller: Who the labels made in the viewer name.
     """
     token = token or secrets.token_urlsafe(24)
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
     config.errorlog = logging.getLogger("evalhydra.viewer")  # quiet unless configured
-    app = create_app(store_path, token, host)
+    app = create_app(store_path, token, host, labeller)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
 
         async def stopped() -> None:

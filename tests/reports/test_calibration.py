@@ -156,7 +156,8 @@ def test_the_judge_views_count_what_calibrate_counts(tmp_path: Path) -> None:
     found = doc["agreement"]
     row = store.conn.execute("select labels, true_pos, false_neg, true_neg, false_pos, sensitivity"
                              " from judge_agreement").fetchone()
-    assert tuple(row[:5]) == (10, found["true_pos"], found["false_neg"], found["true_neg"], found["false_pos"])
+    counts = (found["true_pos"], found["false_neg"], found["true_neg"], found["false_pos"])
+    assert tuple(row[:5]) == (10, *counts)
     assert row[5] == pytest.approx(found["sensitivity"], abs=1e-4)
     assert found["true_pos"] + found["false_neg"] == 7  # bo's later label of c9 wins
     store.close()
