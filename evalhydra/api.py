@@ -43,7 +43,11 @@ class EvalResult:
             ``pass_rate`` (the mean over cases of each case's pass fraction), ``ci_low``,
             ``ci_high`` (its 95% interval), ``ci_method`` (``wilson``, or ``case-clustered
             wilson`` when trials repeat cases), ``n_cases``, ``pass_hat_k`` and its ``k``,
-            latency, tokens, cost.
+            latency, tokens, cost; for a target a judge scored, once the store holds labels
+            (or a judge gate is set), the judge's fields and the pass rate corrected for its
+            errors (``judge``, ``judge_labels``, ``judge_kappa``, ``corrected_pass_rate``,
+            ``corrected_ci_low``, ``corrected_ci_high``, ``corrected_ci_method``,
+            ``corrected_problem``; docs/uncertainty.md).
         store_path: The SQLite store holding the results.
     """
 

@@ -23,6 +23,9 @@ import evalhydra
 from tests.helpers import numbered_registry, query_rows, run_cli
 from tests.services.hostile_batches import HostileBatches, hostile_batches
 
+# each test drives a real batch run over HTTP (about a second each): with the slow tests
+pytestmark = pytest.mark.slow
+
 KEY = "sk-hostile-batch-key-123456"
 
 
@@ -59,7 +62,6 @@ def test_a_deeply_nested_line_costs_its_cell_and_never_reaches_the_ledger(
     assert not any("[[[" in (b["output"] or "") for b in stored(tmp_path / "s.db", "select * from batches"))
 
 
-@pytest.mark.slow
 def test_a_poisoned_line_already_in_a_ledger_is_read_safely_on_rerun(server: HostileBatches,
                                                                       tmp_path: Path) -> None:
     evalhydra.evaluate(overrides(server, tmp_path))
@@ -137,7 +139,6 @@ sys.stderr.write(done.stderr)
 """
 
 
-@pytest.mark.slow
 def test_a_compressed_download_is_read_within_the_reply_caps(server: HostileBatches, tmp_path: Path) -> None:
     server.poison = "bomb"
     done = subprocess.run([sys.executable, "-c", MEASURED, *overrides(server, tmp_path)], capture_output=True,
@@ -160,7 +161,6 @@ def test_the_ledger_keeps_no_secret_a_provider_echoes(server: HostileBatches, tm
     assert KEY not in json.dumps(stored(tmp_path / "s.db"))
 
 
-@pytest.mark.slow
 def test_batches_cancel_sends_a_key_only_where_a_configured_service_sends_it(server: HostileBatches,
                                                                              tmp_path: Path) -> None:
     evalhydra.evaluate(overrides(server, tmp_path))

@@ -55,6 +55,7 @@ RUN_PLACEHOLDERS = (
     "eval-smoke-1a2b3c4d",
     "eval-smoke-5e6f7a8b",
     "eval-quality-1a2b3c4d",
+    "eval-quality-5e6f7a8b",
     "RUN_A",
     "RUN_B",
     '"$BASELINE_RUN"',
@@ -151,7 +152,7 @@ def _filled(command: str, root: Path) -> str:
         )
     ]
     for placeholder, run_id in zip(
-        RUN_PLACEHOLDERS, [runs[0], runs[1], runs[0], runs[0], runs[1], runs[0]], strict=True
+        RUN_PLACEHOLDERS, [runs[0], runs[1], runs[0], runs[1], runs[0], runs[1], runs[0]], strict=True
     ):
         command = command.replace(placeholder, run_id)
     return command.replace(SWEEP_PLACEHOLDER, str(root / "outputs" / "multirun" / "sweep"))  # as stored

@@ -11,6 +11,7 @@ import pytest
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.calibration import calibration, render_calibration
 from evalhydra.reports.summary import Gates, corrected_rows, failing_stats, gate_text, run_gate, store_stats
+from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Batch, immediate, open_store
 from evalhydra.store.labels import import_labels, output_sha256
 from tests.conftest import smoke_eval, write_registry
@@ -161,3 +162,38 @@ def test_the_judge_views_count_what_calibrate_counts(tmp_path: Path) -> None:
     assert row[5] == pytest.approx(found["sensitivity"], abs=1e-4)
     assert found["true_pos"] + found["false_neg"] == 7  # bo's later label of c9 wins
     store.close()
+
+
+def test_self_consistency_comes_from_the_runs_rejudges(tmp_path: Path) -> None:
+    """A rejudge by the same judge that changes 2 of 10 verdicts: the judge repeats itself on 8 of
+    the 10 outputs; without a rejudge there is no figure."""
+    store = _store(tmp_path / "s.db")
+    assert calibration(store.conn, [RUN])[0]["self_consistency"] is None
+    again = "eval-rejudge-g-bbbbbbbb"
+    rows = [result_row(again, f"c{i}", passed=(i < 7) != (i in (0, 9)), output=f"answer {i}",
+                       judge_model="judge-m", judge_service="mock") for i in range(10)]
+    store.start_run({"run_id": again, "kind": "chat", "started_at": "2026-01-03T00:00:00.000Z",
+                     "status": "completed", "parent_run_id": RUN})
+    store.write(Batch(results=rows, members=[(again, r["cell_key"]) for r in rows]))
+    for run in (RUN, again):
+        (doc,) = calibration(store.conn, [run])
+        assert (doc["repeated_outputs"], doc["self_consistency"]) == (10, pytest.approx(0.8))
+    assert "0.800 (10 outputs)" in render_calibration(calibration(store.conn, [RUN]))
+    store.close()
+
+
+def test_report_md_and_html_carry_the_judges_section(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s.db")
+    write_run_reports(store, [RUN], tmp_path / "out", formats=["md", "html"])
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    section = markdown.split("## Judges", 1)[1].split("\n## ", 1)[0]
+    assert "| g.e    | mock/judge-m |       10 | 0.83 [" in section
+    assert "70.0%              | 60.0% [" in section  # judged, then corrected
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert 'id="judge-table"' in html and "60.0% [" in html.split('id="corrected-table"', 1)[1]
+    unlabelled = open_store(tmp_path / "plain.db")
+    write_run(unlabelled, RUN, [result_row(RUN, "c0", judge_model="judge-m", judge_service="mock")])
+    write_run_reports(unlabelled, [RUN], tmp_path / "plain", formats=["md"])
+    assert "## Judges" not in (tmp_path / "plain" / "report.md").read_text()  # nothing labelled
+    store.close()
+    unlabelled.close()
