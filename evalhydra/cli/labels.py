@@ -64,6 +64,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Each judge of the runs against people's labels: sensitivity, specificity, agreement, Cohen's
     kappa and Krippendorff's alpha, with intervals; and each target's judged pass rate corrected
     for the judge's errors (Rogan-Gladen, with an interval carrying the labels' uncertainty).
+    A judge is an eval's judge service and model; it is measured on every labelled output it
+    judged anywhere in the store (its newest verdict of each), and on how often it repeats a
+    verdict when the runs were rejudged. Label in the viewer (evalhydra view RUN, then l and
+    p/f/s) or with evalhydra label.
 
     Example: evalhydra calibrate latest --format json
     """
