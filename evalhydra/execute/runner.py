@@ -21,6 +21,7 @@ stored outputs with a runner that only calls judges
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -47,6 +48,7 @@ from evalhydra.execute.progress import HEARTBEAT_S, Progress
 from evalhydra.execute.rows import crashed_row
 from evalhydra.execute.services import build_matchers, open_services
 from evalhydra.execute.writer import RowSink, store_writer
+from evalhydra.matchers.factory import judge_settings
 from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
 from evalhydra.services.adaptive import SILENT_PREFIX, EndpointReport, limits_status, refused_endpoints
@@ -125,6 +127,7 @@ def run_row(plan: RunPlan, run_id: str, total: int) -> dict[str, Any]:
         "sweep_dir": plan.sweep_dir,
         "job_num": plan.job_num,
         "parent_run_id": None,
+        "judges": json.dumps({e.id: found for e in plan.evals if (found := judge_settings(e.matcher))}),
     }
 
 

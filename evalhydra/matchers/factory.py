@@ -8,6 +8,8 @@ against :data:`MATCHER_KINDS`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -245,6 +247,16 @@ def judge_services_of(spec: Mapping[str, Any]) -> set[str]:
     for part in _parts_of(options):
         found |= judge_services_of(part)
     return found
+
+
+def judge_settings(spec: Mapping[str, Any]) -> str | None:
+    """A short fingerprint of a matcher that calls a judge (its rubric, prompt, passing score and
+    every other option, composite parts included), or None when it calls none: verdicts given
+    under other settings are another judge's (:mod:`evalhydra.reports.judges`)."""
+    if not judge_services_of(spec):
+        return None
+    text = json.dumps(plain(spec), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def with_judge_service(spec: Mapping[str, Any], service: str) -> dict[str, Any]:

@@ -51,7 +51,7 @@ def calibration_docs(conn: sqlite3.Connection, sel: Selection,
 
 def _judge_doc(found: JudgeCalibration) -> dict[str, Any]:
     return {"eval": found.key[0], "judge_service": found.key[1], "judge_model": found.key[2],
-            "labels": found.agreement.n, "agreement": asdict(found.agreement),
+            "judge_settings": found.key[3], "labels": found.agreement.n, "agreement": asdict(found.agreement),
             "repeated_outputs": found.repeated_outputs, "self_consistency": found.self_consistency,
             "targets": []}
 
@@ -78,7 +78,8 @@ def render_calibration(docs: list[dict[str, Any]], fmt: str = "text") -> str:
     rows, targets = [], []
     for doc in docs:
         a = doc["agreement"]
-        rows.append([doc["eval"], f"{doc['judge_service']}/{doc['judge_model']}", a["n"],
+        rows.append([doc["eval"], f"{doc['judge_service']}/{doc['judge_model']}",
+                     doc["judge_settings"] or "—", a["n"],
                      _interval(a["sensitivity"], a["sensitivity_ci"]),
                      _interval(a["specificity"], a["specificity_ci"]),
                      f"{a['agreement']:.3f}" if a["n"] else "—", _interval(a["kappa"], a["kappa_ci"]),
@@ -90,8 +91,8 @@ def render_calibration(docs: list[dict[str, Any]], fmt: str = "text") -> str:
                      else t["problem"] or "—")
             targets.append([doc["eval"], f"{t['service']}/{t['model']}", t["cases"],
                             f"{t['raw_pass_rate']:.3f}", shown])
-    head = ["eval", "judge", "labels", "sensitivity [95%]", "specificity [95%]", "agreement", "kappa [95%]",
-            "alpha [95%]", "base rate", "self-consistency"]
+    head = ["eval", "judge", "matcher", "labels", "sensitivity [95%]", "specificity [95%]", "agreement",
+            "kappa [95%]", "alpha [95%]", "base rate", "self-consistency"]
     return "\n".join([tabulate(rows, head, tablefmt="simple"), "",
                       "pass rates corrected for the judge's errors (Rogan-Gladen, delta-method 95%"
                       " interval):",

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 from evalhydra.reports.compare import ALPHA, Side, by_case_sql
-from evalhydra.reports.judges import JudgeCalibration, JudgeKey, calibrations, judge_name
+from evalhydra.reports.judges import JudgeCalibration, JudgeKey, Settings, calibrations, judge_name
 from evalhydra.stats.clustered import holm
 from evalhydra.stats.judge import JudgedCases, corrected_difference
 from evalhydra.store.rows import INFRA_ERROR_SQL
@@ -27,16 +27,18 @@ _SHARED_SQL = """with b as materialized ({base}), x as materialized ({cand})
 select b.g, b.e, 1.0 * b.ok / b.scored, 1.0 * x.ok / x.scored from b join x
   on x.g = b.g and x.e = b.e and x.c = b.c where b.scored > 0 and x.scored > 0"""
 
-_JUDGES_SQL = f"""select "group", eval_id, judge_service, judge_model, count(*) from results
-where ({{where}}) and not {INFRA_ERROR_SQL} group by 1, 2, 3, 4"""
+_JUDGES_SQL = f"""select "group", eval_id, judge_service, judge_model, run_id from results
+where ({{where}}) and not {INFRA_ERROR_SQL} group by 1, 2, 3, 4, 5"""
 
 Eval = tuple[str, str]
 
 
-def _judges(conn: sqlite3.Connection, side: Side) -> dict[Eval, list[JudgeKey | None]]:
+def _judges(conn: sqlite3.Connection, side: Side, settings: Settings) -> dict[Eval, list[JudgeKey | None]]:
     out: dict[Eval, list[JudgeKey | None]] = {}
-    for g, e, service, model, _ in conn.execute(_JUDGES_SQL.format(where=side.where), side.params):
-        out.setdefault((g, e), []).append((e, service or "", model) if model is not None else None)
+    for g, e, service, model, run_id in conn.execute(_JUDGES_SQL.format(where=side.where), side.params):
+        key = (e, service or "", model, settings.of(run_id, e)) if model is not None else None
+        if key not in out.setdefault((g, e), []):
+            out[(g, e)].append(key)
     return out
 
 
@@ -52,7 +54,7 @@ def _one_judge(found: Sequence[JudgeKey | None], side: str) -> tuple[JudgeKey | 
     if None in found:
         return None, f"the {side}'s results were not all scored by a judge"
     if len(found) != 1:
-        return None, f"the {side} was scored by {len(found)} judges"
+        return None, f"the {side} was scored by {len(found)} judges (or matcher settings)"
     return found[0], None
 
 
@@ -87,9 +89,10 @@ def add_judge_corrected(conn: sqlite3.Connection, base: Side, cand: Side, rows: 
     """Add a ``judge_corrected`` block to each comparison row and the pooled one: the corrected
     difference, its interval, p-value (Holm-adjusted) and verdict, each side's judge and labels, or
     the ``problem`` that prevents the correction. ``base`` and ``cand`` select ``results``."""
-    judges = (_judges(conn, base), _judges(conn, cand))
+    settings = Settings(conn)
+    judges = (_judges(conn, base, settings), _judges(conn, cand, settings))
     keys = {k for side in judges for found in side.values() for k in found if k is not None}
-    found = calibrations(conn, keys, resamples=0)
+    found = calibrations(conn, keys, resamples=0, settings=settings)
     shared = _shared(conn, base, cand)
     groups = []
     for row in rows:

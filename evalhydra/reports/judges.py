@@ -1,6 +1,7 @@
 """Each judge of some runs measured against people's labels, and the pass rates it gave corrected.
 
-A *judge* is an eval's judge service and model (:data:`JudgeKey`; the eval names its rubric). Its
+A *judge* is an eval's judge service and model under one set of matcher settings (its rubric,
+prompt, passing score…: the fingerprint each run keeps in ``runs.judges``; :data:`JudgeKey`). Its
 calibration set is every labelled output (:mod:`evalhydra.store.labels`) it judged anywhere in the
 store, each counted once with its newest verdict: labels made on one run calibrate the judge for
 every later run. Self-consistency comes from outputs it judged more than once among the runs and
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evalhydra.core import strictjson
 from evalhydra.reports.aggregate import Target
 from evalhydra.reports.selection import PASSED_SQL, Selection
 from evalhydra.stats.clustered import CaseHistogram, pass_rate_interval, rate_variance
@@ -22,24 +24,42 @@ from evalhydra.stats.judge import Agreement, agreement, corrected_rate, self_con
 from evalhydra.store.labels import labels_by_output, output_sha256
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
-__all__ = ["JudgeCalibration", "JudgeKey", "JudgeReport", "calibrations", "has_labels", "judge_name",
-           "judge_report", "judges_of"]
+__all__ = ["JudgeCalibration", "JudgeKey", "JudgeReport", "Settings", "calibrations", "has_labels",
+           "judge_name", "judge_report", "judges_of"]
 
-#: eval id, judge service, judge model.
-JudgeKey = tuple[str, str, str]
+#: eval id, judge service, judge model, matcher settings (a fingerprint; "" for runs before it).
+JudgeKey = tuple[str, str, str, str]
 
 _JUDGES_SQL = f"""select "group", eval_id, service_name, coalesce(model, ''), judge_service, judge_model,
-  count(*) from {{table}} where ({{where}}) and not {INFRA_ERROR_SQL} group by 1, 2, 3, 4, 5, 6"""
+  run_id, count(*) from {{table}} where ({{where}}) and not {INFRA_ERROR_SQL} group by 1, 2, 3, 4, 5, 6, 7"""
 
-_PAIRS_SQL = f"""select r.case_id, r.output, {PASSED_SQL} from results r
+_PAIRS_SQL = f"""select r.case_id, r.output, {PASSED_SQL}, r.run_id from results r
 where r.eval_id = ? and coalesce(r.judge_service, '') = ? and r.judge_model = ?
   and not {INFRA_ERROR_SQL}
   and exists (select 1 from labels l where l.eval_id = r.eval_id and l.case_id = r.case_id)
 order by r.evaluated_at, r.run_id"""
 
-_REPEATS_SQL = f"""select eval_id, coalesce(judge_service, ''), judge_model, count(*), sum({PASSED_SQL})
+# the verdicts of each (output, judge, run), an output named by its rank among the outputs
+_REPEATS_SQL = f"""select eval_id, coalesce(judge_service, ''), judge_model, run_id, count(*),
+  sum({PASSED_SQL}), dense_rank() over (order by eval_id, case_id, output)
 from results where run_id in ({{marks}}) and judge_model is not null and not {INFRA_ERROR_SQL}
-group by eval_id, case_id, output, judge_service, judge_model having count(*) > 1"""
+group by eval_id, case_id, output, judge_service, judge_model, run_id"""
+
+
+class Settings:
+    """Each run's judge settings per eval (``runs.judges``), read once per run."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.runs: dict[str, dict[str, str]] = {}
+
+    def of(self, run_id: str, eval_id: str) -> str:
+        """The fingerprint of ``eval_id``'s judge in ``run_id`` ("" when the run kept none)."""
+        if run_id not in self.runs:
+            row = self.conn.execute("select judges from runs where run_id = ?", [run_id]).fetchone()
+            found = strictjson.stored(row[0], {}) if row else {}
+            self.runs[run_id] = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+        return self.runs[run_id].get(eval_id, "")
 
 
 @dataclass(frozen=True)
@@ -53,7 +73,7 @@ class JudgeCalibration:
 
 
 def judge_name(key: JudgeKey) -> str:
-    """``service/model`` of a judge."""
+    """``service/model`` of a judge (its settings fingerprint is ``key[3]``)."""
     return f"{key[1]}/{key[2]}"
 
 
@@ -62,13 +82,16 @@ def has_labels(conn: sqlite3.Connection) -> bool:
     return conn.execute("select 1 from labels limit 1").fetchone() is not None
 
 
-def judges_of(conn: sqlite3.Connection, sel: Selection) -> dict[Target, dict[JudgeKey | None, int]]:
+def judges_of(conn: sqlite3.Connection, sel: Selection,
+              settings: Settings | None = None) -> dict[Target, dict[JudgeKey | None, int]]:
     """Per target, its scored results by the judge that gave them (None: no judge)."""
+    settings = settings or Settings(conn)
     out: dict[Target, dict[JudgeKey | None, int]] = {}
-    for g, e, s, m, judge_service, judge_model, n in conn.execute(
+    for g, e, s, m, judge_service, judge_model, run_id, n in conn.execute(
             _JUDGES_SQL.format(table=sel.table, where=sel.where), sel.params):
-        key = (e, judge_service or "", judge_model) if judge_model is not None else None
-        out.setdefault((g, e, s, m), {})[key] = n
+        key = None if judge_model is None else (e, judge_service or "", judge_model, settings.of(run_id, e))
+        found = out.setdefault((g, e, s, m), {})
+        found[key] = found.get(key, 0) + n
     return out
 
 
@@ -81,38 +104,46 @@ def _family(conn: sqlite3.Connection, run_ids: Sequence[str]) -> list[str]:
     return list(dict.fromkeys([*run_ids, *(row[0] for row in found)]))
 
 
-def _repeats(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[JudgeKey, list[tuple[int, int]]]:
+def _repeats(conn: sqlite3.Connection, run_ids: Sequence[str],
+             settings: Settings) -> dict[JudgeKey, list[tuple[int, int]]]:
     family = _family(conn, run_ids) if run_ids else []
-    out: dict[JudgeKey, list[tuple[int, int]]] = {}
     if len(family) <= len(set(run_ids)):
-        return out  # no rejudge: nothing judged twice to compare
-    for eval_id, service, model, verdicts, passes in conn.execute(
+        return {}  # no rejudge: nothing judged twice to compare
+    tally: dict[tuple[int, JudgeKey], list[int]] = {}
+    for eval_id, service, model, run_id, verdicts, passes, output in conn.execute(
             _REPEATS_SQL.format(marks=", ".join("?" * len(family))), family):
-        out.setdefault((eval_id, service, model), []).append((verdicts, passes))
+        counts = tally.setdefault((output, (eval_id, service, model, settings.of(run_id, eval_id))), [0, 0])
+        counts[0] += verdicts
+        counts[1] += passes
+    out: dict[JudgeKey, list[tuple[int, int]]] = {}
+    for (_, key), (verdicts, passes) in tally.items():
+        if verdicts > 1:
+            out.setdefault(key, []).append((verdicts, passes))
     return out
 
 
-def _pairs(conn: sqlite3.Connection, key: JudgeKey,
-           labels: Mapping[tuple[str, str, str], bool]) -> list[tuple[bool, bool]]:
+def _pairs(conn: sqlite3.Connection, key: JudgeKey, labels: Mapping[tuple[str, str, str], bool],
+           settings: Settings) -> list[tuple[bool, bool]]:
     """(human, judge) per labelled output the judge judged; its newest verdict of each."""
     newest: dict[tuple[str, str], bool] = {}
-    for case_id, output, passed in conn.execute(_PAIRS_SQL, key):
+    for case_id, output, passed, run_id in conn.execute(_PAIRS_SQL, key[:3]):
         digest = output_sha256(output)
-        if (key[0], case_id, digest) in labels:
+        if (key[0], case_id, digest) in labels and settings.of(run_id, key[0]) == key[3]:
             newest[(case_id, digest)] = bool(passed)
     return [(labels[(key[0], case, digest)], judge) for (case, digest), judge in newest.items()]
 
 
-def calibrations(conn: sqlite3.Connection, keys: Iterable[JudgeKey], run_ids: Sequence[str] = (),
-                 *, resamples: int = 1000) -> dict[JudgeKey, JudgeCalibration]:
+def calibrations(conn: sqlite3.Connection, keys: Iterable[JudgeKey], run_ids: Sequence[str] = (), *,
+                 resamples: int = 1000, settings: Settings | None = None) -> dict[JudgeKey, JudgeCalibration]:
     """Each judge's agreement with the labels, and its self-consistency over ``run_ids`` and their
     rejudges (``resamples``: of Krippendorff's α bootstrap interval; 0 leaves it out)."""
+    settings = settings or Settings(conn)
     keys = sorted(set(keys))
     labels = labels_by_output(conn) if keys and has_labels(conn) else {}
-    repeats = _repeats(conn, run_ids) if keys else {}
+    repeats = _repeats(conn, run_ids, settings) if keys else {}
     out = {}
     for key in keys:
-        pairs = _pairs(conn, key, labels) if labels else []
+        pairs = _pairs(conn, key, labels, settings) if labels else []
         again = repeats.get(key, [])
         out[key] = JudgeCalibration(key, agreement(pairs, resamples=resamples), len(again),
                                     self_consistency(again))
@@ -125,7 +156,9 @@ def _single_judge(judges: Mapping[JudgeKey | None, int]) -> tuple[JudgeKey | Non
     if not named:
         return None, None
     if len(named) > 1:
-        return None, f"judged by {len(named)} judges ({', '.join(judge_name(k) for k in sorted(named))})"
+        names = sorted({judge_name(k) for k in named})
+        return None, (f"judged by {len(named)} judges ({', '.join(names)})" if len(names) == len(named)
+                      else f"judged under {len(named)} matcher settings ({', '.join(names)})")
     if None in judges:
         return None, f"only {judges[named[0]]} of {sum(judges.values())} scored results were judged"
     return named[0], None
@@ -146,10 +179,11 @@ def judge_report(conn: sqlite3.Connection, sel: Selection, histograms: Mapping[T
     """Per judged target: its judge, the judge's labels and agreement, and the corrected pass rate
     (``corrected_pass_rate``, ``corrected_ci_low``/``high``, ``corrected_ci_method``, or
     ``corrected_problem`` saying why there is none). Targets no judge scored are left out."""
-    by_target = judges_of(conn, sel)
+    settings = Settings(conn)
+    by_target = judges_of(conn, sel, settings)
     picked = {target: _single_judge(judges) for target, judges in by_target.items()}
     found = calibrations(conn, [k for judges in by_target.values() for k in judges if k], sel.run_ids,
-                         resamples=resamples)
+                         resamples=resamples, settings=settings)
     targets = {}
     for target, (key, problem) in picked.items():
         if key is None and problem is None:

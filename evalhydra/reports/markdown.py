@@ -193,7 +193,8 @@ def _judges(data: ReportData) -> str:
         a = doc["agreement"]
         consistency = (DASH if doc["self_consistency"] is None
                        else f"{doc['self_consistency']:.2f} ({doc['repeated_outputs']} outputs)")
-        rows.append([doc["eval"], f"{doc['judge_service']}/{doc['judge_model']}", a["n"],
+        settings = f" (matcher {doc['judge_settings']})" if doc["judge_settings"] else ""
+        rows.append([doc["eval"], f"{doc['judge_service']}/{doc['judge_model']}{settings}", a["n"],
                      _judge_cell(a["sensitivity"], a["sensitivity_ci"] if a["n"] else None),
                      _judge_cell(a["specificity"], a["specificity_ci"] if a["n"] else None),
                      _judge_cell(a["kappa"], a["kappa_ci"]), _judge_cell(a["alpha"]), consistency])

@@ -585,25 +585,30 @@ def _migration_17(db: sqlite_utils.Database) -> None:
 
 
 #: Views of migration 21: each judge against people's labels, in plain SQL (what ``calibrate``
-#: counts): ``judge_labels``, a row per labelled output × judge with the latest label and the judge's
-#: newest verdict; ``judge_agreement``, per judge, the confusion counts and error rates.
+#: counts): ``judge_labels``, a row per labelled output × judge (service, model and matcher
+#: settings) with the latest label and the judge's newest verdict; ``judge_agreement``, per judge,
+#: the confusion counts and error rates.
 JUDGE_VIEWS: dict[str, str] = {
     "judge_labels": f"""
-        select eval_id, judge_service, judge_model, case_id, output, human_passed, judge_passed, labeller,
-          run_id, evaluated_at from (
-          select r.eval_id, coalesce(r.judge_service, '') as judge_service, r.judge_model, r.case_id,
-            r.output, l.label = 'PASS' as human_passed, case when r.passed then 1 else 0 end as judge_passed,
-            l.labeller, r.run_id, r.evaluated_at, row_number() over (
-              partition by r.eval_id, r.judge_service, r.judge_model, r.case_id, r.output
-              order by r.evaluated_at desc, r.run_id desc) as recency
-          from labels l join results r on r.eval_id = l.eval_id and r.case_id = l.case_id
-            and r.output = l.output
-          where l.id = (select l2.id from labels l2 where l2.eval_id = l.eval_id and l2.case_id = l.case_id
-              and l2.output_sha256 = l.output_sha256 order by l2.labelled_at desc, l2.id desc limit 1)
-            and r.judge_model is not null and not {infra_error_sql("r.")})
+        select eval_id, judge_service, judge_model, judge_settings, case_id, output, human_passed,
+          judge_passed, labeller, run_id, evaluated_at from (
+          select *, row_number() over (
+              partition by eval_id, judge_service, judge_model, judge_settings, case_id, output
+              order by evaluated_at desc, run_id desc) as recency from (
+            select r.eval_id, coalesce(r.judge_service, '') as judge_service, r.judge_model,
+              coalesce((select j.value from runs ru, json_each(case when json_valid(ru.judges)
+                then ru.judges else '{{}}' end) j where ru.run_id = r.run_id and j.key = r.eval_id), '')
+                as judge_settings,
+              r.case_id, r.output, l.label = 'PASS' as human_passed,
+              case when r.passed then 1 else 0 end as judge_passed, l.labeller, r.run_id, r.evaluated_at
+            from labels l join results r on r.eval_id = l.eval_id and r.case_id = l.case_id
+              and r.output = l.output
+            where l.id = (select l2.id from labels l2 where l2.eval_id = l.eval_id and l2.case_id = l.case_id
+                and l2.output_sha256 = l.output_sha256 order by l2.labelled_at desc, l2.id desc limit 1)
+              and r.judge_model is not null and not {infra_error_sql("r.")}))
         where recency = 1""",
     "judge_agreement": """
-        select eval_id, judge_service, judge_model, count(*) as labels,
+        select eval_id, judge_service, judge_model, judge_settings, count(*) as labels,
           sum(human_passed and judge_passed) as true_pos, sum(human_passed and not judge_passed) as false_neg,
           sum(not human_passed and not judge_passed) as true_neg,
           sum(not human_passed and judge_passed) as false_pos,
@@ -611,16 +616,20 @@ JUDGE_VIEWS: dict[str, str] = {
           round(1.0 * sum(not human_passed and not judge_passed) / nullif(sum(not human_passed), 0), 4)
             as specificity,
           round(1.0 * sum(human_passed = judge_passed) / count(*), 4) as agreement
-        from judge_labels group by eval_id, judge_service, judge_model""",
+        from judge_labels group by eval_id, judge_service, judge_model, judge_settings""",
 }
 
 
 def _migration_21(db: sqlite_utils.Database) -> None:
     """``labels.output``: the labelled output's text beside its hash (filled from the stored results),
-    so plain SQL can join labels to results; and the ``judge_labels`` and ``judge_agreement`` views."""
+    so plain SQL can join labels to results; ``runs.judges``: per eval a judge scored, the
+    fingerprint of its matcher settings (rubric, prompt, passing score…), so verdicts given under
+    other settings count as another judge's; and the ``judge_labels`` and ``judge_agreement`` views."""
     columns = {row[1] for row in db.conn.execute("pragma table_info(labels)")}
     if "output" not in columns:
         db.conn.execute("alter table labels add column output text")
+    if "judges" not in {row[1] for row in db.conn.execute("pragma table_info(runs)")}:
+        db.conn.execute("alter table runs add column judges text")
     for label_id, eval_id, case_id, digest in db.conn.execute(
             "select id, eval_id, case_id, output_sha256 from labels where output is null").fetchall():
         db.conn.execute("update labels set output = ? where id = ?",

@@ -64,6 +64,7 @@ def test_a_noisy_judge_corrected_gated_and_compared(tmp_path: Path) -> None:
 
     shown = run_cli("calibrate", "--store", str(tmp_path / "s.db"), "--format", "json", cwd=tmp_path)
     (doc,) = json.loads(shown.stdout)
+    assert len(doc["judge_settings"]) == 12  # the run kept its matcher's fingerprint
     found = doc["agreement"]
     assert found["sensitivity_ci"][0] <= 0.85 <= found["sensitivity_ci"][1]
     assert found["specificity_ci"][0] <= 0.75 <= found["specificity_ci"][1]

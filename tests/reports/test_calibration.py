@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.matchers.factory import judge_settings
 from evalhydra.reports.calibration import calibration, render_calibration
 from evalhydra.reports.summary import Gates, corrected_rows, failing_stats, gate_text, run_gate, store_stats
 from evalhydra.reports.writer import write_run_reports
@@ -197,3 +198,32 @@ def test_report_md_and_html_carry_the_judges_section(tmp_path: Path) -> None:
     assert "## Judges" not in (tmp_path / "plain" / "report.md").read_text()  # nothing labelled
     store.close()
     unlabelled.close()
+
+
+def test_another_rubric_is_another_judge(tmp_path: Path) -> None:
+    """Two runs of one eval, judge service and model under different matcher settings (runs.judges):
+    each is its own judge; the labelled outputs of one do not calibrate the other."""
+    store = _store(tmp_path / "s.db")
+    store.conn.execute("update runs set judges = ? where run_id = ?", [json.dumps({"g.e": "aaaa"}), RUN])
+    other = "eval-judged-dddddddd"
+    rows = [result_row(other, f"c{i}", passed=True, output=f"answer {i}", judge_model="judge-m",
+                       judge_service="mock") for i in range(10)]
+    store.start_run({"run_id": other, "kind": "chat", "started_at": "2026-01-04T00:00:00.000Z",
+                     "status": "completed", "judges": json.dumps({"g.e": "bbbb"})})
+    store.write(Batch(results=rows, members=[(other, r["cell_key"]) for r in rows]))
+    docs = calibration(store.conn, [RUN, other])
+    assert [(d["judge_settings"], d["labels"]) for d in docs] == [("aaaa", 10), ("bbbb", 10)]
+    assert docs[1]["agreement"]["false_pos"] == 4  # the lenient rubric passes c5, c6, c8 and c9
+    (stat,) = store_stats(store, [RUN, other])
+    assert stat["corrected_pass_rate"] is None and "matcher settings" in stat["corrected_problem"]
+    views = store.conn.execute("select judge_settings, labels from judge_agreement order by 1").fetchall()
+    assert [tuple(v) for v in views] == [("aaaa", 10), ("bbbb", 10)]
+    store.close()
+
+
+def test_a_judges_settings_fingerprint_follows_its_matcher() -> None:
+    grade = {"kind": "model_grade", "judge_service": "mock", "rubric": "Right?"}
+    assert judge_settings(grade) == judge_settings(dict(grade)) and len(judge_settings(grade) or "") == 12
+    assert judge_settings({**grade, "rubric": "Strictly right?"}) != judge_settings(grade)
+    assert judge_settings({"kind": "all_of", "parts": [{"kind": "includes"}, grade]}) is not None
+    assert judge_settings({"kind": "exact_match"}) is None
