@@ -480,7 +480,11 @@ RUN_FAULTS = {
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "hang" else n
+#: Faults whose full run is a variant of another's (a status, a body cut): with the slow tests.
+_SLOW_FAULTS = {"hang", "502", "503", "missing_choices", "oversized"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_FAULTS else n
                                   for n in [*RUN_FAULTS, "refused", "deadline"]])
 def test_full_run_stores_the_fault_and_every_attempt(
     name: str, url: str, tmp_path: Path, compose: Callable[..., DictConfig],

@@ -60,13 +60,17 @@ def test_a_second_eval_with_the_same_prompts_sends_nothing(url: str, tmp_path: P
     assert json.loads((tmp_path / "rep" / "summary.json").read_text())["cache_hits"] == 8
 
 
+_SLOW = pytest.mark.slow  # two runs each: the key's other parts are checked without a run below
+
+
 @pytest.mark.parametrize(("change", "sent"), [
-    ("service.model=other-model", 8), ("+service.params.temperature=0.7", 8),
-    ("service.system_prompt='Be terse.'", 8),
+    ("service.model=other-model", 8), pytest.param("+service.params.temperature=0.7", 8, marks=_SLOW),
+    pytest.param("service.system_prompt='Be terse.'", 8, marks=_SLOW),
     ("trials=3", 4),  # trials 1 and 2 hit; trial 3 of each case is a new sample
     # issue 47, item 5: a header value, the query string and how the reply is read decide it too
-    ("+service.headers.X-Tenant=other", 8), ("service.reasoning.parse=false", 8),
-    ("service.reasoning.tags=['<reason>','</reason>']", 8), ("service.base_url='{url}?deployment=b'", 8),
+    ("+service.headers.X-Tenant=other", 8), pytest.param("service.reasoning.parse=false", 8, marks=_SLOW),
+    pytest.param("service.reasoning.tags=['<reason>','</reason>']", 8, marks=_SLOW),
+    pytest.param("service.base_url='{url}?deployment=b'", 8, marks=_SLOW),
 ])
 def test_whatever_decides_a_reply_misses(change: str, sent: int, url: str, tmp_path: Path) -> None:
     run(url, tmp_path, "a.db", "trials=2")

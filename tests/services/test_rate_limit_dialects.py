@@ -14,7 +14,8 @@ from tests.services.dialects import provider, run_cells
 CELLS, RPS = 3000, 150.0
 
 
-@pytest.mark.parametrize("dialect", ["openai", "bucket", "anthropic", "azure", "bare"])
+@pytest.mark.parametrize("dialect", ["openai", "anthropic", *(pytest.param(d, marks=pytest.mark.slow)
+                                                               for d in ("bucket", "azure", "bare"))])
 async def test_the_limits_pace_whatever_the_dialect(autojump_clock: trio.testing.MockClock,
                                                     dialect: str) -> None:
     bucket = provider(dialect, RPS)

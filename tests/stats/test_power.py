@@ -112,11 +112,12 @@ def test_a_comparison_without_spread_is_still_underpowered_for_a_small_drop() ->
 
 
 @pytest.mark.parametrize(("option", "message"), [
-    (["--power", "0.9999999999999999"], "--power 0.9999999999999999: must be in [0.5, 0.9999]"),
+    pytest.param(["--power", "0.9999999999999999"], "--power 0.9999999999999999: must be in [0.5, 0.9999]",
+                 marks=pytest.mark.slow),
     (["--power", "nan"], "--power nan: must be in"),
-    (["--case-sd", "inf"], "--case-sd inf: must be in [0, 0.5]"),
-    (["--case-sd", "nan"], "--case-sd nan: must be in [0, 0.5]"),
-    (["--correlation", "5"], "--correlation 5.0: must be in [-1, 1]"),
+    pytest.param(["--case-sd", "inf"], "--case-sd inf: must be in [0, 0.5]", marks=pytest.mark.slow),
+    pytest.param(["--case-sd", "nan"], "--case-sd nan: must be in [0, 0.5]", marks=pytest.mark.slow),
+    pytest.param(["--correlation", "5"], "--correlation 5.0: must be in [-1, 1]", marks=pytest.mark.slow),
     (["--correlation=-inf"], "--correlation -inf: must be in [-1, 1]"),
     (["--trials", "1,1000000"], "--trials: every trial count must be in 1..100,000"),
 ])
