@@ -80,7 +80,7 @@ def _registry(root: Path, poison: str, cases: int = 200) -> Path:
 
 
 #: The poisons the default suite runs (the rest, alike in cost, run with the slow tests).
-_QUICK = ("content", "usage_2_64")
+_QUICK = ("content",)
 
 
 @pytest.mark.parametrize("poison", [p if p in _QUICK else pytest.param(p, marks=pytest.mark.slow)

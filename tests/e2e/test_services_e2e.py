@@ -481,7 +481,7 @@ RUN_FAULTS = {
 
 
 #: Faults whose full run is a variant of another's (a status, a body cut): with the slow tests.
-_SLOW_FAULTS = {"hang", "502", "503", "missing_choices", "oversized"}
+_SLOW_FAULTS = {"hang", "429", "502", "503", "reset", "missing_choices", "oversized"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_FAULTS else n

@@ -80,7 +80,8 @@ def test_thinking_delays_the_answer_but_not_the_first_token(tmp_path: Path) -> N
 @pytest.mark.parametrize(("fault", "reason"), [
     # the connection closes mid-body: the transport says so
     ("stream_cut", r"^RemoteProtocolError"),
-    ("stream_error", r"^StreamError: mock stream error"), ("stream_early_done", r"^StreamUnfinished")])
+    ("stream_error", r"^StreamError: mock stream error"),
+    pytest.param("stream_early_done", r"^StreamUnfinished", marks=pytest.mark.slow)])
 def test_a_stream_that_ends_badly_is_an_infrastructure_error(fault: str, reason: str, tmp_path: Path,
                                                               wire: str) -> None:
     rows = run(tmp_path, "r", "eval=smoke", "service.stream=true", f"service.mock.fault={fault}",

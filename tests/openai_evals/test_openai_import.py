@@ -200,10 +200,12 @@ def test_a_file_id_source_reads_the_jsonl_kept_beside_the_run(tmp_path: Path) ->
      " not in the item"),
     (lambda e, r: e["testing_criteria"][0].update(operation="startswith"),
      "eval.json: $: testing_criteria[0] ('exact').operation: 'startswith' is not a string check"),
-    (lambda e, r: e["testing_criteria"].append({"type": "bleurt", "name": "b"}),
-     "eval.json: $: testing_criteria[7].type: 'bleurt' is not a grader type evalhydra runs"),
-    (lambda e, r: e["testing_criteria"][5].update(source="def grade(sample, item) return 1"),
-     "eval.json: $: testing_criteria[5] ('short_and_right').source: its source does not compile"),
+    pytest.param(lambda e, r: e["testing_criteria"].append({"type": "bleurt", "name": "b"}),
+                 "eval.json: $: testing_criteria[7].type: 'bleurt' is not a grader type evalhydra runs",
+                 marks=pytest.mark.slow),
+    pytest.param(lambda e, r: e["testing_criteria"][5].update(source="def grade(sample, item) return 1"),
+                 "eval.json: $: testing_criteria[5] ('short_and_right').source: its source does not compile",
+                 marks=pytest.mark.slow),
 ])
 def test_what_cannot_run_the_same_way_is_refused_with_its_json_path(tmp_path: Path, change: Any,
                                                                    message: str) -> None:
