@@ -197,7 +197,8 @@ def _judges(data: ReportData) -> str:
         rows.append([doc["eval"], f"{doc['judge_service']}/{doc['judge_model']}{settings}", a["n"],
                      _judge_cell(a["sensitivity"], a["sensitivity_ci"] if a["n"] else None),
                      _judge_cell(a["specificity"], a["specificity_ci"] if a["n"] else None),
-                     _judge_cell(a["kappa"], a["kappa_ci"]), _judge_cell(a["alpha"]), consistency])
+                     _judge_cell(a["kappa"], a["kappa_ci"]), _judge_cell(a["alpha"], a["alpha_ci"]),
+                     consistency])
         for t in doc["targets"]:
             fixed = (f"{_pct(t['corrected_pass_rate'])} [{_pct(t['corrected_ci_low'])},"
                      f" {_pct(t['corrected_ci_high'])}]" if t["corrected_pass_rate"] is not None

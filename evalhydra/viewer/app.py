@@ -244,8 +244,8 @@ class _Pages:
             kept = {k: v for k, v in params.items() if k in ("filter", "sort", "base")}  # a search keeps them
             summary = selection_summary(store.conn, ids, self.live)
             rows = target_rows(summary)
-            judges = (calibration_docs(store.conn, select_runs(store.conn, ids), 0)
-                      if has_labels(store.conn) else [])
+            selected = select_runs(store.conn, ids)
+            judges = calibration_docs(store.conn, selected) if has_labels(store.conn) else []
             return _render(request, "run.html.j2", header=header_facts(summary, store.runs(ids)), rows=rows,
                            comparisons=comparisons(store.conn, ids, summary),
                            graders=summary.get("graders", []), chart=chart(rows),

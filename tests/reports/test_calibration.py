@@ -189,6 +189,8 @@ def test_report_md_and_html_carry_the_judges_section(tmp_path: Path) -> None:
     markdown = (tmp_path / "out" / "report.md").read_text()
     section = markdown.split("## Judges", 1)[1].split("\n## ", 1)[0]
     assert "| g.e    | mock/judge-m |       10 | 0.83 [" in section
+    judge_row = next(line for line in section.splitlines() if line.startswith("| g.e    | mock/judge-m"))
+    assert judge_row.count("[") == 4  # sensitivity, specificity, κ and α, each with its interval
     assert "70.0%              | 60.0% [" in section  # judged, then corrected
     html = (tmp_path / "out" / "report.html").read_text()
     assert 'id="judge-table"' in html and "60.0% [" in html.split('id="corrected-table"', 1)[1]
