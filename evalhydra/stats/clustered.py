@@ -96,6 +96,13 @@ def _effective_size(mean: float, variance_of_mean: float, n_cases: int, n_scored
     return min(max(size, float(n_cases)), float(n_scored))
 
 
+def _cluster_size(cells: list[tuple[int, int, int]], mean: float, n_cases: int, n_scored: int) -> float:
+    """The effective number of cases of a mean of per-case fractions (``cells``: scored, passed,
+    cases), from the spread of those fractions (:func:`_effective_size`)."""
+    spread = math.fsum((p / s - mean) ** 2 * cases for s, p, cases in cells) / (n_cases - 1)
+    return _effective_size(mean, spread / n_cases, n_cases, n_scored)
+
+
 def pass_rate_interval(hist: CaseHistogram) -> RateInterval:
     """A target's pass rate and 95% interval, clustered by case when a case has several trials.
 
@@ -121,9 +128,7 @@ def pass_rate_interval(hist: CaseHistogram) -> RateInterval:
     if n_cases == 1:
         low, high = wilson_bounds(mean, 1.0)
         return RateInterval(mean, low, high, CLUSTERED_WILSON, 1, n_scored)
-    spread = math.fsum((p / s - mean) ** 2 * cases for s, p, cases in cells) / (n_cases - 1)
-    size = _effective_size(mean, spread / n_cases, n_cases, n_scored)
-    size *= (Z95 / t_quantile(0.975, n_cases - 1)) ** 2
+    size = _cluster_size(cells, mean, n_cases, n_scored) * (Z95 / t_quantile(0.975, n_cases - 1)) ** 2
     low, high = wilson_bounds(mean, size)
     return RateInterval(mean, low, high, CLUSTERED_WILSON, n_cases, n_scored)
 
@@ -134,12 +139,11 @@ def rate_variance(hist: CaseHistogram) -> float:
     rate = pass_rate_interval(hist)
     if not rate.n_cases:
         return 0.0
-    cells = [(s, p, c) for (s, p), c in hist.items() if s > 0 and c]
     if rate.method == WILSON or rate.n_cases == 1:
         return rate.estimate * (1 - rate.estimate) / rate.n_scored
-    spread = math.fsum((p / s - rate.estimate) ** 2 * c for s, p, c in cells) / (rate.n_cases - 1)
-    size = _effective_size(rate.estimate, spread / rate.n_cases, rate.n_cases, rate.n_scored)
-    return rate.estimate * (1 - rate.estimate) / size
+    cells = [(s, p, c) for (s, p), c in hist.items() if s > 0 and c]
+    return rate.estimate * (1 - rate.estimate) / _cluster_size(cells, rate.estimate, rate.n_cases,
+                                                               rate.n_scored)
 
 
 @dataclass

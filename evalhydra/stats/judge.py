@@ -166,11 +166,21 @@ def corrected_rate(raw: float, raw_variance: float, calibration: Agreement) -> C
     q1, q0, v1, v0 = _error_rates(calibration)
     youden = q0 + q1 - 1
     theta = (raw + q0 - 1) / youden
-    kept = min(1.0, max(0.0, theta))
-    spread = raw_variance + (1 - kept) ** 2 * v0 + kept ** 2 * v1
-    variance = spread / youden ** 2
+    kept = _kept(theta)
+    variance = raw_variance / youden ** 2 + _labels_term(kept, v0, v1, youden)
     half = Z95 * math.sqrt(max(variance, 0.0))
     return Corrected(raw, kept, max(0.0, theta - half), min(1.0, theta + half), method)
+
+
+def _kept(theta: float) -> float:
+    """A corrected rate within [0, 1]."""
+    return min(1.0, max(0.0, theta))
+
+
+def _labels_term(theta: float, v0: float, v1: float, youden: float) -> float:
+    """The variance a corrected rate θ gets from its judge's error-rate estimates (delta method):
+    ((1 − θ)² Var q̂₀ + θ² Var q̂₁) / (q̂₀ + q̂₁ − 1)²."""
+    return ((1 - theta) ** 2 * v0 + theta ** 2 * v1) / youden ** 2
 
 
 def correction_problem(calibration: Agreement) -> str | None:
@@ -218,13 +228,12 @@ def _labels_variance(fractions: Sequence[tuple[float, float]], base: Agreement, 
     qc1, qc0, vc1, vc0 = _error_rates(cand)
     jb, jc = qb0 + qb1 - 1, qc0 + qc1 - 1
     n = len(fractions)
-    theta_b = min(1.0, max(0.0, (math.fsum(f for f, _ in fractions) / n + qb0 - 1) / jb))
-    theta_c = min(1.0, max(0.0, (math.fsum(f for _, f in fractions) / n + qc0 - 1) / jc))
+    theta_b = _kept((math.fsum(f for f, _ in fractions) / n + qb0 - 1) / jb)
+    theta_c = _kept((math.fsum(f for _, f in fractions) / n + qc0 - 1) / jc)
     if same_judge:  # ∂Δ/∂q̂₀ = ∂Δ/∂q̂₁ = (θ_b − θ_c)/J
         labels = (theta_b - theta_c) ** 2 * (vb0 + vb1) / jb ** 2
     else:
-        labels = (((1 - theta_c) ** 2 * vc0 + theta_c ** 2 * vc1) / jc ** 2
-                  + ((1 - theta_b) ** 2 * vb0 + theta_b ** 2 * vb1) / jb ** 2)
+        labels = _labels_term(theta_c, vc0, vc1, jc) + _labels_term(theta_b, vb0, vb1, jb)
     return [(fc + qc0 - 1) / jc - (fb + qb0 - 1) / jb for fb, fc in fractions], labels
 
 
