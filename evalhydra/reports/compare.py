@@ -232,30 +232,32 @@ def _verdict(difference: float, p_value: float) -> str:
     return "regression" if difference < 0 else "improvement"
 
 
-def adjust_family(rows: Sequence[dict[str, Any]]) -> None:
-    """Holm-adjust the p-values of comparisons gated together (``p_holm`` of each paired block).
+def adjust_family(rows: Sequence[dict[str, Any]], key: str = "paired") -> None:
+    """Holm-adjust the p-values of comparisons gated together (``p_holm`` and ``verdict`` of each
+    row's ``key`` block: the paired one, or the judge-corrected one).
 
     Args:
-        rows: Comparison rows; those without a paired block are not tests.
+        rows: Comparison rows; those without a block, or whose block has no p-value, are not tests.
+        key: Which block of each row.
     """
-    blocks = [r["paired"] for r in rows if r.get("paired")]
+    blocks = [r[key] for r in rows if r.get(key) and r[key].get("p_value") is not None]
     for block, adjusted in zip(blocks, holm([b["p_value"] for b in blocks]), strict=True):
         block["p_holm"] = adjusted
         block["verdict"] = _verdict(block["difference"], adjusted)
 
 
-def adjust_comparison(rows: Sequence[dict[str, Any]], overall: dict[str, Any]) -> None:
+def adjust_comparison(rows: Sequence[dict[str, Any]], overall: dict[str, Any], key: str = "paired") -> None:
     """Holm over the per-eval rows and the pooled row of one comparison, gated together.
 
     With one eval the pooled row is that eval again: it takes the eval's adjusted
     p-value and verdict instead of counting as a second test.
     """
     if len(rows) != 1:
-        adjust_family([*rows, overall])
+        adjust_family([*rows, overall], key)
         return
-    adjust_family(rows)
-    if rows[0]["paired"] and overall.get("paired"):
-        overall["paired"].update(p_holm=rows[0]["paired"]["p_holm"], verdict=rows[0]["paired"]["verdict"])
+    adjust_family(rows, key)
+    if rows[0].get(key) and overall.get(key):
+        overall[key].update(p_holm=rows[0][key].get("p_holm"), verdict=rows[0][key].get("verdict"))
 
 
 def is_regression(paired: Mapping[str, Any] | None) -> bool:

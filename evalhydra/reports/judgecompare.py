@@ -15,9 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from evalhydra.reports.compare import ALPHA, Side, by_case_sql
+from evalhydra.reports.compare import Side, adjust_comparison, by_case_sql
 from evalhydra.reports.judges import JudgeCalibration, JudgeKey, Settings, calibrations, judge_name
-from evalhydra.stats.clustered import holm
 from evalhydra.stats.judge import JudgedCases, corrected_difference
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
@@ -73,17 +72,6 @@ def _group(key: Eval, fractions: list[tuple[float, float]], judges: tuple[Mappin
     return (fractions, found[base].agreement, found[cand].agreement, base == cand), block
 
 
-def _verdict(block: dict[str, Any], p: float | None) -> None:
-    block["p_holm"] = p
-    difference = block.get("difference")
-    if p is None or difference is None:
-        block["verdict"] = None
-    elif p >= ALPHA or difference == 0:
-        block["verdict"] = "no significant change"
-    else:
-        block["verdict"] = "regression" if difference < 0 else "improvement"
-
-
 def add_judge_corrected(conn: sqlite3.Connection, base: Side, cand: Side, rows: Sequence[dict[str, Any]],
                         overall: dict[str, Any]) -> None:
     """Add a ``judge_corrected`` block to each comparison row and the pooled one: the corrected
@@ -100,24 +88,9 @@ def add_judge_corrected(conn: sqlite3.Connection, base: Side, cand: Side, rows: 
         group, block = _group(key, shared.get(key, []), judges, found)
         if group is not None:
             groups.append(group)
-            block.update({k: v for k, v in asdict(corrected_difference([group])).items()})
-        row["judge_corrected"] = block
-    pooled = {"problem": "an eval cannot be corrected"} if len(groups) != len(rows) else {
-        k: v for k, v in asdict(corrected_difference(groups)).items()}
-    overall["judge_corrected"] = pooled
-    _adjust(rows, overall)
-
-
-def _adjust(rows: Sequence[dict[str, Any]], overall: dict[str, Any]) -> None:
-    """Holm over the per-eval blocks and the pooled one (the pooled is the eval itself with one)."""
-    blocks = [r["judge_corrected"] for r in rows]
-    if len(rows) != 1:
-        blocks.append(overall["judge_corrected"])
-    tested = [b for b in blocks if b.get("p_value") is not None]
-    for block, adjusted in zip(tested, holm([b["p_value"] for b in tested]), strict=True):
-        _verdict(block, adjusted)
-    for block in blocks:
-        if block.get("p_value") is None:
-            _verdict(block, None)
-    if len(rows) == 1:
-        overall["judge_corrected"] = {**overall["judge_corrected"], **rows[0]["judge_corrected"]}
+            block.update(asdict(corrected_difference([group])))
+        row["judge_corrected"] = {**block, "p_holm": None, "verdict": None}
+    pooled = asdict(corrected_difference(groups)) if len(groups) == len(rows) else {
+        "problem": "an eval cannot be corrected"}
+    overall["judge_corrected"] = {**pooled, "p_holm": None, "verdict": None}
+    adjust_comparison(rows, overall, "judge_corrected")
