@@ -208,9 +208,7 @@ def report_formats(plan: RunPlan) -> tuple[str, ...]:
 
 def plan_gates(plan: RunPlan) -> Gates:
     """The CI gates a plan's ``run`` section sets."""
-    run = plan.run
-    return Gates(run.fail_under, dict(run.fail_under_per_eval or {}), run.fail_under_pass_hat_k,
-                 run.pass_hat_k, run.require_judge_labels, run.min_judge_kappa)
+    return Gates.from_run(vars(plan.run))
 
 
 def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequence[str], gates: Gates,

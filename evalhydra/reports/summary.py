@@ -436,6 +436,13 @@ class Gates:
     require_judge_labels: int | None = None
     min_judge_kappa: float | None = None
 
+    @classmethod
+    def from_run(cls, run: Mapping[str, Any]) -> Gates:
+        """The gates of a run's ``run`` section (a config mapping, as stored or composed)."""
+        return cls(run.get("fail_under"), dict(run.get("fail_under_per_eval") or {}),
+                   run.get("fail_under_pass_hat_k"), run.get("pass_hat_k"), run.get("require_judge_labels"),
+                   run.get("min_judge_kappa"))
+
     @property
     def judged(self) -> bool:
         """Whether a gate asks about the judges."""
@@ -507,7 +514,7 @@ def run_gate(store: Store, run_ids: Sequence[str], gates: Gates,
              stats: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Targets under a gate (worst first, see :func:`failing_stats`); prints them and the
     most common suggested fix. Exit 1 when this returns anything."""
-    if stats is None or (gates.judged and not any("judge" in s for s in stats)):
+    if stats is None:
         stats = store_stats(store, run_ids, pass_hat_k=gates.pass_hat_k, judges=gates.judged or None)
     failing = failing_stats(stats, gates)
     top = None

@@ -55,7 +55,4 @@ def _job_line(store: Store, run_id: str) -> str:
 
 
 def _gates(config: str | None) -> Gates:
-    run = (json.loads(config or "{}").get("run") or {})
-    return Gates(run.get("fail_under"), dict(run.get("fail_under_per_eval") or {}),
-                 run.get("fail_under_pass_hat_k"), run.get("pass_hat_k"), run.get("require_judge_labels"),
-                 run.get("min_judge_kappa"))
+    return Gates.from_run(json.loads(config or "{}").get("run") or {})
