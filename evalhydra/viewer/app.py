@@ -288,8 +288,7 @@ class _Pages:
         wanted = params.get("label")
         focus = next((t for t in judged if t["output_sha256"] == wanted), None) \
             or next((t for t in judged if t["human_label"] is None), judged[0])
-        position = params.get("pos", "")
-        after = int(position) if position.isascii() and position.isdigit() else -1
+        after = _position(params.get("pos", ""))
         return {"trial": focus, "sha": focus["output_sha256"], "key": self.key,
                 "next": f"/runs/{','.join(ids)}/label?" + urlencode({"after": after}) if after >= 0
                 else f"/runs/{','.join(ids)}/label"}
@@ -297,8 +296,7 @@ class _Pages:
     def queue(self, request: Request) -> Response:
         """The label queue: the next output to label (``after``: past this position), opened on its
         case page; or how far the labelling got."""
-        position = request.query_params.get("after", "")
-        after = int(position) if position.isascii() and position.isdigit() else -1
+        after = _position(request.query_params.get("after", ""))
         with closing(self._store()) as store:
             ids = _resolve(store, request.path_params["ids"].split(","))
             if not ids:
@@ -465,7 +463,15 @@ def _key(params: Any, name: str) -> tuple[str, str] | None:
 
 
 def _page_number(text: str) -> int:
-    return min(int(text), MAX_PAGE) if text.isascii() and text.isdigit() else 0
+    return max(_position(text), 0)
+
+
+def _position(text: str) -> int:
+    """A page number or queue position from a link: at most :data:`MAX_PAGE`; -1 when it is not a
+    number (digits past the page limit are not read: a huge one is the limit)."""
+    if not (text.isascii() and text.isdigit()):
+        return -1
+    return MAX_PAGE if len(text) > len(str(MAX_PAGE)) else min(int(text), MAX_PAGE)
 
 
 def _missing(message: str, status: int = 404) -> Response:

@@ -24,7 +24,7 @@ from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.store.db import immediate, open_store
-from evalhydra.store.labels import import_labels, label_of, output_sha256, stored_output
+from evalhydra.store.labels import import_labels, label_of, labels_by_output, output_sha256, stored_output
 from evalhydra.store.rows import infra_error_sql
 
 __all__ = ["QueueItem", "label_key", "labels_of", "next_in_queue", "save_label"]
@@ -73,15 +73,11 @@ def _queue(conn: sqlite3.Connection, run_ids: Sequence[str]) -> list[QueueItem]:
     return [QueueItem(i, *item, judge_passed=verdicts[item]) for i, (_, _, item) in enumerate(placed)]
 
 
-def _labelled(conn: sqlite3.Connection) -> set[tuple[str, str, str]]:
-    return {tuple(row) for row in conn.execute("select eval_id, case_id, output_sha256 from labels")}
-
-
 def next_in_queue(conn: sqlite3.Connection, run_ids: Sequence[str],
                   after: int = -1) -> tuple[QueueItem | None, int, int]:
     """The first unlabelled output past ``after``, how many of the queue are labelled, and its size."""
     queue = _queue(conn, run_ids)
-    done = _labelled(conn)
+    done = labels_by_output(conn)
     labelled = sum(1 for q in queue if (q.eval_id, q.case_id, q.output_sha256) in done)
     following = next((q for q in queue if q.position > after
                       and (q.eval_id, q.case_id, q.output_sha256) not in done), None)

@@ -104,6 +104,11 @@ def test_the_queue_is_in_proportion_to_the_judges_verdicts_and_moves_on(viewer: 
         assert client.get(f"/runs/{RUN}/label").headers["location"] != first
         done = client.get(f"/runs/{RUN}/label", params={"after": CASES})
         assert done.status_code == 200 and "1 of 120 judged outputs labelled" in done.text
+        huge = "9" * 5000  # past Python's digit limit for int(): read as the last position, never a 500
+        assert "1 of 120" in client.get(f"/runs/{RUN}/label", params={"after": huge}).text
+        assert client.get(f"/runs/{RUN}", params={"page": huge}).status_code == 200
+        case = {"eval": "g.e", "case": "c000", "pos": huge}
+        assert client.get(f"/runs/{RUN}/case", params=case).status_code == 200
 
 
 @pytest.mark.slow
