@@ -32,10 +32,13 @@ class InProcess:
         self.server = server
         self.calls: list[str] = []
         self.refuse_polls = False
+        self.second_poll = trio.Event()
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.raw_path
         self.calls.append(f"{request.method} {request.url.path}")
+        if sum(call.startswith("GET /v1/batches/") for call in self.calls) == 2:
+            self.second_poll.set()
         if self.refuse_polls and request.method == "GET" and request.url.path.startswith("/v1/batches/"):
             return httpx.Response(503, json={"error": {"message": "down for maintenance"}})
         head = b"\r\n".join(
@@ -70,17 +73,21 @@ def make_queue(tmp_path: Path, transport: InProcess, **config: object) -> BatchQ
     )
 
 
-async def ask_all(queue: BatchQueue, ids: list[str], look_at: float | None = None,
+async def ask_all(queue: BatchQueue, ids: list[str], look_when: trio.Event | None = None,
                   seen: list[str] | None = None) -> dict[str, LineOutcome]:
-    """Ask for every id at once; at ``look_at`` seconds, note the run's batch status in ``seen``."""
+    """Ask for every id at once; once ``look_when`` is set, note the run's batch status in ``seen``.
+
+    The look waits for an event rather than a time: the clock autojumps while the ledger's
+    thread writes, so no fixed time is sure to fall between the first poll and the last.
+    """
     got: dict[str, LineOutcome] = {}
 
     async def one(i: int, custom_id: str) -> None:
         got[custom_id] = await queue.answer(custom_id, body(i))
 
     async def look() -> None:
-        assert look_at is not None and seen is not None
-        await trio.sleep(look_at)
+        assert look_when is not None and seen is not None
+        await look_when.wait()
         seen.append(batch_status())
 
     async with trio.open_nursery() as nursery:
@@ -89,7 +96,7 @@ async def ask_all(queue: BatchQueue, ids: list[str], look_at: float | None = Non
         async with trio.open_nursery() as asking:
             for i, custom_id in enumerate(ids):
                 asking.start_soon(one, i, custom_id)
-            if look_at is not None:
+            if look_when is not None:
                 asking.start_soon(look)
         await queue.stop()
     return got
@@ -102,14 +109,14 @@ async def test_an_hour_long_batch_is_polled_every_interval(
     transport = InProcess(server)
     queue = make_queue(tmp_path, transport, poll_interval_s=30)
     seen: list[str] = []
-    got = await ask_all(queue, ["a", "b", "c"], look_at=1000, seen=seen)
-    assert seen == ["batch svc: in progress 0/3"]  # the progress line while it waits
+    # at the second poll the first one's answer is in: the progress line while it waits
+    got = await ask_all(queue, ["a", "b", "c"], look_when=transport.second_poll, seen=seen)
+    assert seen == ["batch svc: in progress 0/3"]
     assert trio.current_time() >= 3600
     assert {k: (v.status_code, v.error_kind) for k, v in got.items()} == {k: (200, None) for k in "abc"}
     assert json.loads(got["b"].body or b"{}")["choices"][0]["message"]["content"] == "V1"
     polls = sum(call.startswith("GET /v1/batches/") for call in transport.calls)
-    # never more often than every 30 s (the clock also jumps while the ledger's thread writes)
-    assert 60 <= polls <= trio.current_time() / 30 + 2
+    assert polls == 3600 // 30  # every 30 s until it is done, never more often
     assert transport.calls[:2] == ["POST /v1/files", "POST /v1/batches"]
     assert transport.calls.count("DELETE " + transport.calls[-1].split(" ", 1)[1]) == 1  # files deleted
 

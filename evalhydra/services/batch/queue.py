@@ -21,7 +21,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -135,6 +135,7 @@ class BatchQueue:
         self.estimated_usd = 0.0
         self.tracked: dict[str, _Tracked] = {}
         self._pending: list[_Waiter] = []
+        self._gathering = trio.Event()  # set while _pending holds lines
         self._waiting: dict[str, _Waiter] = {}
         self._ready: dict[str, LineOutcome] = {}  # answered before their cell asked (adopted batches)
         self._in_batches: set[str] = set()  # ids of open batches: their cells wait, never sent again
@@ -159,7 +160,7 @@ class BatchQueue:
         waiter = _Waiter(custom_id, body)
         self._waiting[custom_id] = waiter
         if custom_id not in self._in_batches:
-            self._pending.append(waiter)
+            self._gather_lines([waiter])
         await waiter.done.wait()
         assert waiter.outcome is not None
         return waiter.outcome
@@ -186,13 +187,26 @@ class BatchQueue:
             self._nursery.cancel_scope.cancel()
             await self._stopped.wait()
 
+    def _gather_lines(self, waiters: Iterable[_Waiter]) -> None:
+        """Add ``waiters`` to the lines the next batch sends, waking the gatherer."""
+        self._pending.extend(waiters)
+        if self._pending:
+            self._gathering.set()
+
     async def _gather(self) -> None:
+        """Submit the gathered lines once no more came in one window (or a file is full).
+
+        With nothing gathering it waits for a line rather than ticking, so an idle queue sets no
+        timer (and trio's MockClock does not run on while a thread writes the ledger).
+        """
         last = -1
         while True:
+            await self._gathering.wait()
             await trio.sleep(GATHER_S)
             count = len(self._pending)
             if count and (count == last or count >= self.config.max_requests):
                 taken, self._pending = self._pending, []
+                self._gathering = trio.Event()
                 for part in self._files(taken):
                     assert self._nursery is not None
                     self._nursery.start_soon(self._submit, part)
@@ -377,7 +391,7 @@ class BatchQueue:
                 again.append(self._waiting[custom_id])
                 continue
             self._resolve(custom_id, outcome)
-        self._pending.extend(again)
+        self._gather_lines(again)
 
     def _resend(self, custom_id: str, outcome: LineOutcome) -> bool:
         """``resubmit_failed``: a failed or expired line whose cell waits goes out once more."""
@@ -399,7 +413,7 @@ class BatchQueue:
             await trio.to_thread.run_sync(partial(self.ledger.update, record.batch_key, status="lost"))
         self.tracked.pop(record.batch_key, None)
         self._in_batches.difference_update(record.custom_ids)
-        self._pending.extend(self._waiting[i] for i in record.custom_ids if i in self._waiting)
+        self._gather_lines(self._waiting[i] for i in record.custom_ids if i in self._waiting)
 
     def _defer(self, record: BatchRecord, reason: str) -> None:
         """Polling failed for ``poll_timeout_s``: the batch stays pending for a rerun."""
