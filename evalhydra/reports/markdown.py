@@ -188,7 +188,7 @@ def _judges(data: ReportData) -> str:
     """Each judge against people's labels, and the pass rates it gave corrected (none: no section)."""
     if not data.judges:
         return ""
-    rows, targets = [], []
+    rows = []
     for doc in data.judges:
         a = doc["agreement"]
         consistency = (DASH if doc["self_consistency"] is None
@@ -199,12 +199,6 @@ def _judges(data: ReportData) -> str:
                      _judge_cell(a["specificity"], a["specificity_ci"] if a["n"] else None),
                      _judge_cell(a["kappa"], a["kappa_ci"]), _judge_cell(a["alpha"], a["alpha_ci"]),
                      consistency])
-        for t in doc["targets"]:
-            fixed = (f"{_pct(t['corrected_pass_rate'])} [{_pct(t['corrected_ci_low'])},"
-                     f" {_pct(t['corrected_ci_high'])}]" if t["corrected_pass_rate"] is not None
-                     else t["problem"] or DASH)
-            targets.append([doc["eval"], _target(t["service"], t["model"]), t["cases"],
-                            _pct(t["raw_pass_rate"]), fixed])
     note = ("Each judge (an eval's judge service and model) against people's labels (`evalhydra label`):"
             " sensitivity and specificity with Wilson intervals, Cohen's κ, Krippendorff's α, and how often"
             " it repeats a verdict when rejudged. Pass rates are corrected for its errors by Rogan and"
@@ -213,9 +207,21 @@ def _judges(data: ReportData) -> str:
             + _table([[escape_cell(c) for c in r] for r in rows],
                      ["Eval", "Judge", "Labels", "Sensitivity", "Specificity", "κ", "α", "Self-consistency"],
                      numeric=(2,))
-            + "\n\n" + _table([[escape_cell(c) for c in r] for r in targets],
-                                ["Eval", "Target", "Cases", "Judged pass rate", "Corrected [95% CI]"],
-                                numeric=(2, 3)))
+            + "\n\n" + _corrected_table(data.judges))
+
+
+def _corrected_table(judges: list[dict[str, Any]], limit: int | None = None) -> str:
+    """The pass rates each judge gave, raw and corrected for its errors (at most ``limit`` rows)."""
+    rows = []
+    for doc in judges:
+        for t in doc["targets"]:
+            fixed = (f"{_pct(t['corrected_pass_rate'])} [{_pct(t['corrected_ci_low'])},"
+                     f" {_pct(t['corrected_ci_high'])}]" if t["corrected_pass_rate"] is not None
+                     else t["problem"] or DASH)
+            rows.append([doc["eval"], _target(t["service"], t["model"]), t["cases"],
+                         _pct(t["raw_pass_rate"]), fixed])
+    return _table([[escape_cell(c) for c in r] for r in rows[:limit]],
+                  ["Eval", "Target", "Cases", "Judged pass rate", "Corrected [95% CI]"], numeric=(2, 3))
 
 
 # --- comparisons ----------------------------------------------------------------
@@ -550,6 +556,9 @@ def render_summary_md(data: ReportData) -> str:
                      str(t.errors), f"{t.cost_usd:.4f}"])
     if rows:
         lines.append(_table(rows, ["Eval", "Target", "N", "Pass rate", "95% CI", "Errors", "Cost USD"]))
+    if any(doc["targets"] for doc in data.judges):
+        lines += ["", "**Judge-corrected pass rates** (Rogan-Gladen, from people's labels):", "",
+                  _corrected_table(data.judges, SUMMARY_ROWS)]
     worse = [r for r in data.comparisons if verdict(r.get("paired")) == "🔻 worse"]
     if worse:
         lines += ["", "**Significant regressions** (case-paired test, Holm-adjusted):", "",

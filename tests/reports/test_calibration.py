@@ -186,6 +186,8 @@ def test_self_consistency_comes_from_the_runs_rejudges(tmp_path: Path) -> None:
 def test_report_md_and_html_carry_the_judges_section(tmp_path: Path) -> None:
     store = _store(tmp_path / "s.db")
     write_run_reports(store, [RUN], tmp_path / "out", formats=["md", "html"])
+    summary = (tmp_path / "out" / "summary.md").read_text()  # the CI's step summary
+    assert "**Judge-corrected pass rates**" in summary and "70.0%              | 60.0% [" in summary
     markdown = (tmp_path / "out" / "report.md").read_text()
     section = markdown.split("## Judges", 1)[1].split("\n## ", 1)[0]
     assert "| g.e    | mock/judge-m |       10 | 0.83 [" in section
@@ -198,6 +200,7 @@ def test_report_md_and_html_carry_the_judges_section(tmp_path: Path) -> None:
     write_run(unlabelled, RUN, [result_row(RUN, "c0", judge_model="judge-m", judge_service="mock")])
     write_run_reports(unlabelled, [RUN], tmp_path / "plain", formats=["md"])
     assert "## Judges" not in (tmp_path / "plain" / "report.md").read_text()  # nothing labelled
+    assert "Judge-corrected" not in (tmp_path / "plain" / "summary.md").read_text()
     store.close()
     unlabelled.close()
 
