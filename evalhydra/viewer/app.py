@@ -346,22 +346,25 @@ class _Pages:
 
     def compare(self, request: Request) -> Response:
         """Two runs or targets (``base``, ``candidate``: ``RUN[,RUN…][@SERVICE[:MODEL]]``), paired;
-        with ``list`` and ``row``, one row's whole list of changed cases, a page at a time."""
+        with ``list`` and ``row``, one row's whole list of changed cases, a page at a time; with
+        ``judge_corrected=1``, also corrected for each side's judge (``compare --judge-corrected``)."""
         params = request.query_params
         texts = [params.get(name, "") for name in ("base", "candidate")]
         if not all(texts):
             return _missing("pick two runs to compare (base= and candidate=)", 400)
+        corrected = params.get("judge_corrected") == "1"
         with closing(self._store()) as store:
             try:
                 base, cand = (_target(store, text) for text in texts)
-                comparison = compare(store.conn, base, cand).to_json()
+                comparison = compare(store.conn, base, cand, judge_corrected=corrected).to_json()
             except EvalHydraError as exc:
                 return _missing(exc.message, 400)
+            labelled = has_labels(store.conn)
         ids = ",".join([*base.runs, *(r for r in cand.runs if r not in base.runs)])
         if "list" in params:
             return self._changes(request, [*comparison["comparisons"], comparison["overall"]], ids)
         return _render(request, "compare.html.j2", comparison=comparison, base=base, candidate=cand,
-                       ids=ids)
+                       ids=ids, labelled=labelled)
 
     def changes(self, request: Request) -> Response:
         """One comparison row of a sweep's page (``row``): its whole list (``list``) of changed cases."""

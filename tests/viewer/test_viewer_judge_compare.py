@@ -1,0 +1,94 @@
+"""Issue 52, item 4 in the viewer: the compare page offers the judge-corrected comparison when the
+store holds labels, and shows what ``compare --judge-corrected`` computes. Two runs judge the same
+40 outputs: a lenient judge passes 28, a strict one 16; people pass 20. Raw, the candidate
+regressed on 12 cases; corrected, both pass 50 %. The viewer runs in its own process over a real
+store; pages are fetched over HTTP."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from evalhydra.reports.comparecmd import Target, compare
+from evalhydra.store.db import immediate, open_store
+from evalhydra.store.labels import import_labels
+from tests.reports.test_reports_support import result_row, write_run
+from tests.viewer.test_viewer import base_of, start_viewer, stop
+
+BASE, CAND = "eval-lenient-aaaaaaaa", "eval-strict-bbbbbbbb"
+CASES, PEOPLE_PASS = 40, 20
+
+
+def _judged(run_id: str, judge: str, passes: int) -> list[dict[str, object]]:
+    return [result_row(run_id, f"c{i}", passed=i < passes, output=f"answer {i}", judge_service="mock",
+                       judge_model=judge, cell_key=f"k{i}") for i in range(CASES)]
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("judgecompare") / "s.db"
+    store = open_store(path)
+    write_run(store, BASE, _judged(BASE, "lenient", 28))
+    write_run(store, CAND, _judged(CAND, "strict", 16), started="2026-01-02T00:00:00.000Z")
+    with immediate(store.conn):
+        import_labels(store.conn, [(f"line {i}", {"eval": "g.e", "case": f"c{i}",
+                                                  "label": "PASS" if i < PEOPLE_PASS else "FAIL"})
+                                   for i in range(CASES)], "ana")
+    store.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def client(store_path: Path) -> Iterator[httpx.Client]:
+    proc, url = start_viewer(store_path)
+    with httpx.Client(base_url=base_of(url), follow_redirects=True, timeout=30) as http:
+        http.get(url)  # the token, then the cookie
+        yield http
+    stop(proc)
+
+
+def _toggle(page: str) -> str:
+    (href,) = re.findall(r'<a id="judge-toggle" href="([^"]*)"', page)
+    return href.replace("&amp;", "&")
+
+
+def test_the_compare_page_turns_the_judge_correction_on_and_off(client: httpx.Client,
+                                                                 store_path: Path) -> None:
+    raw = client.get("/compare", params={"base": BASE, "candidate": CAND}).text
+    assert "<b>regression</b>" in raw and 'id="judge-corrected"' not in raw  # raw: the judge's change
+    page = client.get(_toggle(raw))
+    assert page.status_code == 200
+    section = page.text.split('id="judge-corrected"', 1)[1]
+    store = open_store(store_path)
+    expected = compare(store.conn, Target(BASE, (BASE,), None, None), Target(CAND, (CAND,), None, None),
+                       judge_corrected=True)
+    store.close()
+    block = expected.rows[0]["judge_corrected"]
+    assert block["difference"] == pytest.approx(0.0, abs=1e-9)  # 50 % on both sides, corrected
+    shown = f"{block['difference']:+.3f} [{block['ci_low']:+.3f}, {block['ci_high']:+.3f}]"
+    assert f'<td class="num corrected-delta">{shown}</td>' in section
+    assert "<td>mock/lenient</td>" in section and "<td>mock/strict</td>" in section
+    assert "the raw regression is not significant after judge correction" in section
+    assert "judge_corrected" not in _toggle(page.text)  # and back to the raw verdicts
+
+
+def test_without_labels_the_page_offers_no_correction(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    write_run(store, BASE, _judged(BASE, "lenient", 28))
+    write_run(store, CAND, _judged(CAND, "strict", 16), started="2026-01-02T00:00:00.000Z")
+    store.close()
+    proc, url = start_viewer(tmp_path / "s.db")
+    try:
+        with httpx.Client(base_url=base_of(url), follow_redirects=True, timeout=30) as http:
+            http.get(url)
+            page = http.get("/compare", params={"base": BASE, "candidate": CAND}).text
+            assert 'id="judge-toggle"' not in page
+            asked = http.get("/compare", params={"base": BASE, "candidate": CAND, "judge_corrected": "1"})
+            assert asked.status_code == 200
+            assert "not corrected: " in asked.text.split('id="judge-corrected"', 1)[1]  # no labels
+    finally:
+        stop(proc)
