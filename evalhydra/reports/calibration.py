@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from tabulate import tabulate
 
-from evalhydra.reports.aggregate import case_histograms
+from evalhydra.reports.aggregate import Target, case_histograms
 from evalhydra.reports.judges import JudgeCalibration, judge_report
 from evalhydra.reports.selection import Selection, select_runs
-from evalhydra.stats.clustered import pass_rate_interval
+from evalhydra.stats.clustered import CaseHistogram, pass_rate_interval
 from evalhydra.stats.judge import ALPHA_RESAMPLES
 
 __all__ = ["calibration", "calibration_docs", "render_calibration"]
@@ -33,11 +33,15 @@ def calibration(conn: sqlite3.Connection, run_ids: Sequence[str],
     return calibration_docs(conn, select_runs(conn, run_ids), resamples)
 
 
-def calibration_docs(conn: sqlite3.Connection, sel: Selection,
-                     resamples: int = ALPHA_RESAMPLES) -> list[dict[str, Any]]:
-    """:func:`calibration` of a selection (the reports' "Judges" section)."""
-    hists = case_histograms(conn, sel)
-    report = judge_report(conn, sel, hists, resamples=resamples)
+def calibration_docs(conn: sqlite3.Connection, sel: Selection, resamples: int = ALPHA_RESAMPLES, *,
+                     hists: Mapping[Target, CaseHistogram] | None = None,
+                     summary: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """:func:`calibration` of a selection (the reports' "Judges" section).
+
+    ``hists`` (the targets' case histograms) and ``summary`` (the selection's run summary, which
+    names each target's judges) spare the passes over the results a caller already made."""
+    hists = case_histograms(conn, sel) if hists is None else hists
+    report = judge_report(conn, sel, hists, resamples=resamples, summary=summary)
     docs = {key: _judge_doc(found) for key, found in report.judges.items()}
     for target, key in sorted(report.judge_of.items()):
         fields, rate = report.targets[target], pass_rate_interval(hists.get(target, {}))

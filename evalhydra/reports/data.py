@@ -118,7 +118,8 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
                       agg.collect_cases(conn, sel, targets, case_rows() if case_rows else None))
     data.first_token = first_token_latency(conn, sel, targets.values())
     data.graders = grader_rows(conn, sel)
-    data.judges = calibration_docs(conn, sel) if has_labels(conn) else []
+    if has_labels(conn):
+        data.judges = calibration_docs(conn, sel, hists={t.key: t.hist for t in data.cases.targets.values()})
     data.comparisons = target_comparisons(conn, sel, evals_doc, [key[2:] for key in data.cases.targets],
                                           baseline_service=baseline_service, baseline_models=baseline_models)
     data.trials = agg.trial_rows(conn, sel)

@@ -25,7 +25,7 @@ from evalhydra.store.labels import labels_by_output, output_sha256
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["JudgeCalibration", "JudgeKey", "JudgeReport", "Settings", "calibrations", "has_labels",
-           "judge_name", "judge_report", "judges_of"]
+           "judge_name", "judge_report", "judges_in_summary", "judges_of"]
 
 #: eval id, judge service, judge model, matcher settings (a fingerprint; "" for runs before it).
 JudgeKey = tuple[str, str, str, str]
@@ -33,10 +33,11 @@ JudgeKey = tuple[str, str, str, str]
 _JUDGES_SQL = f"""select "group", eval_id, service_name, coalesce(model, ''), judge_service, judge_model,
   run_id, count(*) from {{table}} where ({{where}}) and not {INFRA_ERROR_SQL} group by 1, 2, 3, 4, 5, 6, 7"""
 
-_PAIRS_SQL = f"""select r.case_id, r.output, {PASSED_SQL}, r.run_id from results r
-where r.eval_id = ? and coalesce(r.judge_service, '') = ? and r.judge_model = ?
-  and not {INFRA_ERROR_SQL}
-  and exists (select 1 from labels l where l.eval_id = r.eval_id and l.case_id = r.case_id)
+# driven by the labelled cases (few) through idx_results_eval_case, not by the judge's results (many)
+_PAIRS_SQL = f"""select r.case_id, r.output, {PASSED_SQL}, r.run_id
+from (select distinct eval_id, case_id from labels where eval_id = ?) l
+  join results r on r.eval_id = l.eval_id and r.case_id = l.case_id
+where coalesce(r.judge_service, '') = ? and r.judge_model = ? and not {INFRA_ERROR_SQL}
 order by r.evaluated_at, r.run_id"""
 
 # the verdicts of each (output, judge, run), an output named by its rank among the outputs
@@ -92,6 +93,25 @@ def judges_of(conn: sqlite3.Connection, sel: Selection,
         key = None if judge_model is None else (e, judge_service or "", judge_model, settings.of(run_id, e))
         found = out.setdefault((g, e, s, m), {})
         found[key] = found.get(key, 0) + n
+    return out
+
+
+def judges_in_summary(summary: Mapping[str, Any],
+                      settings: Settings) -> dict[Target, dict[JudgeKey | None, int]] | None:
+    """:func:`judges_of` read from a run summary's ``judges`` (None when a target's summary was
+    saved before summaries kept them)."""
+    out: dict[Target, dict[JudgeKey | None, int]] = {}
+    for t in summary["targets"]:
+        if "judges" not in t:
+            return None
+        found: dict[JudgeKey | None, int] = {}
+        for service, model, run_id, n in t["judges"]:
+            key = (t["eval"], service, model, settings.of(run_id, t["eval"]))
+            found[key] = found.get(key, 0) + n
+        unjudged = t["n"] - t["errors"] - sum(found.values())
+        if unjudged:
+            found[None] = unjudged
+        out[(t["group"], t["eval"], t["service"], t["model"])] = found
     return out
 
 
@@ -175,12 +195,16 @@ class JudgeReport:
 
 
 def judge_report(conn: sqlite3.Connection, sel: Selection, histograms: Mapping[Target, CaseHistogram],
-                 *, resamples: int = 0) -> JudgeReport:
+                 *, resamples: int = 0, summary: Mapping[str, Any] | None = None) -> JudgeReport:
     """Per judged target: its judge, the judge's labels and agreement, and the corrected pass rate
     (``corrected_pass_rate``, ``corrected_ci_low``/``high``, ``corrected_ci_method``, or
-    ``corrected_problem`` saying why there is none). Targets no judge scored are left out."""
+    ``corrected_problem`` saying why there is none). Targets no judge scored are left out.
+
+    The targets' judges come from ``summary`` (a run summary of ``sel``) when it keeps them,
+    else from a pass over ``sel``'s results."""
     settings = Settings(conn)
-    by_target = judges_of(conn, sel, settings)
+    kept = judges_in_summary(summary, settings) if summary is not None else None
+    by_target = kept if kept is not None else judges_of(conn, sel, settings)
     picked = {target: _single_judge(judges) for target, judges in by_target.items()}
     found = calibrations(conn, [k for judges in by_target.values() for k in judges if k], sel.run_ids,
                          resamples=resamples, settings=settings)

@@ -16,42 +16,59 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from evalhydra.reports.aggregate import TargetAgg, case_histograms
+from evalhydra.reports.aggregate import Target, TargetAgg, case_histograms
 from evalhydra.reports.graders import grader_rows
 from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, select_runs
 from evalhydra.stats.clustered import RateInterval, pass_rate_interval
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
-__all__ = ["header_facts", "merge_summaries", "overall_interval", "run_summary", "summary_of", "target_rows"]
+__all__ = ["header_facts", "merge_summaries", "overall_interval", "run_summary", "summary_histograms",
+           "summary_of", "target_rows"]
 
 _TOTALS_SQL = f"""select "group", eval_id, service_name, coalesce(model, ''), count(*),
   sum({PASSED_SQL}), sum({INFRA_ERROR_SQL}), coalesce(sum(prompt_tokens), 0)
     + coalesce(sum(completion_tokens), 0) + coalesce(sum(judge_prompt_tokens), 0)
     + coalesce(sum(judge_completion_tokens), 0),
   coalesce(sum(reasoning_tokens), 0), coalesce(sum(cost_usd), 0) + coalesce(sum(judge_cost_usd), 0),
-  sum({DURATION_SQL})
-from {{table}} where {{where}} group by 1, 2, 3, 4 order by 2, 3, 4, 1"""
+  sum({DURATION_SQL}), coalesce(judge_service, ''), judge_model, run_id,
+  sum(judge_model is not null and not {INFRA_ERROR_SQL})
+from {{table}} where {{where}} group by 1, 2, 3, 4, 12, 13, 14 order by 2, 3, 4, 1"""
+
+#: The totals a target's rows add up (in the order of ``_TOTALS_SQL``'s columns 5 to 11).
+_SUMMED = ("n", "passed", "errors", "tokens", "thinking", "cost", "seconds")
 
 
 def run_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, Any]:
-    """The totals and case histograms of every eval × service × model in ``run_ids``.
+    """The totals, case histograms and judges of every eval × service × model in ``run_ids``.
 
     Returns:
         ``{"cells": n, "targets": [{group, eval, service, model, n, passed, errors, tokens,
-        thinking, cost, seconds, hist: [[scored, passed, cases], …]}, …], "graders": […]}``
-        (JSON-ready; ``graders``: :func:`~evalhydra.reports.graders.grader_rows`).
+        thinking, cost, seconds, hist: [[scored, passed, cases], …], judges: [[judge service,
+        judge model, the results' run, judged results], …]}, …], "graders": […]}`` (JSON-ready;
+        ``judges`` counts scored results only, by the run that stored them, so that the
+        viewer finds a target's judge without a pass over its results; ``graders``:
+        :func:`~evalhydra.reports.graders.grader_rows`).
     """
     sel = select_runs(conn, run_ids)
     histograms = case_histograms(conn, sel)
-    targets = []
-    for group, eval_id, service, model, n, passed, errors, tokens, thinking, cost, seconds in conn.execute(
-            _TOTALS_SQL.format(table=sel.table, where=sel.where), sel.params):
-        hist = histograms.get((group, eval_id, service, model), Counter())
-        targets.append({"group": group, "eval": eval_id, "service": service, "model": model, "n": n,
-                        "passed": passed, "errors": errors, "tokens": tokens, "thinking": thinking,
-                        "cost": cost, "seconds": seconds,
-                        "hist": [[s, ok, c] for (s, ok), c in sorted(hist.items())]})
-    return {"cells": sum(t["n"] for t in targets), "targets": targets, "graders": grader_rows(conn, sel)}
+    targets: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for row in conn.execute(_TOTALS_SQL.format(table=sel.table, where=sel.where), sel.params):
+        key, summed, (judge_service, judge_model, run_id, judged) = row[:4], row[4:11], row[11:]
+        target = targets.get(key)
+        if target is None:
+            hist = histograms.get(key, Counter())
+            target = targets[key] = {
+                "group": key[0], "eval": key[1], "service": key[2], "model": key[3],
+                **dict.fromkeys(_SUMMED, 0), "hist": [[s, ok, c] for (s, ok), c in sorted(hist.items())],
+                "judges": []}
+        for name, value in zip(_SUMMED, summed, strict=True):
+            target[name] += value or 0
+        if judge_model is not None and judged:
+            target["judges"].append([judge_service, judge_model, run_id, judged])
+    rows = list(targets.values())
+    for target in rows:
+        target["judges"].sort()
+    return {"cells": sum(t["n"] for t in rows), "targets": rows, "graders": grader_rows(conn, sel)}
 
 
 def summary_of(targets: Iterable[TargetAgg]) -> dict[str, Any]:
@@ -85,6 +102,12 @@ def merge_summaries(summaries: Iterable[Mapping[str, Any]]) -> dict[str, Any] | 
 
 def _histogram(target: Mapping[str, Any]) -> Counter[tuple[int, int]]:
     return Counter({(scored, ok): cases for scored, ok, cases in target["hist"]})
+
+
+def summary_histograms(summary: Mapping[str, Any]) -> dict[Target, Counter[tuple[int, int]]]:
+    """Each target's case histogram, as :func:`~evalhydra.reports.aggregate.case_histograms`
+    reads it from the results."""
+    return {(t["group"], t["eval"], t["service"], t["model"]): _histogram(t) for t in summary["targets"]}
 
 
 def target_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:

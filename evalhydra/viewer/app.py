@@ -50,7 +50,7 @@ from evalhydra.reports.calibration import calibration_docs
 from evalhydra.reports.comparecmd import Target, compare, parse_target
 from evalhydra.reports.html import STATUS_MARKS, chart
 from evalhydra.reports.judges import has_labels
-from evalhydra.reports.runsummary import header_facts, target_rows
+from evalhydra.reports.runsummary import header_facts, summary_histograms, target_rows
 from evalhydra.reports.selection import select_runs
 from evalhydra.store.db import Store, open_store
 from evalhydra.viewer.export import FORMATS, export_lines
@@ -245,7 +245,8 @@ class _Pages:
             summary = selection_summary(store.conn, ids, self.live)
             rows = target_rows(summary)
             selected = select_runs(store.conn, ids)
-            judges = calibration_docs(store.conn, selected) if has_labels(store.conn) else []
+            judges = (calibration_docs(store.conn, selected, hists=summary_histograms(summary),
+                                       summary=summary) if has_labels(store.conn) else [])
             return _render(request, "run.html.j2", header=header_facts(summary, store.runs(ids)), rows=rows,
                            comparisons=comparisons(store.conn, ids, summary),
                            graders=summary.get("graders", []), chart=chart(rows),

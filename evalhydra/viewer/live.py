@@ -31,7 +31,8 @@ _NEW_CELLS_SQL = f"""select rc.rowid, r."group", r.eval_id, r.service_name, coal
   r.case_id, {PASSED_SQL}, {INFRA_ERROR_SQL},
   coalesce(r.prompt_tokens, 0) + coalesce(r.completion_tokens, 0) + coalesce(r.judge_prompt_tokens, 0)
     + coalesce(r.judge_completion_tokens, 0),
-  coalesce(r.reasoning_tokens, 0), coalesce(r.cost_usd, 0) + coalesce(r.judge_cost_usd, 0), {DURATION_SQL}
+  coalesce(r.reasoning_tokens, 0), coalesce(r.cost_usd, 0) + coalesce(r.judge_cost_usd, 0), {DURATION_SQL},
+  coalesce(r.judge_service, ''), r.judge_model, r.run_id
 from run_cells rc join results r on r.cell_key = rc.cell_key and r.run_id = rc.result_run_id
 where rc.run_id = ? and rc.rowid > ? order by rc.rowid"""
 
@@ -47,13 +48,19 @@ class _Running:
     cells: int = 0
     totals: dict[_Target, list[float]] = field(default_factory=dict)
     cases: dict[_Target, dict[str, list[int]]] = field(default_factory=dict)  # case -> [scored, passed]
+    # (judge service, judge model, the result's run) -> the scored results it judged
+    judges: dict[_Target, Counter[tuple[str, str, str]]] = field(default_factory=dict)
 
     def add(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        for rowid, group, eval_id, service, model, case, passed, error, *spent in rows:
+        for rowid, group, eval_id, service, model, case, passed, error, *rest in rows:
+            spent, (judge_service, judge_model, run_id) = rest[:-3], rest[-3:]
             target = (group, eval_id, service, model)
             totals = self.totals.setdefault(target, [0, 0, 0, 0, 0, 0.0, 0.0])
             for i, value in enumerate((1, passed, error, *spent)):
                 totals[i] += value or 0
+            judges = self.judges.setdefault(target, Counter())
+            if judge_model is not None and not error:
+                judges[(judge_service, judge_model, run_id)] += 1
             counts = self.cases.setdefault(target, {}).setdefault(case, [0, 0])
             counts[0] += 0 if error else 1
             counts[1] += passed
@@ -70,7 +77,8 @@ class _Running:
             targets.append({"group": target[0], "eval": target[1], "service": target[2], "model": target[3],
                             **{k: int(v) if k in ("n", "passed", "errors", "tokens", "thinking") else v
                                for k, v in totals.items()},
-                            "hist": [[s, ok, c] for (s, ok), c in sorted(hist.items())]})
+                            "hist": [[s, ok, c] for (s, ok), c in sorted(hist.items())],
+                            "judges": [[*judge, n] for judge, n in sorted(self.judges[target].items())]})
         return {"cells": self.cells, "targets": targets, "graders": []}
 
 

@@ -10,7 +10,10 @@ import pytest
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.matchers.factory import judge_settings
-from evalhydra.reports.calibration import calibration, render_calibration
+from evalhydra.reports.calibration import calibration, calibration_docs, render_calibration
+from evalhydra.reports.judges import Settings, judges_in_summary, judges_of
+from evalhydra.reports.runsummary import run_summary, summary_histograms
+from evalhydra.reports.selection import select_runs
 from evalhydra.reports.summary import Gates, corrected_rows, failing_stats, gate_text, run_gate, store_stats
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Batch, immediate, open_store
@@ -144,6 +147,31 @@ def test_an_unlabelled_judge_fails_the_label_gate(tmp_path: Path) -> None:
     assert all("judge" not in s for s in store_stats(store, [RUN]))  # nothing labelled: nothing added
     failing = run_gate(store, [RUN], Gates(require_judge_labels=1, min_judge_kappa=0.0))
     assert [(f["eval"], f["value"]) for f in failing] == [("g.e", None), ("g.e", 0)]
+    store.close()
+
+
+def test_a_run_summary_names_the_judges_a_pass_over_the_results_finds(tmp_path: Path) -> None:
+    """The viewer reads a target's judges from the run's summary: the same as :func:`judges_of`
+    over the results (two judges, an unjudged result and an infrastructure error left out), and the
+    same Judges section; a summary saved before it kept judges falls back to the results."""
+    store = _store(tmp_path / "s.db")
+    more = [result_row(RUN, "c10", judge_model="other-m", judge_service="mock", output="answer 10"),
+            result_row(RUN, "c11", output="answer 11"),
+            result_row(RUN, "c12", judge_model="judge-m", judge_service="mock", status="ERROR",
+                       error_kind="server_error", status_code=503, passed=False)]
+    store.write(Batch(results=more, members=[(RUN, r["cell_key"]) for r in more]))
+    sel = select_runs(store.conn, [RUN])
+    summary = run_summary(store.conn, [RUN])
+    scanned = judges_of(store.conn, sel)
+    assert judges_in_summary(summary, Settings(store.conn)) == scanned
+    assert scanned[("g", "g.e", "svc", "m")] == {("g.e", "mock", "judge-m", ""): 10,
+                                                 ("g.e", "mock", "other-m", ""): 1, None: 1}
+    docs = calibration_docs(store.conn, sel, hists=summary_histograms(summary), summary=summary)
+    assert docs == calibration_docs(store.conn, sel)
+    assert [d["judge_model"] for d in docs] == ["judge-m", "other-m"]
+    old = {**summary, "targets": [{k: v for k, v in t.items() if k != "judges"} for t in summary["targets"]]}
+    assert judges_in_summary(old, Settings(store.conn)) is None
+    assert calibration_docs(store.conn, sel, summary=old) == docs
     store.close()
 
 

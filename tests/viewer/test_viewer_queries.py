@@ -292,7 +292,9 @@ def test_the_grid_pages_by_key_forwards_and_backwards_over_every_case(tmp_path: 
 
 
 def _without_graders(summary: dict[str, Any]) -> dict[str, Any]:
-    targets = [{**t, "cost": round(t["cost"], 9)} for t in summary["targets"]]
+    """The summary to compare: sums of floats rounded (they are added in another order)."""
+    targets = [{**t, "cost": round(t["cost"], 9), "seconds": round(t["seconds"], 9)}
+               for t in summary["targets"]]
     return {**summary, "graders": [], "targets": targets}
 
 
@@ -306,11 +308,15 @@ def test_a_running_runs_summary_grows_with_each_cell_stored_as_a_full_one_would(
     live = LiveSummaries()
     rows = [result_row(run, f"c{i % 7}", i // 7 + 1, passed=i % 3 > 0, service_name=f"svc-{i % 2}",
                        cost_usd=0.001 * i) for i in range(40)]
+    for i, row in enumerate(rows):  # judges too: two of them, some results unjudged
+        if i % 5:
+            row.update(judge_service="mock", judge_model=f"judge-{i % 3 // 2}")
     for start in range(0, 40, 9):
         chunk = rows[start:start + 9]
         store.write(Batch(results=chunk, members=[(run, r["cell_key"]) for r in chunk]))
         got = summaries(store.conn, [run], live)[run]
         assert _without_graders(got) == _without_graders(run_summary(store.conn, [run]))
+        assert any(t["judges"] for t in got["targets"])
     assert live.summary(store.conn, run)["cells"] == 40
     again = {**rows[0], "passed": False, "status": "FAIL"}  # the run writes a cell over
     store.write(Batch(results=[again], members=[(run, again["cell_key"])]))
