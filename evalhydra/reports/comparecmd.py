@@ -43,7 +43,7 @@ from evalhydra.reports.compare import (
     paired_by_eval,
     pooled,
 )
-from evalhydra.reports.judgecompare import add_judge_corrected
+from evalhydra.reports.judgecompare import JudgedSide, SavedRun, add_judge_corrected
 from evalhydra.reports.markdown import comparison_table
 from evalhydra.reports.selection import versions_of_runs
 from evalhydra.reports.ttft import paired_first_token
@@ -92,6 +92,14 @@ def side_of(target: Target, evals: Sequence[str], conn: sqlite3.Connection | Non
         return Side(target.label, " and ".join(conds), tuple(params))
     inner = f"where {' and '.join(conds)}" if conds else ""
     return Side(target.label, _LATEST.format(where=inner), tuple(params))
+
+
+def _judged_side(target: Target, evals: Sequence[str], cases: Side) -> JudgedSide:
+    """A side for the judge correction: ``cases`` is the side the comparison read its cases by
+    (a finished run's saved fractions, when they hold, and then its saved summary names its judges)."""
+    saved = (SavedRun(target.runs[0], target.service, target.model, tuple(evals)) if cases.fractions
+             else None)
+    return JudgedSide(side_of(target, evals), cases, saved)
 
 
 def _narrowed(target: Target, evals: Sequence[str]) -> tuple[list[str], list[Any]]:
@@ -208,7 +216,8 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
     rows, overall = [row(p) for p in both], row(all_evals)
     adjust_comparison(rows, overall)
     if judge_corrected:
-        add_judge_corrected(conn, side_of(base, evals), side_of(cand, evals), rows, overall)
+        add_judge_corrected(conn, _judged_side(base, evals, sides[0]), _judged_side(cand, evals, sides[1]),
+                            rows, overall)
     return Comparison(base.label, cand.label, kind, rows, overall, errors, one_sided,
                       precision(all_evals.diffs, overall.get("paired"), min_detectable_drop,
                                 overall["baseline_pass_rate"]), all_evals.diffs,

@@ -10,17 +10,25 @@ pooled p-values are Holm-adjusted together, as the raw ones are.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from evalhydra.reports.compare import Side, adjust_comparison, by_case_sql
-from evalhydra.reports.judges import JudgeCalibration, JudgeKey, Settings, calibrations, judge_name
+from evalhydra.reports.judges import (
+    JudgeCalibration,
+    JudgeKey,
+    Settings,
+    calibrations,
+    judge_name,
+    judges_in_summary,
+)
 from evalhydra.stats.judge import JudgedCases, corrected_difference
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
-__all__ = ["add_judge_corrected"]
+__all__ = ["JudgedSide", "SavedRun", "add_judge_corrected"]
 
 _SHARED_SQL = """with b as materialized ({base}), x as materialized ({cand})
 select b.g, b.e, 1.0 * b.ok / b.scored, 1.0 * x.ok / x.scored from b join x
@@ -32,7 +40,61 @@ where ({{where}}) and not {INFRA_ERROR_SQL} group by 1, 2, 3, 4, 5"""
 Eval = tuple[str, str]
 
 
-def _judges(conn: sqlite3.Connection, side: Side, settings: Settings) -> dict[Eval, list[JudgeKey | None]]:
+@dataclass(frozen=True)
+class SavedRun:
+    """A side that is one finished run (narrowed to a service, a model, some evals) whose saved
+    summary names its judges."""
+
+    run_id: str
+    service: str | None = None
+    model: str | None = None
+    evals: tuple[str, ...] = ()
+
+    def holds(self, target: Mapping[str, Any]) -> bool:
+        """Whether a target of the run's summary is on this side."""
+        return ((self.service is None or target["service"] == self.service)
+                and (self.model is None or target["model"] == (self.model or ""))
+                and (not self.evals or target["eval"] in self.evals))
+
+
+@dataclass(frozen=True)
+class JudgedSide:
+    """One side of a judge-corrected comparison: the condition on ``results``, the one its per-case
+    figures are read by (the run's saved fractions when they hold), and, for one finished run,
+    where its judges are named without a pass over its results."""
+
+    results: Side
+    cases: Side
+    saved: SavedRun | None = None
+
+
+def _judges(conn: sqlite3.Connection, side: JudgedSide,
+            settings: Settings) -> dict[Eval, list[JudgeKey | None]]:
+    """Per eval of a side, the judges of its scored results (None: results no judge scored)."""
+    saved = _saved_judges(conn, side.saved, settings) if side.saved else None
+    return saved if saved is not None else _scanned_judges(conn, side.results, settings)
+
+
+def _saved_judges(conn: sqlite3.Connection, saved: SavedRun,
+                  settings: Settings) -> dict[Eval, list[JudgeKey | None]] | None:
+    """:func:`_judges` from the run's saved summary (None without one that names them)."""
+    row = conn.execute("select summary from run_summaries where run_id = ?", [saved.run_id]).fetchone()
+    summary = json.loads(row[0]) if row and row[0] else None
+    if summary is None:
+        return None
+    by_target = judges_in_summary({"targets": [t for t in summary["targets"] if saved.holds(t)]}, settings)
+    if by_target is None:
+        return None
+    out: dict[Eval, list[JudgeKey | None]] = {}
+    for (g, e, _, _), found in by_target.items():
+        for key in found:
+            if key not in out.setdefault((g, e), []):
+                out[(g, e)].append(key)
+    return out
+
+
+def _scanned_judges(conn: sqlite3.Connection, side: Side,
+                    settings: Settings) -> dict[Eval, list[JudgeKey | None]]:
     out: dict[Eval, list[JudgeKey | None]] = {}
     for g, e, service, model, run_id in conn.execute(_JUDGES_SQL.format(where=side.where), side.params):
         key = (e, service or "", model, settings.of(run_id, e)) if model is not None else None
@@ -72,16 +134,16 @@ def _group(key: Eval, fractions: list[tuple[float, float]], judges: tuple[Mappin
     return (fractions, found[base].agreement, found[cand].agreement, base == cand), block
 
 
-def add_judge_corrected(conn: sqlite3.Connection, base: Side, cand: Side, rows: Sequence[dict[str, Any]],
-                        overall: dict[str, Any]) -> None:
+def add_judge_corrected(conn: sqlite3.Connection, base: JudgedSide, cand: JudgedSide,
+                        rows: Sequence[dict[str, Any]], overall: dict[str, Any]) -> None:
     """Add a ``judge_corrected`` block to each comparison row and the pooled one: the corrected
     difference, its interval, p-value (Holm-adjusted) and verdict, each side's judge and labels, or
-    the ``problem`` that prevents the correction. ``base`` and ``cand`` select ``results``."""
+    the ``problem`` that prevents the correction."""
     settings = Settings(conn)
     judges = (_judges(conn, base, settings), _judges(conn, cand, settings))
     keys = {k for side in judges for found in side.values() for k in found if k is not None}
     found = calibrations(conn, keys, resamples=0, settings=settings)
-    shared = _shared(conn, base, cand)
+    shared = _shared(conn, base.cases, cand.cases)
     groups = []
     for row in rows:
         key = (row["group"], row["eval_id"])

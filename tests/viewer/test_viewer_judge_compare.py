@@ -13,8 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from evalhydra.reports import judgecompare
 from evalhydra.reports.comparecmd import Target, compare
+from evalhydra.reports.runsummary import run_summary
 from evalhydra.store.db import immediate, open_store
+from evalhydra.store.fractions import fractions_valid
 from evalhydra.store.labels import import_labels
 from tests.reports.test_reports_support import result_row, write_run
 from tests.viewer.test_viewer import base_of, start_viewer, stop
@@ -92,3 +95,35 @@ def test_without_labels_the_page_offers_no_correction(tmp_path: Path) -> None:
             assert "not corrected: " in asked.text.split('id="judge-corrected"', 1)[1]  # no labels
     finally:
         stop(proc)
+
+
+def test_saved_summaries_and_fractions_give_the_same_correction(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finished runs with saved summaries and per-case fractions are compared from them (their
+    judges named by the summary, no pass over the results): the same blocks as from the results."""
+    store = open_store(tmp_path / "s.db")
+    write_run(store, BASE, _judged(BASE, "lenient", 28) + [
+        result_row(BASE, "x0", eval_id="g.plain", cell_key="p0")])  # an eval no judge scored
+    write_run(store, CAND, _judged(CAND, "strict", 16) + [
+        result_row(CAND, "x0", eval_id="g.plain", cell_key="p0", passed=False)],
+        started="2026-01-02T00:00:00.000Z")
+    with immediate(store.conn):
+        import_labels(store.conn, [(f"line {i}", {"eval": "g.e", "case": f"c{i}",
+                                                  "label": "PASS" if i < PEOPLE_PASS else "FAIL"})
+                                   for i in range(CASES)], "ana")
+    sides = Target(BASE, (BASE,), None, None), Target(CAND, (CAND,), "svc", None)
+    scanned = compare(store.conn, *sides, judge_corrected=True).to_json()
+    for run_id in (BASE, CAND):
+        store.save_run_summary(run_id, run_summary(store.conn, [run_id]))
+    assert all(fractions_valid(store.conn, run_id) for run_id in (BASE, CAND))
+
+    def no_pass(*args: object) -> None:
+        raise AssertionError("the judges were read from the results")
+
+    monkeypatch.setattr(judgecompare, "_scanned_judges", no_pass)
+    saved = compare(store.conn, *sides, judge_corrected=True).to_json()
+    assert saved == scanned
+    blocks = {r["eval_id"]: r["judge_corrected"] for r in saved["comparisons"]}
+    assert blocks["g.plain"]["problem"] == "the baseline's results were not all scored by a judge"
+    assert blocks["g.e"]["candidate_judge"] == "mock/strict"
+    store.close()
