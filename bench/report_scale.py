@@ -13,9 +13,13 @@ for that run:
 2. then, separately, aiwg's records (format ``jsonl``: ``results.jsonl``
    and ``summary.json``), and with ``--junit`` also ``junit.xml``.
 
+With ``--labels N``, N of the judged outputs are then labelled by people (a tenth of them
+against the judge's verdict) and ``json,md,text`` is timed again: what the "Judges" section
+and the judge-corrected pass rates add (``--judged 10`` makes every result judge-scored).
+
 Usage::
 
-    python bench/report_scale.py [--rows 1000000] [--keep DIR] [--junit]
+    python bench/report_scale.py [--rows 1000000] [--keep DIR] [--junit] [--judged 2] [--labels 0]
 
 Targets: under 10 s and under 300 MB peak RSS on a 2-core machine; issue 12
 asks for under 5 s. The floor, measured in the same run in its own process: one
@@ -89,7 +93,7 @@ FROM outcomes
 """
 
 
-def fill(path: Path, rows: int, run_id: str = RUN_ID, salt: int = 0,
+def fill(path: Path, rows: int, run_id: str = RUN_ID, salt: int = 0, judged: int = JUDGED,
          started_at: str = "2026-01-01T00:00:00.000Z") -> None:
     """Add to the store at ``path`` one run of ``rows`` synthetic results (the same cells for every
     ``run_id``; ``salt`` shifts which of them pass), started at ``started_at``."""
@@ -99,7 +103,7 @@ def fill(path: Path, rows: int, run_id: str = RUN_ID, salt: int = 0,
     store = open_store(path)
     conn = store.conn
     conn.execute("begin immediate")
-    conn.execute(_FILL_SQL, {"rows": rows, "cases": cases, "run_id": run_id, "judged": JUDGED,
+    conn.execute(_FILL_SQL, {"rows": rows, "cases": cases, "run_id": run_id, "judged": judged,
                              "salt": salt})
     conn.execute("insert into run_cells (run_id, cell_key, result_run_id)"
                  " select run_id, cell_key, run_id from results where run_id = ?", [run_id])
@@ -203,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--keep", metavar="DIR", help="keep the store and reports in DIR")
     parser.add_argument("--junit", action="store_true", help="also time junit.xml")
+    parser.add_argument("--judged", type=int, default=JUDGED, help="evals (of 10) a judge scored")
+    parser.add_argument("--labels", type=int, default=0,
+                        help="then label this many judged outputs and time json,md,text again")
     parser.add_argument("--child", nargs=3, metavar=("DB", "OUT", "FORMATS"), help=argparse.SUPPRESS)
     parser.add_argument("--child-floor", metavar="DB", help=argparse.SUPPRESS)
     parser.add_argument("--child-parallel-floor", metavar="DB", help=argparse.SUPPRESS)
@@ -220,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.keep) if args.keep else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        return _bench(root, args.rows, args.junit)
+        return _bench(root, args.rows, args.junit, args.judged, args.labels)
 
 
 def _measure(root: Path, db: Path, formats: str) -> dict[str, object]:
@@ -233,14 +240,36 @@ def _measure(root: Path, db: Path, formats: str) -> dict[str, object]:
     return figures
 
 
-def _bench(root: Path, rows: int, junit: bool) -> int:
+def label(db: Path, count: int) -> int:
+    """Label ``count`` judged outputs (distinct by eval, case and output) as people would: the
+    judge's verdict, but the opposite on every tenth. Returns how many were stored."""
+    from evalhydra.store.db import immediate, open_store
+    from evalhydra.store.labels import output_sha256
+
+    store = open_store(db)
+    picked = store.conn.execute(
+        "select eval_id, case_id, output, max(passed) from results where run_id = ? and judge_model is"
+        " not null and error_kind is null group by eval_id, case_id, output limit ?",
+        [RUN_ID, count]).fetchall()
+    with immediate(store.conn):
+        store.conn.executemany(
+            "insert into labels (eval_id, case_id, output_sha256, output, label, labeller, labelled_at)"
+            " values (?, ?, ?, ?, ?, 'bench', '2026-01-02T00:00:00.000Z')",
+            [(e, c, output_sha256(o), o, "PASS" if bool(p) != (i % 10 == 0) else "FAIL")
+             for i, (e, c, o, p) in enumerate(picked)])
+    store.close()
+    return len(picked)
+
+
+def _bench(root: Path, rows: int, junit: bool, judged: int = JUDGED, labels: int = 0) -> int:
     db = root / "bench.db"
     for stale in root.glob("bench.db*"):
         stale.unlink()
     shutil.rmtree(root / "report", ignore_errors=True)
     started = time.perf_counter()
-    fill(db, rows)
-    print(f"filled {rows:,} results in {time.perf_counter() - started:.1f} s "
+    fill(db, rows, judged=judged)
+    print(f"filled {rows:,} results ({judged} of {EVALS} evals judge-scored)"
+          f" in {time.perf_counter() - started:.1f} s "
           f"({db.stat().st_size / 2**20:.0f} MB store); {os.cpu_count()} cores,"
           f" load average {os.getloadavg()[0]:.2f}")
     floor = json.loads(subprocess.run([sys.executable, __file__, "--child-floor", str(db)], check=True,
@@ -260,6 +289,13 @@ def _bench(root: Path, rows: int, junit: bool) -> int:
     print(f"issue 12 target for json,md,text (< 5 s): {'met' if seconds < 5 else 'not met'}; "
           f"{seconds / max(float(floor['seconds']), 1e-9):.2f} × the floor, "
           f"{seconds / max(float(grouped['seconds']), 1e-9):.2f} × the floor with the groupings")
+    if labels:
+        stored = label(db, labels)
+        print(f"labelled {stored:,} judged outputs; json,md,text again, now with the Judges section:")
+        shutil.rmtree(root / "report", ignore_errors=True)
+        labelled = _measure(root, db, "json,md,text")
+        print(f"the Judges section and corrected rates: {float(labelled['seconds']) - seconds:+.2f} s,"  # type: ignore[arg-type]
+              f" {float(labelled['seconds']) / seconds:.2f} × the report without labels")  # type: ignore[arg-type]
     return 0 if ok else 1
 
 
