@@ -19,7 +19,8 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from evalhydra.store.db import open_store
+from evalhydra.store.db import immediate, open_store
+from evalhydra.store.labels import import_labels
 from evalhydra.viewer.app import COOKIE
 from tests.helpers import numbered_registry, run_cli, start_cli, wait_for
 from tests.reports.test_reports_support import result_row, write_run
@@ -311,9 +312,12 @@ def test_hostile_stored_text_stays_text_in_every_page(tmp_path: Path, browser: o
     evil = '<img src=x id="pwned1" onerror="window.pwned=1">'
     write_run(store, HOSTILE, [
         result_row(HOSTILE, "c1", passed=False, output=evil, failure_reason='<b id="pwned2">x</b>',
-                   eval_id=evil, service_name='<i id="pwned3">s</i>'),
+                   eval_id=evil, service_name='<i id="pwned3">s</i>', judge_model=evil,
+                   judge_service='<u id="pwned5">j</u>'),
         result_row(HOSTILE, '<svg id="pwned4" onload="window.pwned=1">', cell_key="k2"),
     ])
+    with immediate(store.conn):  # a label: the Judges section and the judge-corrected compare show
+        import_labels(store.conn, [("x:1", {"eval": evil, "case": "c1", "label": "FAIL", "note": evil})])
     store.close()
     proc, url = start_viewer(tmp_path / "s.db")
     try:
@@ -325,6 +329,8 @@ def test_hostile_stored_text_stays_text_in_every_page(tmp_path: Path, browser: o
         for path in ("/", f"/runs/{HOSTILE}", f"/runs/{HOSTILE}?filter=failures&q=%3Cimg",
                      f"/compare?base={HOSTILE}&candidate={HOSTILE}",
                      f"/compare?base={HOSTILE}&candidate={HOSTILE}&list=regressed&row=0",
+                     f"/compare?base={HOSTILE}&candidate={HOSTILE}&judge_corrected=1",
+                     f"/runs/{HOSTILE}/label",
                      f"/runs/{HOSTILE}?" + urlencode({"filter": "regressions", "base": evil}), case_page):
             page.goto(base_of(url) + path)
             page.wait_for_load_state("load")
@@ -333,6 +339,10 @@ def test_hostile_stored_text_stays_text_in_every_page(tmp_path: Path, browser: o
         assert evil in page.locator("#case").inner_text()  # shown as the text it is
         page.goto(base_of(url) + f"/runs/{HOSTILE}?filter=failures&q=%3Cimg")
         assert evil in page.locator("#grid").inner_text()
+        page.goto(base_of(url) + f"/runs/{HOSTILE}")
+        assert evil in page.locator("#judges").inner_text()  # the judge's name, as text
+        page.goto(base_of(url) + f"/compare?base={HOSTILE}&candidate={HOSTILE}&judge_corrected=1")
+        assert evil in page.locator("#judge-corrected").inner_text()
         assert dialogs == []
     finally:
         stop(proc)

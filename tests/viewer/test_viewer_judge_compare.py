@@ -35,8 +35,10 @@ def _judged(run_id: str, judge: str, passes: int) -> list[dict[str, object]]:
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("judgecompare") / "s.db"
     store = open_store(path)
-    write_run(store, BASE, _judged(BASE, "lenient", 28))
-    write_run(store, CAND, _judged(CAND, "strict", 16), started="2026-01-02T00:00:00.000Z")
+    plain = [result_row(BASE, "x0", eval_id="g.plain", cell_key="p0")]  # an eval no judge scored
+    write_run(store, BASE, _judged(BASE, "lenient", 28) + plain)
+    write_run(store, CAND, _judged(CAND, "strict", 16) + [{**plain[0], "run_id": CAND}],
+              started="2026-01-02T00:00:00.000Z")
     with immediate(store.conn):
         import_labels(store.conn, [(f"line {i}", {"eval": "g.e", "case": f"c{i}",
                                                   "label": "PASS" if i < PEOPLE_PASS else "FAIL"})
@@ -70,12 +72,13 @@ def test_the_compare_page_turns_the_judge_correction_on_and_off(client: httpx.Cl
     expected = compare(store.conn, Target(BASE, (BASE,), None, None), Target(CAND, (CAND,), None, None),
                        judge_corrected=True)
     store.close()
-    block = expected.rows[0]["judge_corrected"]
+    block = next(r["judge_corrected"] for r in expected.rows if r["eval_id"] == "g.e")
     assert block["difference"] == pytest.approx(0.0, abs=1e-9)  # 50 % on both sides, corrected
     shown = f"{block['difference']:+.3f} [{block['ci_low']:+.3f}, {block['ci_high']:+.3f}]"
     assert f'<td class="num corrected-delta">{shown}</td>' in section
     assert "<td>mock/lenient</td>" in section and "<td>mock/strict</td>" in section
     assert "the raw regression is not significant after judge correction" in section
+    assert "not corrected: the baseline" in section  # the eval no judge scored keeps its raw verdict
     assert "judge_corrected" not in _toggle(page.text)  # and back to the raw verdicts
 
 
