@@ -53,7 +53,7 @@ class SavedRun:
     def holds(self, target: Mapping[str, Any]) -> bool:
         """Whether a target of the run's summary is on this side."""
         return ((self.service is None or target["service"] == self.service)
-                and (self.model is None or target["model"] == (self.model or ""))
+                and (self.model is None or target["model"] == self.model)
                 and (not self.evals or target["eval"] in self.evals))
 
 

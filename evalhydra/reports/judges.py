@@ -111,7 +111,8 @@ def judges_in_summary(summary: Mapping[str, Any],
         unjudged = t["n"] - t["errors"] - sum(found.values())
         if unjudged:
             found[None] = unjudged
-        out[(t["group"], t["eval"], t["service"], t["model"])] = found
+        if found:  # as judges_of, which counts scored results only
+            out[(t["group"], t["eval"], t["service"], t["model"])] = found
     return out
 
 

@@ -158,6 +158,8 @@ def test_a_run_summary_names_the_judges_a_pass_over_the_results_finds(tmp_path: 
     more = [result_row(RUN, "c10", judge_model="other-m", judge_service="mock", output="answer 10"),
             result_row(RUN, "c11", output="answer 11"),
             result_row(RUN, "c12", judge_model="judge-m", judge_service="mock", status="ERROR",
+                       error_kind="server_error", status_code=503, passed=False),
+            result_row(RUN, "c0", eval_id="g.down", cell_key="down", status="ERROR",  # nothing scored
                        error_kind="server_error", status_code=503, passed=False)]
     store.write(Batch(results=more, members=[(RUN, r["cell_key"]) for r in more]))
     sel = select_runs(store.conn, [RUN])
