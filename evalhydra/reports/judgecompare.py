@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from evalhydra.reports.aggregate import Target
 from evalhydra.reports.compare import Side, adjust_comparison, by_case_sql
 from evalhydra.reports.judges import (
     JudgeCalibration,
@@ -24,18 +25,16 @@ from evalhydra.reports.judges import (
     calibrations,
     judge_name,
     judges_in_summary,
+    judges_of,
 )
+from evalhydra.reports.selection import Selection
 from evalhydra.stats.judge import JudgedCases, corrected_difference
-from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["JudgedSide", "SavedRun", "add_judge_corrected"]
 
 _SHARED_SQL = """with b as materialized ({base}), x as materialized ({cand})
 select b.g, b.e, 1.0 * b.ok / b.scored, 1.0 * x.ok / x.scored from b join x
   on x.g = b.g and x.e = b.e and x.c = b.c where b.scored > 0 and x.scored > 0"""
-
-_JUDGES_SQL = f"""select "group", eval_id, judge_service, judge_model, run_id from results
-where ({{where}}) and not {INFRA_ERROR_SQL} group by 1, 2, 3, 4, 5"""
 
 Eval = tuple[str, str]
 
@@ -70,21 +69,11 @@ class JudgedSide:
 
 def _judges(conn: sqlite3.Connection, side: JudgedSide,
             settings: Settings) -> dict[Eval, list[JudgeKey | None]]:
-    """Per eval of a side, the judges of its scored results (None: results no judge scored)."""
-    saved = _saved_judges(conn, side.saved, settings) if side.saved else None
-    return saved if saved is not None else _scanned_judges(conn, side.results, settings)
-
-
-def _saved_judges(conn: sqlite3.Connection, saved: SavedRun,
-                  settings: Settings) -> dict[Eval, list[JudgeKey | None]] | None:
-    """:func:`_judges` from the run's saved summary (None without one that names them)."""
-    row = conn.execute("select summary from run_summaries where run_id = ?", [saved.run_id]).fetchone()
-    summary = json.loads(row[0]) if row and row[0] else None
-    if summary is None:
-        return None
-    by_target = judges_in_summary({"targets": [t for t in summary["targets"] if saved.holds(t)]}, settings)
+    """Per eval of a side, the judges of its scored results (None: results no judge scored): from
+    the run's saved summary when it names them, else from a pass over the side's results."""
+    by_target = _saved_judges(conn, side.saved, settings) if side.saved else None
     if by_target is None:
-        return None
+        by_target = judges_of(conn, Selection((), side.results.where, side.results.params), settings)
     out: dict[Eval, list[JudgeKey | None]] = {}
     for (g, e, _, _), found in by_target.items():
         for key in found:
@@ -93,14 +82,15 @@ def _saved_judges(conn: sqlite3.Connection, saved: SavedRun,
     return out
 
 
-def _scanned_judges(conn: sqlite3.Connection, side: Side,
-                    settings: Settings) -> dict[Eval, list[JudgeKey | None]]:
-    out: dict[Eval, list[JudgeKey | None]] = {}
-    for g, e, service, model, run_id in conn.execute(_JUDGES_SQL.format(where=side.where), side.params):
-        key = (e, service or "", model, settings.of(run_id, e)) if model is not None else None
-        if key not in out.setdefault((g, e), []):
-            out[(g, e)].append(key)
-    return out
+def _saved_judges(conn: sqlite3.Connection, saved: SavedRun,
+                  settings: Settings) -> dict[Target, dict[JudgeKey | None, int]] | None:
+    """:func:`~evalhydra.reports.judges.judges_of` of the side from the run's saved summary (None
+    without one that names them)."""
+    row = conn.execute("select summary from run_summaries where run_id = ?", [saved.run_id]).fetchone()
+    summary = json.loads(row[0]) if row and row[0] else None
+    if summary is None:
+        return None
+    return judges_in_summary({"targets": [t for t in summary["targets"] if saved.holds(t)]}, settings)
 
 
 def _shared(conn: sqlite3.Connection, base: Side, cand: Side) -> dict[Eval, list[tuple[float, float]]]:

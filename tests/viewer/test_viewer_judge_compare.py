@@ -123,7 +123,7 @@ def test_saved_summaries_and_fractions_give_the_same_correction(tmp_path: Path,
     def no_pass(*args: object) -> None:
         raise AssertionError("the judges were read from the results")
 
-    monkeypatch.setattr(judgecompare, "_scanned_judges", no_pass)
+    monkeypatch.setattr(judgecompare, "judges_of", no_pass)
     saved = compare(store.conn, *sides, judge_corrected=True).to_json()
     assert saved == scanned
     blocks = {r["eval_id"]: r["judge_corrected"] for r in saved["comparisons"]}
