@@ -36,6 +36,7 @@ import trio
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.strictjson import loads_plain
+from evalhydra.store.db import use_wal
 
 __all__ = ["BATCH", "CACHE_SCHEMA_VERSION", "TRIAL", "USE_CACHE", "CacheEntry", "ResponseCache", "cache_key",
            "cache_stats", "default_cache_path", "parse_expiry", "prune", "request_scope"]
@@ -223,7 +224,7 @@ class ResponseCache:
 
 def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
-    conn.execute("pragma journal_mode=wal")
+    use_wal(conn, timeout_s)
     conn.execute("pragma synchronous=normal")
     return conn
 
@@ -290,7 +291,7 @@ def prune(path: Path, expiry_s: float | None) -> int:
     """Delete the entries older than ``expiry_s`` (all of them with None); return how many."""
     conn = sqlite3.connect(path, timeout=30, isolation_level=None)
     try:
-        conn.execute("pragma journal_mode=wal")
+        use_wal(conn)
         if expiry_s is None:
             deleted = conn.execute("delete from responses").rowcount
         else:

@@ -287,17 +287,20 @@ def connect(path: Path, read_only: bool) -> sqlite3.Connection:
         return conn
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
-    _use_wal(conn)
+    use_wal(conn)
     conn.execute("pragma synchronous = normal")
     conn.execute("pragma busy_timeout = 30000")
     conn.execute("pragma recursive_triggers = on")  # a REPLACE fires delete triggers (run_summaries)
     return conn
 
 
-def _use_wal(conn: sqlite3.Connection, patience_s: float = 30.0) -> None:
-    """Switch to WAL. Processes that open a new store at once (a sweep's jobs) race to switch
-    it, and SQLite answers the losers "database is locked" at once, without its busy handler:
-    they try again until the winner is done."""
+def use_wal(conn: sqlite3.Connection, patience_s: float = 30.0) -> None:
+    """Switch ``conn``'s file to WAL.
+
+    Processes that open a new file at once (a sweep's jobs, runs sharing a response cache) race
+    to switch it, and SQLite answers the losers "database is locked" at once, without its busy
+    handler: they try again until the winner is done, for up to ``patience_s`` seconds.
+    """
     give_up = time.monotonic() + patience_s
     while True:
         try:

@@ -6,6 +6,7 @@ killed one leave a usable file; no secret reaches it.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import signal
 import sqlite3
 import time
@@ -15,7 +16,8 @@ from typing import Any
 import pytest
 
 import evalhydra
-from evalhydra.services.cache import cache_key, parse_expiry, request_scope
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.services.cache import ResponseCache, cache_key, parse_expiry, request_scope
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_call, numbered_registry, run_cli, start_cli, wait_for
 
@@ -221,6 +223,34 @@ def test_a_cache_another_process_keeps_locked_costs_a_warning_not_the_run(url: s
     assert took < 20  # never the old 30 s wait per write
 
 
+def _open_at(path: Path, moment: float, errors: Any) -> None:
+    """Open (and close) the cache at ``moment`` (spinning to it, as sleeping is too coarse)."""
+    while time.time() < moment:
+        pass
+    try:
+        ResponseCache(path, 3600).close()
+    except EvalHydraError as exc:
+        errors.put(str(exc))
+
+
+def test_processes_opening_a_new_cache_at_the_same_instant_all_open_it(tmp_path: Path) -> None:
+    # SQLite refuses all but one of the processes switching a new file to WAL at once, without
+    # waiting: runs started together (a sweep's jobs) used to lose their cache with exit 2.
+    fork = multiprocessing.get_context("fork")
+    errors = fork.Queue()
+    for attempt in range(10):
+        moment = time.time() + 0.05
+        procs = [fork.Process(target=_open_at, args=(tmp_path / f"{attempt}.db", moment, errors))
+                 for _ in range(2)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(30)
+            assert proc.exitcode == 0
+        assert errors.empty(), errors.get()
+        assert entries(tmp_path / f"{attempt}.db") == 0
+
+
 @pytest.mark.slow
 def test_concurrent_runs_share_one_file_and_a_killed_run_leaves_it_usable(url: str, tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "many", 400)
@@ -233,9 +263,8 @@ def test_concurrent_runs_share_one_file_and_a_killed_run_leaves_it_usable(url: s
 
     mock_call(url, "config", {"latency_ms": 5})
     one, two = start_cli(*args("one.db"), cwd=tmp_path), start_cli(*args("two.db"), cwd=tmp_path)
-    for proc in (one, two):
-        proc.communicate(timeout=120)
-        assert proc.returncode == 0
+    ends = [proc.communicate(timeout=120) for proc in (one, two)]
+    assert [one.returncode, two.returncode] == [0, 0], ends
     assert entries(cache) == 400  # the same 400 requests, written by both, kept once
     sent = chat_requests(url)
     killed = start_cli(*args("three.db", "trials=2"), cwd=tmp_path)  # trial 2 is new: 400 writes
