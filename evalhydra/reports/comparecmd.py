@@ -312,8 +312,8 @@ def _corrected_lines(result: Comparison) -> list[str]:
         if block.get("difference") is None:
             out.append(f"  {r['eval_id']}: not corrected: {block.get('problem') or 'no judge'}")
             continue
-        out.append(f"  {r['eval_id']}: {block['difference'] * 100:+.1f} points"
-                   f" [{block['ci_low'] * 100:+.1f}, {block['ci_high'] * 100:+.1f}],"
+        out.append(f"  {r['eval_id']}: {block['difference'] * 100:+z.1f} points"
+                   f" [{block['ci_low'] * 100:+z.1f}, {block['ci_high'] * 100:+z.1f}],"
                    f" p = {block['p_value']:.3g}"
                    f" (Holm {block['p_holm']:.3g}): {block['verdict']}; judges: baseline"
                    f" {block['baseline_judge']} ({block['baseline_labels']} labels), candidate"
@@ -358,5 +358,5 @@ def _first_token_line(result: Comparison) -> list[str]:
         return []
     return ["", f"time to first token ({first['cases']} cases streamed on both sides): baseline median"
                 f" {first['baseline_median_ms']:.0f} ms, candidate {first['candidate_median_ms']:.0f} ms;"
-                f" paired difference {first['difference_median_ms']:+.0f} ms"
-                f" (95% CI {first['ci_low_ms']:+.0f} to {first['ci_high_ms']:+.0f})"]
+                f" paired difference {first['difference_median_ms']:+z.0f} ms"
+                f" (95% CI {first['ci_low_ms']:+z.0f} to {first['ci_high_ms']:+z.0f})"]

@@ -256,10 +256,10 @@ def comparison_table(rows: Sequence[dict[str, Any]], tablefmt: str = "github") -
         table.append([
             cell(c["eval_id"]), c["target_kind"], cell(c["baseline_name"]),
             cell(c["candidate_name"]), _pct(c["baseline_pass_rate"]),
-            _pct(c["candidate_pass_rate"]), f"{c['delta_pass_rate']:+.1%}",
-            f"[{c['delta_ci_low']:+.3f}, {c['delta_ci_high']:+.3f}]",
+            _pct(c["candidate_pass_rate"]), f"{c['delta_pass_rate']:+z.1%}",
+            f"[{c['delta_ci_low']:+z.3f}, {c['delta_ci_high']:+z.3f}]",
             str(p["n_cases"]) if p else DASH,
-            f"{p['difference']:+.3f} [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]" if p else DASH,
+            f"{p['difference']:+z.3f} [{p['ci_low']:+z.3f}, {p['ci_high']:+z.3f}]" if p else DASH,
             _p(p["p_value"]) if p else DASH, _p(p["p_holm"]) if p else DASH,
             f"{len(p['regressed'])}/{len(p['improved'])}" if p else DASH, verdict(p)])
     headers = ["Eval", "Kind", "Baseline", "Candidate", "Base", "Cand", "Δ", "Δ CI (unpaired)",

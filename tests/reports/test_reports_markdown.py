@@ -141,3 +141,23 @@ def test_summary_md_is_short_and_lists_significant_regressions(tmp_path: Path) -
     assert summary.startswith("### evalhydra `eval-base-aaaaaaaa`, `eval-cand-bbbbbbbb`: 75.0% passed")
     assert "**Significant regressions**" in summary and "🔻 worse" in summary
     assert len(summary.splitlines()) < 20
+
+
+def test_a_difference_that_rounds_to_zero_is_shown_as_plus_zero() -> None:
+    # A floating-point sum of differences can end at -1e-17: shown as "-0.000" it reads as a loss.
+    from evalhydra.reports.html import _environment
+    from evalhydra.reports.markdown import comparison_table
+
+    tiny = -1e-17
+    paired = {"n_cases": 3, "difference": tiny, "ci_low": -0.2, "ci_high": 0.2, "p_value": 1.0,
+              "p_holm": 1.0, "regressed": [], "improved": [], "judge_flips": [],
+              "verdict": "no significant change"}
+    row = {"eval_id": "e", "target_kind": "model", "baseline_name": "a", "candidate_name": "b",
+           "baseline_pass_rate": 0.5, "candidate_pass_rate": 0.5, "delta_pass_rate": tiny,
+           "delta_ci_low": -0.2, "delta_ci_high": tiny, "paired": paired}
+    table = comparison_table([row])
+    html = _environment().from_string(
+        '{% import "parts.html.j2" as parts %}{{ parts.comparisons(rows, none) }}').render(rows=[row])
+    for shown in (table, html):
+        assert "-0.0" not in shown and "+0.000 [-0.200, +0.200]" in shown
+    assert "+0.0%" in table and "[-0.200, +0.000]" in table

@@ -64,7 +64,7 @@ def test_compare_names_both_sides_and_shows_both_deltas(client: httpx.Client) ->
     unpaired = re.findall(r'class="num unpaired-delta">([^<]*)<', page)
     expected = -BROKEN / CASES
     assert unpaired and all(float(u.split()[0]) == pytest.approx(expected, abs=5e-4) for u in unpaired)
-    assert re.findall(r'class="num paired-delta">([^< ]*)', page)[0] == f"{expected:+.3f}"
+    assert re.findall(r'class="num paired-delta">([^< ]*)', page)[0] == f"{expected:+z.3f}"
 
 
 def test_every_regressed_case_is_reachable_and_ids_with_a_slash_open(client: httpx.Client) -> None:

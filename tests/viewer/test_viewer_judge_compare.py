@@ -74,7 +74,7 @@ def test_the_compare_page_turns_the_judge_correction_on_and_off(client: httpx.Cl
     store.close()
     block = next(r["judge_corrected"] for r in expected.rows if r["eval_id"] == "g.e")
     assert block["difference"] == pytest.approx(0.0, abs=1e-9)  # 50 % on both sides, corrected
-    shown = f"{block['difference']:+.3f} [{block['ci_low']:+.3f}, {block['ci_high']:+.3f}]"
+    shown = f"{block['difference']:+z.3f} [{block['ci_low']:+z.3f}, {block['ci_high']:+z.3f}]"
     assert f'<td class="num corrected-delta">{shown}</td>' in section
     assert "<td>mock/lenient</td>" in section and "<td>mock/strict</td>" in section
     assert "the raw regression is not significant after judge correction" in section
