@@ -143,11 +143,12 @@ def finish_job(plan: RunPlan, store: Store, outcome: RunOutcome, out: Path, *, h
         The exit code (also stored as ``runs.exit_code``), the run id and the per-target stats.
     """
     with _further_interrupts_ignored(outcome.interrupted):
+        summary = run_summary(store.conn, [outcome.run_id])  # the viewer's, and names the judges
         gate_failed, stats = publish_run(
             store, outcome, out, formats=report_formats(plan), gates=plan_gates(plan), header=header,
-            hints=fix_hints(plan, store, outcome.run_id))
+            hints=fix_hints(plan, store, outcome.run_id), summary=summary)
         code = _exit_code(plan, outcome, stats, gate_failed, resume_hint)
-        store.save_run_summary(outcome.run_id, run_summary(store.conn, [outcome.run_id]))  # the viewer's
+        store.save_run_summary(outcome.run_id, summary)
         store.finish_run(outcome.run_id, exit_code=int(code))  # sqlite3 binds plain ints only
     return JobResult(code, outcome.run_id, stats)
 
@@ -212,15 +213,19 @@ def plan_gates(plan: RunPlan) -> Gates:
 
 
 def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequence[str], gates: Gates,
-                header: str | None = None, hints: Sequence[str] = ()) -> tuple[bool, list[dict[str, Any]]]:
+                header: str | None = None, hints: Sequence[str] = (),
+                summary: Mapping[str, Any] | None = None) -> tuple[bool, list[dict[str, Any]]]:
     """Write a finished run's reports, print its summary and apply the gates (all in SQL).
+
+    ``summary`` (the run's :func:`~evalhydra.reports.runsummary.run_summary`) names the targets'
+    judges, sparing the reports and the summary a pass over the results each.
 
     Returns:
         Whether a gate failed, and the per-target stats of the summary.
     """
-    write_run_reports(store, [outcome.run_id], out, formats=formats)
+    write_run_reports(store, [outcome.run_id], out, formats=formats, summary=summary)
     stats = print_run_summary(store, outcome, out, header=header, hints=hints, pass_hat_k=gates.pass_hat_k,
-                              judges=gates.judged or None)
+                              judges=gates.judged or None, summary=summary)
     failing = run_gate(store, [outcome.run_id], gates, stats=stats) if gates.active else []
     if gates.active:  # the verdict joins the run's summary.md and the CI's step summary
         add_gate_verdict(out, failing, failing_cases(store, [outcome.run_id], limit=10) if failing else [])

@@ -100,7 +100,8 @@ def target_comparisons(conn: sqlite3.Connection, sel: Selection, evals_doc: Mapp
 def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, Any]], *,
             baseline_service: str | None = None,
             baseline_models: Mapping[str, str] | None = None,
-            case_rows: Callable[[], list[tuple[Any, ...]]] | None = None) -> ReportData:
+            case_rows: Callable[[], list[tuple[Any, ...]]] | None = None,
+            summary: Mapping[str, Any] | None = None) -> ReportData:
     """Everything report.md, trials.json, summary.md and the gates need.
 
     Args:
@@ -112,6 +113,8 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
         baseline_models: Baseline model per service (default: first seen).
         case_rows: Returns :func:`~evalhydra.reports.aggregate.case_rows` for ``sel``
             when another thread runs that query (default: run it here, after the totals).
+        summary: The run summary of ``sel``, which names the targets' judges (default: found
+            in the results).
     """
     evals_doc, targets = evals_and_targets(conn, sel)
     data = ReportData(list(runs), evals_doc,
@@ -119,7 +122,8 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
     data.first_token = first_token_latency(conn, sel, targets.values())
     data.graders = grader_rows(conn, sel)
     if has_labels(conn):
-        data.judges = calibration_docs(conn, sel, hists={t.key: t.hist for t in data.cases.targets.values()})
+        data.judges = calibration_docs(conn, sel, hists={t.key: t.hist for t in data.cases.targets.values()},
+                                       summary=summary)
     data.comparisons = target_comparisons(conn, sel, evals_doc, [key[2:] for key in data.cases.targets],
                                           baseline_service=baseline_service, baseline_models=baseline_models)
     data.trials = agg.trial_rows(conn, sel)

@@ -82,7 +82,7 @@ def _rate_cells(stat: Mapping[str, Any]) -> list[str]:
 
 
 def store_stats(store: Store, run_ids: Sequence[str], *, pass_hat_k: int | None = None,
-                judges: bool | None = None) -> list[dict[str, Any]]:
+                judges: bool | None = None, summary: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Per eval × service × model: counts, pass rate with its interval, pass^k, latency, errors, cost.
 
     The pass rate is the mean over cases of each case's pass fraction, its 95%
@@ -98,6 +98,8 @@ def store_stats(store: Store, run_ids: Sequence[str], *, pass_hat_k: int | None 
         pass_hat_k: k of ``pass_hat_k`` (default: the fewest scored trials of a case).
         judges: Add the judges' fields: always (True), never (False), or when the store holds
             labels (None).
+        summary: The run summary of ``run_ids``, which names the targets' judges (default:
+            found in the results).
     """
     sel = select_runs(store.conn, run_ids)
     doc, targets = evals_and_targets(store.conn, sel)
@@ -123,7 +125,7 @@ def store_stats(store: Store, run_ids: Sequence[str], *, pass_hat_k: int | None 
                     "reasoning_tokens": t.reasoning_tokens, **_first_token(first_token.get(key)),
                     "retried": model["stats"]["retries"]["retried_runs"], "cost_usd": t.cost_usd})
     if judges or (judges is None and has_labels(store.conn)):
-        fields = judge_report(store.conn, sel, histograms).targets
+        fields = judge_report(store.conn, sel, histograms, summary=summary).targets
         for stat in out:
             stat.update(fields.get((stat["group"], stat["eval"], stat["service"], stat["model"] or ""), {}))
     return out
@@ -153,15 +155,17 @@ def consistency(hist: Mapping[tuple[int, int], int], k: int | None) -> tuple[int
 
 def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str | None = None,
                       hints: Sequence[str] = (), pass_hat_k: int | None = None,
-                      judges: bool | None = None) -> list[dict[str, Any]]:
+                      judges: bool | None = None,
+                      summary: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Print a run's one-screen summary (computed in SQL); return the stats for :func:`run_gate`.
 
     In order: ``header`` (the registry and store used), the per-target table, the
     top error reasons per target, up to five failing cases with the command that
     lists the rest, the totals (duration, tokens, cost, stored errors reused),
-    ``hints`` (a fix per problem), and where the reports are.
+    ``hints`` (a fix per problem), and where the reports are. ``summary`` (the run's
+    :func:`~evalhydra.reports.runsummary.run_summary`) names the targets' judges.
     """
-    stats = store_stats(store, [outcome.run_id], pass_hat_k=pass_hat_k, judges=judges)
+    stats = store_stats(store, [outcome.run_id], pass_hat_k=pass_hat_k, judges=judges, summary=summary)
     if header:
         print(header)
     print(visible(_table(stats, "simple")))

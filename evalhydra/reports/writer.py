@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from functools import partial
@@ -188,7 +188,8 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
                       formats: str | Iterable[str] = DEFAULT_REPORT_FORMATS,
                       baseline_service: str | None = None, *, cumulative: bool = True,
                       baseline_models: dict[str, str] | None = None,
-                      comparison: dict[str, Any] | None = None) -> list[Path]:
+                      comparison: dict[str, Any] | None = None,
+                      summary: Mapping[str, Any] | None = None) -> list[Path]:
     """Regenerate the reports of ``run_ids`` into ``out_dir``; return the files written.
 
     Args:
@@ -202,6 +203,8 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
             ``results.jsonl`` next to the store (runs already there are skipped).
         baseline_models: Baseline model per service (default: first seen).
         comparison: A ``compare`` result (its JSON document) that report.html shows.
+        summary: The run summary of ``run_ids`` (:func:`~evalhydra.reports.runsummary.run_summary`),
+            which names the targets' judges (default: found in the results).
     """
     fmts = normalize_formats(formats)
     if cumulative and "jsonl" not in fmts:
@@ -216,7 +219,8 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
         if set(fmts) - {"jsonl"}:  # aiwg's records alone need no aggregates
             cases = pool.submit(_case_rows_job, store.path, sel) if _usable_cores() > len(jobs) + 1 else None
             data = collect(conn, sel, runs, baseline_service=baseline_service,
-                           baseline_models=baseline_models, case_rows=cases.result if cases else None)
+                           baseline_models=baseline_models, case_rows=cases.result if cases else None,
+                           summary=summary)
         experiment = _agent_experiment(store, runs)
         written = _json_files(conn, data, sel, out_dir, fmts)
         if "openai" in fmts:

@@ -262,3 +262,42 @@ def test_a_judges_settings_fingerprint_follows_its_matcher() -> None:
     assert judge_settings({**grade, "rubric": "Strictly right?"}) != judge_settings(grade)
     assert judge_settings({"kind": "all_of", "parts": [{"kind": "includes"}, grade]}) is not None
     assert judge_settings({"kind": "exact_match"}) is None
+
+
+def test_a_finished_run_names_its_judges_from_the_summary_it_saves(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end of a run computes the run's summary once, before its reports: report.md's Judges
+    section, summary.md and the one-screen summary find the judges in it, with no pass over the
+    results; and the summary saved is that one."""
+    from evalhydra.api import evaluate
+    from evalhydra.reports import judges
+
+    lines = "".join(json.dumps({"id": f"c{i}", "input": f"Reply with exactly V{i}.",
+                                "ideal": f"V{i}" if i < 4 else "NOPE"}) + "\n" for i in range(8))
+    grade = smoke_eval(matcher={"kind": "model_grade", "judge_service": "mock", "rubric": "Right?",
+                                "pass_score": 1.0})
+    registry = write_registry(tmp_path / "reg", evals={"g/e.json": grade},
+                              data={"data/g/e/test.jsonl": lines})
+    args = [f"registry={registry}", "eval=g.e", f"store.path={tmp_path / 's.db'}", "run.progress=false"]
+    first = evaluate(args)
+    store = open_store(tmp_path / "s.db")
+    with immediate(store.conn):
+        import_labels(store.conn, [(f"row {i}", {"eval": "g.e", "case": f"c{i}", "label": "PASS" if i < 4
+                                                 else "FAIL"}) for i in range(8)], "ana")
+    scanned = judges_of(store.conn, select_runs(store.conn, [first.run_id]))
+    store.close()
+
+    def no_pass_over_the_results(*_: object) -> None:
+        raise AssertionError("the judges were looked for in the results")
+
+    monkeypatch.setattr(judges, "judges_of", no_pass_over_the_results)
+    again = evaluate(args)  # a new run, every cell resumed from the first
+    (stat,) = again.stats
+    assert again.exit_code == 0 and stat["judge"] == "mock/mock-model" and stat["judge_labels"] == 8
+    report = (tmp_path / "runs" / str(again.run_id) / "report.md").read_text()
+    assert "## Judges" in report and "mock/mock-model" in report.split("## Judges", 1)[1]
+    store = open_store(tmp_path / "s.db", read_only=True)
+    (saved,) = store.conn.execute("select summary from run_summaries where run_id = ?",
+                                  [again.run_id]).fetchone()
+    assert judges_in_summary(json.loads(saved), Settings(store.conn)) == scanned
+    store.close()
