@@ -11,6 +11,7 @@ several runs merge (:func:`merge_summaries`) when their targets do not overlap.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,8 +23,8 @@ from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, select_runs
 from evalhydra.stats.clustered import RateInterval, pass_rate_interval
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
-__all__ = ["header_facts", "merge_summaries", "overall_interval", "run_summary", "summary_histograms",
-           "summary_of", "target_rows"]
+__all__ = ["header_facts", "merge_summaries", "overall_interval", "run_summary", "saved_summaries",
+           "saved_summary_of", "summary_histograms", "summary_of", "target_rows"]
 
 _TOTALS_SQL = f"""select "group", eval_id, service_name, coalesce(model, ''), count(*),
   sum({PASSED_SQL}), sum({INFRA_ERROR_SQL}), coalesce(sum(prompt_tokens), 0)
@@ -69,6 +70,31 @@ def run_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, A
     for target in rows:
         target["judges"].sort()
     return {"cells": sum(t["n"] for t in rows), "targets": rows, "graders": grader_rows(conn, sel)}
+
+
+#: A finished run's saved summary, while no cell was added to the run since (a result written
+#: over drops it: the store's triggers).
+_SAVED_SQL = """select s.run_id, s.summary from run_summaries s join runs r on r.run_id = s.run_id
+where s.run_id in ({marks}) and r.status != 'running'
+  and s.cells = (select count(*) from run_cells where run_id = s.run_id)"""
+
+
+def saved_summaries(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The summaries saved when these runs ended, by run, of the runs whose summary still holds
+    (a run still running, or one that gained cells since, has none)."""
+    if not run_ids:
+        return {}
+    rows = conn.execute(_SAVED_SQL.format(marks=", ".join("?" * len(run_ids))), list(run_ids))
+    return {run_id: json.loads(text) for run_id, text in rows}
+
+
+def saved_summary_of(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, Any] | None:
+    """The summary of whole runs merged from their saved ones (None when one of them has none, or
+    two of them share a target)."""
+    saved = saved_summaries(conn, run_ids)
+    if not run_ids or len(saved) != len(set(run_ids)):
+        return None
+    return merge_summaries(saved[run_id] for run_id in dict.fromkeys(run_ids))
 
 
 def summary_of(targets: Iterable[TargetAgg]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from evalhydra.reports.aggregate import case_histograms
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.graders import grader_rows
 from evalhydra.reports.judges import has_labels, judge_report
+from evalhydra.reports.runsummary import saved_summary_of
 from evalhydra.reports.selection import select_runs
 from evalhydra.reports.ttft import FirstToken, first_token_latency
 from evalhydra.stats.clustered import CLUSTERED_WILSON, pass_rate_interval
@@ -98,8 +99,8 @@ def store_stats(store: Store, run_ids: Sequence[str], *, pass_hat_k: int | None 
         pass_hat_k: k of ``pass_hat_k`` (default: the fewest scored trials of a case).
         judges: Add the judges' fields: always (True), never (False), or when the store holds
             labels (None).
-        summary: The run summary of ``run_ids``, which names the targets' judges (default:
-            found in the results).
+        summary: The run summary of ``run_ids``, which names the targets' judges (default: the
+            runs' saved summaries, else a pass over the results).
     """
     sel = select_runs(store.conn, run_ids)
     doc, targets = evals_and_targets(store.conn, sel)
@@ -125,6 +126,8 @@ def store_stats(store: Store, run_ids: Sequence[str], *, pass_hat_k: int | None 
                     "reasoning_tokens": t.reasoning_tokens, **_first_token(first_token.get(key)),
                     "retried": model["stats"]["retries"]["retried_runs"], "cost_usd": t.cost_usd})
     if judges or (judges is None and has_labels(store.conn)):
+        if summary is None:
+            summary = saved_summary_of(store.conn, run_ids)
         fields = judge_report(store.conn, sel, histograms, summary=summary).targets
         for stat in out:
             stat.update(fields.get((stat["group"], stat["eval"], stat["service"], stat["model"] or ""), {}))

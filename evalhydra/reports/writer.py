@@ -40,9 +40,11 @@ from evalhydra.reports.atomic import stream_atomic, write_json_atomic, write_tex
 from evalhydra.reports.compare import split_paired
 from evalhydra.reports.data import collect
 from evalhydra.reports.html import write_html
+from evalhydra.reports.judges import has_labels
 from evalhydra.reports.junit import write_junit
 from evalhydra.reports.markdown import render_markdown, render_summary_md
 from evalhydra.reports.openai_shape import OPENAI_FILES, write_openai_files
+from evalhydra.reports.runsummary import saved_summary_of
 from evalhydra.reports.selection import Selection, select_runs
 from evalhydra.reports.streams import write_runs_json
 from evalhydra.reports.trials import trials_json
@@ -204,7 +206,8 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
         baseline_models: Baseline model per service (default: first seen).
         comparison: A ``compare`` result (its JSON document) that report.html shows.
         summary: The run summary of ``run_ids`` (:func:`~evalhydra.reports.runsummary.run_summary`),
-            which names the targets' judges (default: found in the results).
+            which names the targets' judges (default: the runs' saved summaries, else a pass
+            over the results).
     """
     fmts = normalize_formats(formats)
     if cumulative and "jsonl" not in fmts:
@@ -214,6 +217,8 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
     with closing(_read_only(store.path)) as conn, ThreadPoolExecutor(
             max_workers=3, thread_name_prefix="evalhydra-report") as pool:
         sel = select_runs(conn, run_ids)
+        if summary is None and has_labels(conn):  # only the Judges section reads it
+            summary = saved_summary_of(conn, run_ids)
         jobs = _submit_streams(pool, store, sel, out_dir, fmts, cumulative)
         data = None
         if set(fmts) - {"jsonl"}:  # aiwg's records alone need no aggregates

@@ -8,14 +8,13 @@ is summarised from its results (:func:`evalhydra.reports.runsummary.run_summary`
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from evalhydra.reports.data import target_comparisons
 from evalhydra.reports.evalstats import evals_and_targets
-from evalhydra.reports.runsummary import merge_summaries, overall_interval, run_summary
+from evalhydra.reports.runsummary import merge_summaries, overall_interval, run_summary, saved_summaries
 from evalhydra.reports.selection import select_runs
 from evalhydra.store.db import process_gone
 from evalhydra.store.rows import verdict_sql
@@ -33,22 +32,24 @@ def summaries(conn: sqlite3.Connection, run_ids: Sequence[str],
               live: LiveSummaries | None = None) -> dict[str, dict[str, Any]]:
     """Each run's summary: the saved one while it still holds; a running run's from ``live`` (kept
     up to date by the cells stored since); else computed now."""
+    saved = saved_summaries(conn, run_ids)
     out: dict[str, dict[str, Any]] = {}
     for run_id in run_ids:
-        saved = conn.execute(
-            "select s.summary, r.status from runs r left join run_summaries s on s.run_id = r.run_id"
-            " and s.cells = (select count(*) from run_cells where run_id = s.run_id) where r.run_id = ?",
-            [run_id]).fetchone()
-        running = saved is not None and saved[1] == "running"
+        running = run_id not in saved and _running(conn, run_id)
         if live is not None and not running:
             live.drop(run_id)
-        if saved and saved[0] and not running:
-            out[run_id] = json.loads(saved[0])
+        if run_id in saved:
+            out[run_id] = saved[run_id]
         elif running and live is not None:
             out[run_id] = live.summary(conn, run_id)
         else:
             out[run_id] = run_summary(conn, [run_id])
     return out
+
+
+def _running(conn: sqlite3.Connection, run_id: str) -> bool:
+    found = conn.execute("select 1 from runs where run_id = ? and status = 'running'", [run_id]).fetchone()
+    return found is not None
 
 
 def selection_summary(conn: sqlite3.Connection, run_ids: Sequence[str],

@@ -301,3 +301,34 @@ def test_a_finished_run_names_its_judges_from_the_summary_it_saves(tmp_path: Pat
                                   [again.run_id]).fetchone()
     assert judges_in_summary(json.loads(saved), Settings(store.conn)) == scanned
     store.close()
+
+
+def test_the_reports_of_a_finished_run_name_its_judges_from_its_saved_summary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``evalhydra report`` and the gates of a finished run read its judges from the summary saved
+    when it ended, with the same figures; a run with no summary that still holds (unsaved, or
+    cells added since) is read from its results."""
+    from evalhydra.reports import judges
+
+    store = _store(tmp_path / "s.db")
+    write_run_reports(store, [RUN], tmp_path / "scanned", formats=["md"])
+    scanned = store_stats(store, [RUN])
+    store.save_run_summary(RUN, run_summary(store.conn, [RUN]))
+    looked: list[object] = []
+
+    def counted(*args: object, **kw: object) -> object:
+        looked.append(args)
+        return judges_of(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(judges, "judges_of", counted)
+
+    write_run_reports(store, [RUN], tmp_path / "saved", formats=["md"])
+    assert store_stats(store, [RUN]) == scanned
+    assert looked == []
+    assert (tmp_path / "saved" / "report.md").read_text() == (tmp_path / "scanned" / "report.md").read_text()
+
+    more = [result_row(RUN, "c10", judge_model="judge-m", judge_service="mock", output="answer 10")]
+    store.write(Batch(results=more, members=[(RUN, r["cell_key"]) for r in more]))  # the summary is stale
+    (stat,) = store_stats(store, [RUN])
+    assert len(looked) == 1 and stat["n"] == 11
+    store.close()
