@@ -10,7 +10,6 @@ pooled p-values are Holm-adjusted together, as the raw ones are.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -27,6 +26,7 @@ from evalhydra.reports.judges import (
     judges_in_summary,
     judges_of,
 )
+from evalhydra.reports.runsummary import saved_summaries
 from evalhydra.reports.selection import Selection
 from evalhydra.stats.judge import JudgedCases, corrected_difference
 
@@ -85,9 +85,8 @@ def _judges(conn: sqlite3.Connection, side: JudgedSide,
 def _saved_judges(conn: sqlite3.Connection, saved: SavedRun,
                   settings: Settings) -> dict[Target, dict[JudgeKey | None, int]] | None:
     """:func:`~evalhydra.reports.judges.judges_of` of the side from the run's saved summary (None
-    without one that names them)."""
-    row = conn.execute("select summary from run_summaries where run_id = ?", [saved.run_id]).fetchone()
-    summary = json.loads(row[0]) if row and row[0] else None
+    without one that still holds and names them)."""
+    summary = saved_summaries(conn, [saved.run_id]).get(saved.run_id)
     if summary is None:
         return None
     return judges_in_summary({"targets": [t for t in summary["targets"] if saved.holds(t)]}, settings)
