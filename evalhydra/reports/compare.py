@@ -18,12 +18,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from evalhydra.reports.selection import PASSED_SQL, Selection
 from evalhydra.reports.zig import CONFIDENCE_LEVEL, SCHEMA_VERSION
-from evalhydra.stats.clustered import CaseDiffs, holm, paired_difference
-from evalhydra.stats.rates import delta_interval, wilson_interval
+from evalhydra.stats.clustered import SIGN_FLIP, CaseDiffs, holm, paired_difference
+from evalhydra.stats.permutation import min_p
+from evalhydra.stats.rates import delta_interval, mcnemar_exact_p, wilson_interval
 from evalhydra.store.fractions import parse_digest
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
@@ -41,6 +43,7 @@ __all__ = [
     "paired_block",
     "paired_by_eval",
     "pooled",
+    "unreachable",
 ]
 
 #: The family-wise error rate of the regression verdicts.
@@ -106,10 +109,15 @@ def _pairs_sql(base: Side, cand: Side, skip_errors: bool) -> str:
             from b group by g, e
           union all
           select g, e, sum({total}), sum(ok), max(k > u), 1 from x group by g, e),
-        shared as (
-          select b.g, b.e, {_FRACTIONS}, b.scored as kb, x.scored as kx
+        shared as materialized (
+          select b.g, b.e, {_FRACTIONS}, b.scored as kb, x.scored as kx,
+            x.ok * b.scored - b.ok * x.scored as num
           from b join x on x.g = b.g and x.e = b.e and x.c = b.c
           where b.scored > 0 and x.scored > 0),
+        moved as (
+          select g, e, group_concat(num || '/' || den || ':' || cases, ' ') as moves from (
+            select g, e, num, kb * kx as den, count(*) as cases from shared where num != 0
+            group by g, e, num, den) group by g, e),
         pairs as (
           select g, e, count(*) as n, sum(fx - fb) as sd, sum((fx - fb) * (fx - fb)) as sd2,
             max(max(kb, kx)) as tmax, sum(fb = 1 and fx = 1) as both, sum(fx > fb) as improved,
@@ -117,9 +125,20 @@ def _pairs_sql(base: Side, cand: Side, skip_errors: bool) -> str:
             sum(fb * (1 - fb) * kb / max(kb - 1, 1) + fx * (1 - fx) * kx / max(kx - 1, 1)) as w,
             sum(fb * (1 - fb) / max(kb - 1, 1) + fx * (1 - fx) / max(kx - 1, 1)) as wk
           from shared group by g, e)
-        select s.g, s.e, s.side, s.total, s.passed, s.dup, p.n, p.sd, p.sd2, p.tmax, p.both,
+        select s.g, s.e, s.side, s.total, s.passed, s.dup, m.moves, p.n, p.sd, p.sd2, p.tmax, p.both,
           p.improved, p.regressed, p.neither, p.tmin, p.w, p.wk
-        from sides s left join pairs p on p.g = s.g and p.e = s.e order by s.g, s.e, s.side"""
+        from sides s left join pairs p on p.g = s.g and p.e = s.e
+          left join moved m on m.g = s.g and m.e = s.e order by s.g, s.e, s.side"""
+
+
+def _parse_moves(text: str | None) -> dict[Fraction, int]:
+    """``moved.moves`` (``"num/den:cases …"``) as exact differences with their case counts."""
+    out: dict[Fraction, int] = {}
+    for item in (text or "").split():
+        value, _, cases = item.partition(":")
+        move = Fraction(value)
+        out[move] = out.get(move, 0) + int(cases)
+    return out
 
 
 def _changed_sql(base: Side, cand: Side) -> str:
@@ -144,7 +163,7 @@ def _flips_sql(base: Side, cand: Side) -> str:
 
 
 def _fold_pairs(rows: Iterator[tuple[Any, ...]], out: dict[tuple[str, str], EvalPairing]) -> None:
-    for g, e, side, total, passed, dup, *cases in rows:
+    for g, e, side, total, passed, dup, moves, *cases in rows:
         item = out.setdefault((g, e), EvalPairing(g, e))
         if side == 0:
             item.base_total, item.base_passed = total, passed
@@ -152,7 +171,7 @@ def _fold_pairs(rows: Iterator[tuple[Any, ...]], out: dict[tuple[str, str], Eval
             item.cand_total, item.cand_passed = total, passed
         item.ambiguous = item.ambiguous or bool(dup)
         if cases[0] is not None:
-            item.diffs = CaseDiffs(*cases)
+            item.diffs = CaseDiffs(*cases, moves=_parse_moves(moves))
 
 
 def paired_by_eval(conn: sqlite3.Connection, base: Side, cand: Side, *,
@@ -207,29 +226,41 @@ def paired_block(pairing: EvalPairing) -> dict[str, Any] | None:
     result = paired_difference(pairing.diffs)
     if result is None:
         return None
-    one_trial = pairing.diffs.trials_max <= 1
-    return {
-        "n_cases": pairing.diffs.n_cases,
-        "trials_max": pairing.diffs.trials_max,
+    diffs = pairing.diffs
+    block = {
+        "n_cases": diffs.n_cases,
+        "trials_max": diffs.trials_max,
         "difference": result.difference,
         "ci_low": result.ci_low,
         "ci_high": result.ci_high,
         "method": result.method,
+        "test": SIGN_FLIP,
         "p_value": result.p_value,
         "p_holm": result.p_value,
+        "min_p": min_p(diffs.n_cases),
         "std_error": result.std_error,
-        "mcnemar_p": result.p_value if one_trial else None,
+        "mcnemar_p": mcnemar_exact_p(diffs.regressed, diffs.improved) if diffs.trials_max <= 1 else None,
         "regressed": list(pairing.regressed_cases),
         "improved": list(pairing.improved_cases),
         "judge_flips": list(pairing.judge_flips),
-        "verdict": _verdict(result.difference, result.p_value),
     }
+    block["verdict"] = _verdict(block, result.p_value)
+    return block
 
 
-def _verdict(difference: float, p_value: float) -> str:
-    if p_value >= ALPHA or difference == 0:
+def unreachable(n_cases: int) -> str:
+    """The verdict of a comparison whose cases are too few for any result to be significant."""
+    return f"cannot reach p < {ALPHA:g} with {n_cases} case{'s' if n_cases != 1 else ''}"
+
+
+def _verdict(block: Mapping[str, Any], p_value: float) -> str:
+    """``regression`` / ``improvement`` when the one-sided test rejects "no change" at :data:`ALPHA`;
+    with too few cases for any p-value below it, says so."""
+    if block.get("min_p") is not None and block["min_p"] >= ALPHA:
+        return unreachable(block["n_cases"])
+    if p_value >= ALPHA or block["difference"] == 0:
         return "no significant change"
-    return "regression" if difference < 0 else "improvement"
+    return "regression" if block["difference"] < 0 else "improvement"
 
 
 def adjust_family(rows: Sequence[dict[str, Any]], key: str = "paired") -> None:
@@ -243,7 +274,7 @@ def adjust_family(rows: Sequence[dict[str, Any]], key: str = "paired") -> None:
     blocks = [r[key] for r in rows if r.get(key) and r[key].get("p_value") is not None]
     for block, adjusted in zip(blocks, holm([b["p_value"] for b in blocks]), strict=True):
         block["p_holm"] = adjusted
-        block["verdict"] = _verdict(block["difference"], adjusted)
+        block["verdict"] = _verdict(block, adjusted)
 
 
 def adjust_comparison(rows: Sequence[dict[str, Any]], overall: dict[str, Any], key: str = "paired") -> None:

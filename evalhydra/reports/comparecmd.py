@@ -14,13 +14,15 @@ error (HTTP failure, timeout, agent ERROR/TIMEOUT) are left out, counted
 apart: they are neither passes nor failures. Per eval (and for all evals
 pooled) the output gives both pass rates, zig_eval's delta interval, the
 mean over shared cases of the difference of the pass fractions with its
-case-clustered paired 95% interval and p-value (with one trial per case:
-Newcombe's interval and McNemar's exact test), the p-value adjusted by Holm
+case-clustered paired 95% interval (with one trial per case, Newcombe's) and
+one-sided p-value, the p-value adjusted by Holm
 over every eval and the pooled row, the cases that regressed or improved,
 and the (case, trial) pairs whose verdict flipped on the same output. A
-regression is a lower candidate whose Holm-adjusted p-value is below 0.05.
-When the comparison cannot detect a drop of ``--min-detectable`` at 80%
-power, it says so and how many cases would.
+regression is a lower candidate whose Holm-adjusted one-sided p-value (the
+exact sign-flip test on the per-case differences) is below 0.05. When the
+comparison cannot detect a drop of ``--min-detectable`` at 80% power, it says
+so and how many cases would; with fewer than five cases no result can be
+significant, and it says that instead.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.compare import (
+    ALPHA,
     EvalPairing,
     Side,
     adjust_comparison,
@@ -48,7 +51,14 @@ from evalhydra.reports.markdown import comparison_table
 from evalhydra.reports.selection import versions_of_runs
 from evalhydra.reports.ttft import paired_first_token
 from evalhydra.stats.clustered import CaseDiffs
-from evalhydra.stats.power import DEFAULT_POWER, cases_needed, from_differences, min_detectable, noise_floor
+from evalhydra.stats.power import (
+    DEFAULT_POWER,
+    MIN_CASES,
+    cases_needed,
+    from_differences,
+    min_detectable,
+    noise_floor,
+)
 from evalhydra.store.fractions import fractions_valid
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
@@ -234,17 +244,23 @@ def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float,
     cases show no spread, yet cannot show a small drop either.
 
     Returns:
-        ``{min_detectable, target, underpowered, cases, trials, cases_needed, power}``, or None
-        with fewer than two shared cases.
+        ``{min_detectable, target, underpowered, reachable, cases, trials, cases_needed, power}``
+        (``min_detectable`` None and ``reachable`` False with fewer than
+        :data:`~evalhydra.stats.power.MIN_CASES` cases, which no drop makes significant), or None
+        with no shared case.
     """
-    if not paired or diffs.n_cases < 2:
+    if not paired or diffs.n_cases < 1:
         return None
+    if diffs.n_cases < MIN_CASES:
+        return {"min_detectable": None, "target": target, "underpowered": True, "reachable": False,
+                "cases": diffs.n_cases, "trials": max(1, diffs.trials_max), "cases_needed": MIN_CASES,
+                "power": DEFAULT_POWER}
     trials = max(1, diffs.trials_max)
     observed = from_differences(diffs)
     sd = max(observed.sd(trials) if observed else 0.0, noise_floor(baseline_rate, target).sd(trials))
     detectable = min_detectable(sd / math.sqrt(diffs.n_cases), diffs.n_cases - 1)
     return {"min_detectable": detectable, "target": target, "underpowered": detectable > target,
-            "cases": diffs.n_cases, "trials": trials, "cases_needed": cases_needed(sd, target),
+            "reachable": True, "cases": diffs.n_cases, "trials": trials, "cases_needed": cases_needed(sd, target),
             "power": DEFAULT_POWER}
 
 
@@ -299,6 +315,9 @@ def _verdict_line(result: Comparison) -> str:
     if better:
         return (f"verdict: improvement{after} on {', '.join(r['eval_id'] for r in better)};"
                 f" no significant regression{note}")
+    overall = _block(result, result.overall) or {}
+    if str(overall.get("verdict", "")).startswith("cannot reach"):
+        return f"verdict: cannot tell{after}: {overall['verdict']}{note}"
     return f"verdict: no significant change{after} (no Holm-adjusted p-value below 0.05){note}"
 
 
@@ -323,8 +342,12 @@ def _corrected_lines(result: Comparison) -> list[str]:
 
 def _precision_line(result: Comparison) -> list[str]:
     info = result.precision
-    if not info or not info["underpowered"]:
+    if not info or not info["underpowered"] or regressions(result):
         return []
+    if not info["reachable"]:
+        return ["", f"cannot reach p < {ALPHA:g} with {info['cases']} shared case(s): even a drop on every"
+                    f" case gives p = {0.5 ** info['cases']:.3g}; the gate needs at least {MIN_CASES} cases"
+                    " (evalhydra power tells how many detect a given drop)."]
     line = (f"underpowered: with {info['cases']} cases × {info['trials']} trial(s) this comparison detects"
             f" (80% power) only drops of {info['min_detectable'] * 100:.1f} points or more, not"
             f" {info['target'] * 100:g}")

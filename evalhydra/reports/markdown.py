@@ -235,6 +235,8 @@ def verdict(paired: dict[str, Any] | None) -> str:
         return "🔻 worse"
     if is_improvement(paired):
         return "🔺 better"
+    if str(paired.get("verdict", "")).startswith("cannot reach"):
+        return str(paired["verdict"])
     return "no significant change"
 
 

@@ -10,7 +10,7 @@ The variance of one case's paired difference comes from what is stored
 * nothing: assumptions alone (``--pass-rate``, ``--case-sd``, ``--correlation``).
 
 For each trial count it prints the cases needed to detect a drop of
-``--drop`` at ``--power`` with the gate's two-sided 95% test.
+``--drop`` at ``--power`` with the gate's one-sided 5% test.
 """
 
 from __future__ import annotations
@@ -159,12 +159,15 @@ def render_power(doc: dict[str, Any], fmt: str = "text") -> str:
                      headers=["trials/case", "SD of a case's Δ", "cases needed", "results per side"],
                      tablefmt="simple", disable_numparse=True)
     lines = [f"to detect a drop of {doc['drop'] * 100:g} points at {doc['power']:.0%} power"
-             " (two-sided 95% case-clustered paired t-test):", f"variance from: {doc['source']}", "", table]
+             " (the gate's one-sided 5% test, case-clustered):", f"variance from: {doc['source']}", "", table]
     if not doc["separable"]:
         lines.append("one trial per case: within- and between-case variance cannot be told apart, so"
                      " more trials are assumed not to help (store a run with trials > 1 to see how they do)")
     now = doc["now"]
-    if now:
+    if now and now["min_detectable"] is None:
+        lines.append(f"now: {now['cases']} cases cannot reach p < 0.05 whatever the drop"
+                     f" (at least {now['cases_needed']} are needed)")
+    elif now:
         lines.append(f"now: {now['cases']} cases × {now['trials']} trial(s) detect drops of"
                      f" {now['min_detectable'] * 100:.1f} points or more")
     return "\n".join(lines)

@@ -13,9 +13,11 @@ sampling (Miller, "Adding Error Bars to Evals", 2024):
   trial per case it is Wilson's interval over cells, as before.
 * :func:`paired_difference`: candidate minus baseline, paired at the case
   level: the mean over shared cases of the difference of the two pass
-  fractions, a paired t-interval and t-test on those per-case differences
-  (the case-clustered paired t-test). With one trial per case on both sides
-  it is Newcombe's paired interval with McNemar's exact test, as before.
+  fractions, with a paired t-interval on those per-case differences (with one
+  trial per case on both sides, Newcombe's paired interval). The test is the
+  exact one-sided sign-flip test on the same differences
+  (:mod:`evalhydra.stats.permutation`): a regression gate asks one question,
+  "is the candidate worse?", and its answer must never weaken as a drop grows.
 * :func:`holm`: Holm's step-down adjustment when several tests gate at once.
 
 Every function is pure and deterministic.
@@ -25,21 +27,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 
+from evalhydra.stats.permutation import sign_flip_p
 from evalhydra.stats.rates import (
     Z95,
-    mcnemar_exact_p,
     newcombe_paired_interval,
     wilson_bounds,
     wilson_interval,
 )
-from evalhydra.stats.student_t import t_cdf, t_quantile
+from evalhydra.stats.student_t import t_quantile
 
 __all__ = [
     "CLUSTERED_T",
     "CLUSTERED_WILSON",
     "NEWCOMBE_MCNEMAR",
+    "SIGN_FLIP",
     "WILSON",
     "CaseDiffs",
     "PairedDifference",
@@ -54,6 +58,8 @@ WILSON = "wilson"
 CLUSTERED_WILSON = "case-clustered wilson"
 CLUSTERED_T = "case-clustered paired t"
 NEWCOMBE_MCNEMAR = "newcombe-paired"
+#: The test of every paired comparison (:mod:`evalhydra.stats.permutation`).
+SIGN_FLIP = "exact one-sided sign-flip"
 
 #: Histogram of one target's cases: (scored trials, passed trials) -> number of cases.
 CaseHistogram = Mapping[tuple[int, int], int]
@@ -166,6 +172,8 @@ class CaseDiffs:
         within: Sum over cases of both sides' unbiased per-trial variances
             ``f(1−f)·k/(k−1)`` (when ``trials_min`` > 1; see :mod:`evalhydra.stats.power`).
         within_over_trials: The same sum with each term divided by its trials.
+        moves: Each nonzero per-case difference, exactly, with its number of cases (the
+            sign-flip test's data).
     """
 
     n_cases: int = 0
@@ -179,6 +187,7 @@ class CaseDiffs:
     trials_min: int = 0
     within: float = 0.0
     within_over_trials: float = 0.0
+    moves: dict[Fraction, int] = field(default_factory=dict)
 
     def add(self, other: CaseDiffs) -> None:
         """Pool another eval's cases into these (its cases are distinct clusters)."""
@@ -189,6 +198,8 @@ class CaseDiffs:
         for name in ("n_cases", "sum_d", "sum_d2", "both", "improved", "regressed", "neither",
                      "within", "within_over_trials"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        for move, count in other.moves.items():
+            self.moves[move] = self.moves.get(move, 0) + count
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +210,9 @@ class PairedDifference:
         difference: Mean over shared cases of the per-case difference.
         ci_low: Lower 95% limit.
         ci_high: Upper 95% limit.
-        p_value: Two-sided p-value of "no difference" (paired t, or McNemar's exact test).
-        method: :data:`CLUSTERED_T` or :data:`NEWCOMBE_MCNEMAR`.
+        p_value: One-sided p-value in the direction the cases moved (the exact sign-flip test,
+            :data:`SIGN_FLIP`); 1.0 with no net move.
+        method: The interval's: :data:`CLUSTERED_T` or :data:`NEWCOMBE_MCNEMAR`.
         std_error: Standard error of ``difference`` (None with one trial per case).
         df: Degrees of freedom of the t-interval (None with one trial per case).
     """
@@ -214,47 +226,46 @@ class PairedDifference:
     df: int | None = None
 
 
-def _one_trial(diffs: CaseDiffs) -> PairedDifference:
+def _one_trial(diffs: CaseDiffs, p_value: float) -> PairedDifference:
     a, b, c, d = diffs.both, diffs.improved, diffs.regressed, diffs.neither
     low, high = newcombe_paired_interval(a, b, c, d)
-    return PairedDifference((b - c) / diffs.n_cases, low, high, mcnemar_exact_p(c, b), NEWCOMBE_MCNEMAR)
-
-
-def _sign_test_p(n: int) -> float:
-    """Two-sided sign test when all ``n`` cases moved the same way by the same amount."""
-    return min(1.0, 2.0 * 0.5**n)
+    return PairedDifference((b - c) / diffs.n_cases, low, high, p_value, NEWCOMBE_MCNEMAR)
 
 
 def paired_difference(diffs: CaseDiffs) -> PairedDifference | None:
-    """The case-level paired difference and its 95% interval and test.
+    """The case-level paired difference, its 95% interval and its one-sided test.
 
-    With no spread in the differences (every case moved by the same amount)
-    the t-test is undefined; the p-value is then the sign test's (all cases
-    one way) and the interval the single observed value.
+    The p-value is the exact sign-flip test's (:func:`~evalhydra.stats.permutation.sign_flip_p`)
+    in the direction the cases moved. With no spread in the differences (every
+    case moved by the same amount) the t-interval is the single observed value.
 
     Args:
-        diffs: The per-case differences' sums.
+        diffs: The per-case differences' sums and exact values.
 
     Returns:
         The :class:`PairedDifference`, or None with no shared case.
+
+    Raises:
+        ValueError: If cases moved but ``diffs.moves`` does not say by how much.
     """
     n = diffs.n_cases
     if n == 0:
         return None
+    if not diffs.moves and abs(diffs.sum_d) > 1e-12:
+        raise ValueError("the per-case differences (CaseDiffs.moves) are needed for the test")
+    p_value = sign_flip_p(diffs.moves)
     if diffs.trials_max <= 1:
-        return _one_trial(diffs)
+        return _one_trial(diffs, p_value)
     mean = diffs.sum_d / n
     if n == 1:
-        return PairedDifference(mean, -1.0, 1.0, 1.0, CLUSTERED_T, None, 0)
+        return PairedDifference(mean, -1.0, 1.0, p_value, CLUSTERED_T, None, 0)
     variance = max(0.0, (diffs.sum_d2 - n * mean * mean) / (n - 1))
     se = math.sqrt(variance / n)
     if se < 1e-12:
-        p = 1.0 if abs(mean) < 1e-12 else _sign_test_p(n)
-        return PairedDifference(mean, mean, mean, p, CLUSTERED_T, 0.0, n - 1)
+        return PairedDifference(mean, mean, mean, p_value, CLUSTERED_T, 0.0, n - 1)
     t = t_quantile(0.975, n - 1)
-    p = 2.0 * (1.0 - t_cdf(abs(mean) / se, n - 1))
     low, high = max(-1.0, mean - t * se), min(1.0, mean + t * se)
-    return PairedDifference(mean, low, high, min(1.0, p), CLUSTERED_T, se, n - 1)
+    return PairedDifference(mean, low, high, p_value, CLUSTERED_T, se, n - 1)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

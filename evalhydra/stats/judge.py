@@ -269,7 +269,7 @@ def corrected_difference(groups: Sequence[JudgedCases]) -> CorrectedDifference:
     if se == 0:
         return CorrectedDifference(mean, mean, mean, 1.0 if mean == 0 else 0.0, method)
     half = t_quantile(0.975, total - 1) * se
-    p_value = 2 * (1 - t_cdf(abs(mean) / se, total - 1))
+    p_value = 1 - t_cdf(abs(mean) / se, total - 1)  # one-sided, in the direction observed
     return CorrectedDifference(mean, mean - half, mean + half, min(1.0, max(0.0, p_value)), method)
 
 

@@ -1,7 +1,9 @@
 """How many cases and trials a comparison needs: power of the case-clustered paired test.
 
-The regression gate compares two targets with a paired t-test on per-case
-differences of pass fractions (:mod:`evalhydra.stats.clustered`). The
+The regression gate compares two targets with a one-sided test on per-case
+differences of pass fractions (the exact sign-flip test,
+:mod:`evalhydra.stats.permutation`, whose power is the paired t-test's to
+within a few points: the tests check it). The
 variance of one case's difference, measured with k trials per case, is
 
     Var(d) = τ² + w / k
@@ -10,12 +12,14 @@ where τ² is the between-case variance of the *true* per-case difference and
 w the per-trial (Bernoulli) variance of both sides, ``p_a(1−p_a) + p_b(1−p_b)``
 averaged over cases. More trials shrink only the second term; only more cases
 shrink the first. With n cases, a drop of D points is detected at power 1−β
-by the two-sided 95% test when
+by the one-sided 5% test when
 
-    D ≥ (t₀.₉₇₅,ₙ₋₁ + t₁₋β,ₙ₋₁) · √(Var(d) / n),
+    D ≥ (t₀.₉₅,ₙ₋₁ + t₁₋β,ₙ₋₁) · √(Var(d) / n),
 
 the usual normal-approximation formula with t quantiles (it matches the
-noncentral-t power closely; the tests check it against SciPy).
+noncentral-t power closely; the tests check it against SciPy). Below
+:data:`MIN_CASES` no outcome reaches p < 0.05 at all (every case moving one
+way gives p = 2⁻ⁿ), whatever the drop.
 
 τ² and w come from a stored comparison (:func:`from_differences`), from one
 stored target under an assumed correlation between two models' per-case
@@ -35,6 +39,7 @@ __all__ = [
     "DEFAULT_CORRELATION",
     "DEFAULT_POWER",
     "MAX_CASES",
+    "MIN_CASES",
     "VarianceModel",
     "cases_needed",
     "from_assumptions",
@@ -49,6 +54,8 @@ DEFAULT_POWER = 0.8
 DEFAULT_CORRELATION = 0.5
 #: Most cases :func:`cases_needed` searches before answering "more than this".
 MAX_CASES = 10_000_000
+#: Fewest cases whose sign-flip test can reach p < 0.05 (2⁻⁵ = 0.031).
+MIN_CASES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +82,7 @@ class VarianceModel:
 
 
 def min_detectable(std_error: float, df: int, power: float = DEFAULT_POWER) -> float:
-    """The smallest true drop the two-sided 95% test detects with ``power``.
+    """The smallest true drop the one-sided 5% test detects with ``power``.
 
     Args:
         std_error: Standard error of the mean difference.
@@ -83,11 +90,12 @@ def min_detectable(std_error: float, df: int, power: float = DEFAULT_POWER) -> f
         power: Target power.
 
     Returns:
-        The drop, as a fraction (0.05 = 5 points); ``inf`` with no degrees of freedom.
+        The drop, as a fraction (0.05 = 5 points); ``inf`` with fewer than :data:`MIN_CASES`
+        cases (``df + 1``), which no drop brings below p = 0.05.
     """
-    if df < 1:
+    if df + 1 < MIN_CASES:
         return math.inf
-    return (t_quantile(0.975, df) + t_quantile(power, df)) * std_error
+    return (t_quantile(0.95, df) + t_quantile(power, df)) * std_error
 
 
 def cases_needed(sd: float, drop: float, power: float = DEFAULT_POWER) -> int:
@@ -99,18 +107,18 @@ def cases_needed(sd: float, drop: float, power: float = DEFAULT_POWER) -> int:
         power: Target power in (0.5, 1).
 
     Returns:
-        The smallest number of cases (at least 2), or ``MAX_CASES + 1`` when even
+        The smallest number of cases (at least :data:`MIN_CASES`), or ``MAX_CASES + 1`` when even
         :data:`MAX_CASES` would not do.
     """
     if drop <= 0:
         raise ValueError(f"the drop to detect must be > 0, got {drop}")
     if sd <= 0:
-        return 2
+        return MIN_CASES
 
     def detectable(n: int) -> float:
         return min_detectable(sd / math.sqrt(n), n - 1, power)
 
-    low, high = 2, 2
+    low, high = MIN_CASES, MIN_CASES
     while detectable(high) > drop:
         low, high = high, high * 2
         if high > MAX_CASES:

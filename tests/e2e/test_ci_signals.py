@@ -63,7 +63,7 @@ def test_fail_on_regression_fails_on_the_pooled_interval_too(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """Two evals each slightly worse (neither significant after Holm): the pooled test is."""
     store = open_store(tmp_path / "s.db")
-    for run_id, broken in ((BASE, 0), (CAND, 4)):
+    for run_id, broken in ((BASE, 0), (CAND, 5)):
         rows = [result_row(run_id, f"c{i:02d}", t, passed=not (i < broken and t == 1), eval_id=e,
                            cell_key=f"{run_id}{e}{i}{t}") for e in ("g.a", "g.b") for i in range(20)
                 for t in (1, 2, 3)]

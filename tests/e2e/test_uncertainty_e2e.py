@@ -86,6 +86,26 @@ def test_compare_gates_a_real_drop_and_not_an_equal_model(tmp_path: Path,
     assert paired["ci_low"] < 0 < paired["ci_high"]
 
 
+def test_a_total_collapse_fails_the_gate_and_four_cases_say_they_cannot_tell(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """5 cases × 5 trials from 100 % to 0 % is a regression (exit 1); with 4 cases no result can be
+    significant, and the comparison says so instead of printing a drop it could detect."""
+    store = ["--store", str(tmp_path / "s.db")]
+    runs = {name: _run(tmp_path, name, [p] * n, "trials=5", digits=d).run_id
+            for name, p, n, d in (("good", 1.0, 5, 4), ("gone", 0.0, 5, 5), ("good4", 1.0, 4, 6),
+                                  ("gone4", 0.0, 4, 7))}
+    code, out, _ = _cli(capsys, "compare", *store, runs["good"], runs["gone"], "--fail-on-regression")
+    assert code == 1 and "verdict: REGRESSION" in out and "underpowered" not in out, out
+    code, out, _ = _cli(capsys, "compare", *store, runs["good4"], runs["gone4"], "--fail-on-regression",
+                        "--format", "json")
+    paired = json.loads(out)["overall"]["paired"]
+    assert code == 0 and paired["verdict"] == "cannot reach p < 0.05 with 4 cases"
+    assert paired["p_value"] == 1 / 16 and json.loads(out)["precision"]["reachable"] is False
+    code, out, _ = _cli(capsys, "compare", *store, runs["good4"], runs["gone4"])
+    assert "cannot reach p < 0.05 with 4 shared case(s)" in out and "detects (80% power)" not in out
+    assert "verdict: cannot tell: cannot reach p < 0.05 with 4 cases" in out
+
+
 def test_compare_says_when_it_is_underpowered_and_power_says_how_many_cases(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     probabilities = _probabilities(4)

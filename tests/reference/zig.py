@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Generic, Protocol, TypeVar
 
 from evalhydra.reports.zig import (
@@ -26,7 +28,7 @@ from evalhydra.reports.zig import (
     stats_object,
 )
 from evalhydra.stats.clustered import CaseDiffs, paired_difference
-from evalhydra.stats.rates import delta_interval, nearest_rank, wilson_interval
+from evalhydra.stats.rates import delta_interval, mcnemar_exact_p, nearest_rank, wilson_interval
 from evalhydra.store.rows import is_infra_error
 
 __all__ = [
@@ -416,7 +418,10 @@ def _case_diffs(base: _Outcomes, cand: _Outcomes, cases: list[str]) -> CaseDiffs
         improved=sum(v > 0 for v in d), regressed=sum(v < 0 for v in d),
         neither=sum(b == 0 and x == 0 for b, x in zip(fb, fx, strict=True)), trials_min=min(kb + kx),
         within=math.fsum(f * (1 - f) * k / max(k - 1, 1) for f, k in sides),
-        within_over_trials=math.fsum(f * (1 - f) / max(k - 1, 1) for f, k in sides))
+        within_over_trials=math.fsum(f * (1 - f) / max(k - 1, 1) for f, k in sides),
+        moves=dict(Counter(move for move in (
+            Fraction(sum(cand.by_case[c]), len(cand.by_case[c]))
+            - Fraction(sum(base.by_case[c]), len(base.by_case[c])) for c in cases) if move)))
 
 
 def _paired_block(base: _Outcomes, cand: _Outcomes) -> dict[str, Any] | None:
@@ -441,14 +446,19 @@ def _paired_block(base: _Outcomes, cand: _Outcomes) -> dict[str, Any] | None:
         "ci_low": result.ci_low,
         "ci_high": result.ci_high,
         "method": result.method,
+        "test": "exact one-sided sign-flip",
         "p_value": result.p_value,
         "p_holm": result.p_value,
+        "min_p": 0.5 ** len(cases),
         "std_error": result.std_error,
-        "mcnemar_p": result.p_value if diffs.trials_max <= 1 else None,
+        "mcnemar_p": (mcnemar_exact_p(diffs.regressed, diffs.improved) if diffs.trials_max <= 1
+                      else None),
         "regressed": [c for c in cases if rate[c][1] < rate[c][0]],
         "improved": [c for c in cases if rate[c][1] > rate[c][0]],
         "judge_flips": flips,
-        "verdict": ("no significant change" if result.p_value >= 0.05 or result.difference == 0
+        "verdict": (f"cannot reach p < 0.05 with {len(cases)} case{'s' if len(cases) != 1 else ''}"
+                    if 0.5 ** len(cases) >= 0.05
+                    else "no significant change" if result.p_value >= 0.05 or result.difference == 0
                     else "regression" if result.difference < 0 else "improvement"),
     }
 

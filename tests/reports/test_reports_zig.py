@@ -70,8 +70,10 @@ PAIRED_KEYS = [
     "ci_low",
     "ci_high",
     "method",
+    "test",
     "p_value",
     "p_holm",
+    "min_p",
     "std_error",
     "mcnemar_p",
     "regressed",
@@ -395,8 +397,8 @@ def test_repeated_trials_of_one_case_are_one_cluster() -> None:
     assert (paired["n_cases"], paired["trials_max"], paired["difference"]) == (1, 3, -1.0)
     assert paired["regressed"] == ["case-1"] and paired["mcnemar_p"] is None
     # one case tells nothing about other cases: no verdict
-    assert (paired["ci_low"], paired["ci_high"], paired["p_value"]) == (-1.0, 1.0, 1.0)
-    assert paired["verdict"] == "no significant change"
+    assert (paired["ci_low"], paired["ci_high"], paired["p_value"]) == (-1.0, 1.0, 0.5)
+    assert paired["verdict"] == "cannot reach p < 0.05 with 1 case"
 
 
 # --- evals.json in SQL ---
