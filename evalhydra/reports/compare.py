@@ -171,7 +171,8 @@ def _fold_pairs(rows: Iterator[tuple[Any, ...]], out: dict[tuple[str, str], Eval
             item.cand_total, item.cand_passed = total, passed
         item.ambiguous = item.ambiguous or bool(dup)
         if cases[0] is not None:
-            item.diffs = CaseDiffs(*cases, moves=_parse_moves(moves))
+            item.diffs = CaseDiffs(*cases)
+            item.diffs.moves = _parse_moves(moves)
 
 
 def paired_by_eval(conn: sqlite3.Connection, base: Side, cand: Side, *,

@@ -260,8 +260,8 @@ def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float,
     sd = max(observed.sd(trials) if observed else 0.0, noise_floor(baseline_rate, target).sd(trials))
     detectable = min_detectable(sd / math.sqrt(diffs.n_cases), diffs.n_cases - 1)
     return {"min_detectable": detectable, "target": target, "underpowered": detectable > target,
-            "reachable": True, "cases": diffs.n_cases, "trials": trials, "cases_needed": cases_needed(sd, target),
-            "power": DEFAULT_POWER}
+            "reachable": True, "cases": diffs.n_cases, "trials": trials,
+            "cases_needed": cases_needed(sd, target), "power": DEFAULT_POWER}
 
 
 def regressions(result: Comparison) -> list[dict[str, Any]]:

@@ -6,11 +6,16 @@ could have held. So every number here treats the *case* as the unit of
 sampling (Miller, "Adding Error Bars to Evals", 2024):
 
 * :func:`pass_rate_interval`: the pass rate is the mean over cases of each
-  case's pass fraction; its 95% interval is Wilson's score interval on the
-  effective sample size ``p(1−p)/Var̂(p̂)``, where ``Var̂`` is the between-case
-  variance of the case fractions over the number of cases, with Korn and
-  Graubard's (1998) degrees-of-freedom correction ``(z/t₍cases−1₎)²``. With one
-  trial per case it is Wilson's interval over cells, as before.
+  case's pass fraction; its 95% interval is Wilson's score interval on an
+  effective sample size. One rule serves every design: the size estimated from
+  the data, ``p(1−p)/Var̂(p̂)`` (``Var̂`` the between-case variance of the case
+  fractions over the number of cases) with Korn and Graubard's (1998)
+  degrees-of-freedom correction ``(z/t₍cases−1₎)²``, kept between the number of
+  cases and the number of scored trials. The floor is not an estimate but a
+  bound: no mean of n values in [0, 1] varies more than ``p(1−p)/n``, so it
+  needs no small-sample correction. With one trial per case the rule is
+  Wilson's interval over cells; trials that agree with their case leave it
+  there, and more trials never narrow the size, so never widen the interval.
 * :func:`paired_difference`: candidate minus baseline, paired at the case
   level: the mean over shared cases of the difference of the two pass
   fractions, with a paired t-interval on those per-case differences (with one
@@ -109,6 +114,14 @@ def _cluster_size(cells: list[tuple[int, int, int]], mean: float, n_cases: int, 
     return _effective_size(mean, spread / n_cases, n_cases, n_scored)
 
 
+def _interval_size(cells: list[tuple[int, int, int]], mean: float, n_cases: int, n_scored: int) -> float:
+    """The Wilson size of a clustered mean: the estimated effective size, corrected for its
+    ``cases − 1`` degrees of freedom, never below the number of cases (the bound that needs no
+    estimate) nor above the scored trials."""
+    estimated = _cluster_size(cells, mean, n_cases, n_scored) * (Z95 / t_quantile(0.975, n_cases - 1)) ** 2
+    return min(max(estimated, float(n_cases)), float(n_scored))
+
+
 def pass_rate_interval(hist: CaseHistogram) -> RateInterval:
     """A target's pass rate and 95% interval, clustered by case when a case has several trials.
 
@@ -134,8 +147,7 @@ def pass_rate_interval(hist: CaseHistogram) -> RateInterval:
     if n_cases == 1:
         low, high = wilson_bounds(mean, 1.0)
         return RateInterval(mean, low, high, CLUSTERED_WILSON, 1, n_scored)
-    size = _cluster_size(cells, mean, n_cases, n_scored) * (Z95 / t_quantile(0.975, n_cases - 1)) ** 2
-    low, high = wilson_bounds(mean, size)
+    low, high = wilson_bounds(mean, _interval_size(cells, mean, n_cases, n_scored))
     return RateInterval(mean, low, high, CLUSTERED_WILSON, n_cases, n_scored)
 
 

@@ -67,6 +67,16 @@ def test_pass_rate_intervals_cover_the_super_population_rate(trials: int, a: flo
     assert 0.93 <= coverage <= 0.97, (coverage, width)
 
 
+@pytest.mark.parametrize(("a", "b"), [(0.5, 0.5), (4.0, 1.0), (2.0, 2.0)])
+def test_five_cases_of_five_trials_still_cover(a: float, b: float) -> None:
+    rng = random.Random(55 + int(a * 10))
+    hits = 0
+    for _ in range(SUITES):
+        rate = pass_rate_interval(Counter((5, _passes(rng, rng.betavariate(a, b), 5)) for _ in range(5)))
+        hits += rate.low <= a / (a + b) <= rate.high
+    assert hits / SUITES >= 0.93
+
+
 def test_the_issue_figures_hold_for_30_cases() -> None:
     """Beta(0.5, 0.5) cases: ≥ 90% coverage with width ≤ 0.40 at 8 trials, ≤ 0.45 at 1 trial."""
     coverage, width = _coverage(_beta(0.5, 0.5), 0.5, 8, seed=8)
@@ -81,13 +91,37 @@ def test_one_trial_per_case_is_wilson_over_results() -> None:
     assert (rate.method, rate.n_cases, rate.n_scored) == (WILSON, 10, 10)
 
 
-def test_repeated_trials_widen_the_interval_to_the_cases() -> None:
-    """Ten cases, five always pass and five never: 80 results, but only ten cases of evidence."""
+def test_repeated_trials_that_agree_with_their_case_are_ten_cases_of_evidence() -> None:
+    """Ten cases, five always pass and five never: 80 results, but only ten cases of evidence, and
+    the interval is exactly the one a single trial per case gives."""
     rate = pass_rate_interval({(8, 8): 5, (8, 0): 5})
     naive = wilson_interval(40, 80)
     assert rate.method == CLUSTERED_WILSON and rate.estimate == 0.5
     assert rate.high - rate.low > 2 * (naive[1] - naive[0])
-    assert rate.high - rate.low > wilson_interval(5, 10)[1] - wilson_interval(5, 10)[0]  # t-corrected
+    assert (rate.low, rate.high) == pytest.approx(wilson_interval(5, 10))
+
+
+def test_the_smoke_evals_interval_does_not_widen_with_trials() -> None:
+    """The README's smoke eval, two cases passing: [34.2 %, 100 %] at 1 trial and at 5."""
+    one, five = pass_rate_interval({(1, 1): 2}), pass_rate_interval({(5, 5): 2})
+    assert (one.low, one.high) == (five.low, five.high) == pytest.approx((0.3424, 1.0), abs=1e-4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(outcomes=st.lists(st.tuples(st.integers(1, 10), st.integers(0, 10)), min_size=1, max_size=30),
+       more=st.integers(1, 10))
+def test_adding_trials_never_widens_the_interval_of_unchanged_case_outcomes(
+        outcomes: list[tuple[int, int]], more: int) -> None:
+    """The same per-case fractions measured with ``more`` times the trials; and cases whose every
+    trial agrees against one trial each."""
+    cases = [(k, min(p, k)) for k, p in outcomes]
+    before = pass_rate_interval(Counter(cases))
+    after = pass_rate_interval(Counter((k * more, p * more) for k, p in cases))
+    assert after.high - after.low <= before.high - before.low + 1e-12
+    agreeing = [(1, int(p * 2 >= k)) for k, p in cases]
+    one = pass_rate_interval(Counter(agreeing))
+    many = pass_rate_interval(Counter((more, p * more) for _, p in agreeing))
+    assert many.high - many.low <= one.high - one.low + 1e-12
 
 
 def test_cases_weigh_the_same_however_many_trials_were_scored() -> None:
@@ -98,7 +132,8 @@ def test_cases_weigh_the_same_however_many_trials_were_scored() -> None:
 def test_all_passing_cases_get_a_lower_limit_set_by_the_cases() -> None:
     rate = pass_rate_interval({(8, 8): 30})
     assert rate.high == pytest.approx(1.0)
-    assert rate.low < wilson_interval(30, 30)[0] < wilson_interval(240, 240)[0]  # t-corrected, 30 cases
+    assert rate.low == pytest.approx(wilson_interval(30, 30)[0])
+    assert rate.low < wilson_interval(240, 240)[0]
 
 
 def test_nothing_scored_is_no_interval() -> None:
