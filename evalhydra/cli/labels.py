@@ -27,6 +27,11 @@ def cmd_label(args: argparse.Namespace) -> int:
     like. A label holds for every stored result with that output, so it survives reruns and
     rejudges; a labeller's new label of an output replaces their old one.
 
+    Rows whose output matches no stored result (an unknown eval or case, an output never
+    stored) are refused, naming the first few, and nothing is stored; --allow-unmatched stores
+    them (labels gathered before a run). Rows that label one output twice are merged, the
+    later kept.
+
     Example: evalhydra label labels.jsonl --labeller ana
     """
     path = Path(args.file)
@@ -35,10 +40,13 @@ def cmd_label(args: argparse.Namespace) -> int:
     store = open_store(Path(args.store).expanduser())
     try:
         with immediate(store.conn):
-            count = import_labels(store.conn, _rows(path), args.labeller or "")
+            account = import_labels(store.conn, _rows(path), args.labeller or "",
+                                    allow_unmatched=args.allow_unmatched)
     finally:
         store.close()
-    print(f"{count} label(s) stored in {args.store}")
+    print(f"{account.read} row(s) read, {account.stored} label(s) stored in {args.store},"
+          f" {account.merged} duplicate(s) merged, {len(account.unmatched)} matching no stored output"
+          + (" (stored: --allow-unmatched)" if account.unmatched else ""))
     return ExitCode.OK
 
 
@@ -58,6 +66,9 @@ def configure_label(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE",
                    help="labels: .jsonl or .csv (eval, case, label, and output or run and trial)")
     p.add_argument("--labeller", default="", help="who labelled (rows may name their own)")
+    p.add_argument("--allow-unmatched", action="store_true",
+                   help="also store rows whose output matches no stored result (labels gathered before"
+                        " a run); by default they are refused and nothing is stored")
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -123,6 +123,18 @@ def _group(key: Eval, fractions: list[tuple[float, float]], judges: tuple[Mappin
     return (fractions, found[base].agreement, found[cand].agreement, base == cand), block
 
 
+def _pooled_judges(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The pooled row's judges per side: the one name, or "N judges: a, b", and the labels of all
+    (a judge is an eval's, so each eval's labels count)."""
+    out: dict[str, Any] = {}
+    for side in ("baseline", "candidate"):
+        names = sorted({b[f"{side}_judge"] for b in blocks if b.get(f"{side}_judge")})
+        out[f"{side}_judge"] = (names[0] if len(names) == 1 else
+                                f"{len(names)} judges: {', '.join(names)}" if names else None)
+        out[f"{side}_labels"] = sum(b.get(f"{side}_labels") or 0 for b in blocks)
+    return out
+
+
 def add_judge_corrected(conn: sqlite3.Connection, base: JudgedSide, cand: JudgedSide,
                         rows: Sequence[dict[str, Any]], overall: dict[str, Any]) -> None:
     """Add a ``judge_corrected`` block to each comparison row and the pooled one: the corrected
@@ -143,5 +155,6 @@ def add_judge_corrected(conn: sqlite3.Connection, base: JudgedSide, cand: Judged
         row["judge_corrected"] = {**block, "p_holm": None, "verdict": None}
     pooled = asdict(corrected_difference(groups)) if len(groups) == len(rows) else {
         "problem": "an eval cannot be corrected"}
-    overall["judge_corrected"] = {**pooled, "p_holm": None, "verdict": None}
+    overall["judge_corrected"] = {**_pooled_judges([r["judge_corrected"] for r in rows]), **pooled,
+                                  "p_holm": None, "verdict": None}
     adjust_comparison(rows, overall, "judge_corrected")

@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.store.rows import now_iso
 
-__all__ = ["LABELS", "import_labels", "label_of", "labels_by_output", "output_sha256", "stored_output"]
+__all__ = ["LABELS", "LabelImport", "import_labels", "label_of", "labels_by_output", "output_sha256",
+           "stored_output"]
 
 #: What a label may say, and its verdict.
 LABELS = {"pass": "PASS", "fail": "FAIL", "1": "PASS", "0": "FAIL", "true": "PASS", "false": "FAIL",
@@ -79,28 +81,110 @@ def _hash_of(conn: sqlite3.Connection, row: Mapping[str, Any], where: str) -> tu
     return output_sha256(output), output or ""
 
 
+@dataclass
+class LabelImport:
+    """What an import did with its rows.
+
+    Attributes:
+        read: Rows read.
+        stored: Labels written (one per output and labeller).
+        merged: Rows that named an output and labeller another row of the file named too (the
+            later row is kept).
+        unmatched: ``where: what`` for each row whose output matches no stored result (stored only
+            when the import allows it).
+    """
+
+    read: int = 0
+    stored: int = 0
+    merged: int = 0
+    unmatched: list[str] = field(default_factory=list)
+
+
+#: How many unmatched rows a refusal names.
+NAMED_UNMATCHED = 3
+
+
+class _StoredHashes:
+    """The hashes of each (eval, case)'s stored outputs, read once per case."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.known: dict[tuple[str, str], set[str]] = {}
+
+    def problem(self, eval_id: str, case_id: str, digest: str) -> str | None:
+        """Why no stored result has this output, or None when one has."""
+        key = (eval_id, case_id)
+        if key not in self.known:
+            self.known[key] = {output_sha256(o) for (o,) in self.conn.execute(
+                "select distinct output from results where eval_id = ? and case_id = ?", key)}
+        if digest in self.known[key]:
+            return None
+        if self.known[key]:
+            return f"{eval_id}/{case_id} has no stored output with this text or hash"
+        if self.conn.execute("select 1 from results where eval_id = ? limit 1", [eval_id]).fetchone():
+            return f"eval {eval_id!r} has no case {case_id!r} in the store"
+        return f"no eval {eval_id!r} in the store"
+
+
+def _parsed(conn: sqlite3.Connection, where: str, row: Mapping[str, Any],
+            labeller: str) -> tuple[tuple[str, str, str, str], list[Any]]:
+    for key in ("eval", "case", "label"):
+        if not row.get(key):
+            raise EvalHydraError(f"{where}: '{key}' is missing.", "Each row: eval, case, label (PASS/FAIL).")
+    digest, output = _output_of(conn, row, where)
+    who = str(row.get("labeller") or labeller)
+    values = [row["eval"], row["case"], digest, output, label_of(row["label"], where), row.get("score"),
+              who, now_iso(), row.get("note")]
+    return (str(row["eval"]), str(row["case"]), digest, who), values
+
+
 def import_labels(conn: sqlite3.Connection, rows: Iterable[tuple[str, Mapping[str, Any]]],
-                  labeller: str = "") -> int:
+                  labeller: str = "", *, allow_unmatched: bool = False) -> LabelImport:
     """Store labels (``(where, row)`` pairs: ``eval``, ``case``, ``label``, and the output named as
     the module says; optionally ``labeller``, ``note``, ``score``), replacing a labeller's earlier
-    label of the same output. The caller holds the write transaction. Returns how many."""
-    count = 0
+    label of the same output. The caller holds the write transaction.
+
+    Args:
+        conn: The store.
+        rows: Where each row came from (``file:line``) and the row.
+        labeller: Who labelled, for rows that do not say.
+        allow_unmatched: Store labels whose output matches no stored result (labels gathered
+            before the run); by default they are refused.
+
+    Returns:
+        The :class:`LabelImport` account.
+
+    Raises:
+        EvalHydraError: A row is malformed, or (without ``allow_unmatched``) matches no stored
+            output; nothing is stored then.
+    """
+    account, kept = LabelImport(), {}
+    hashes = _StoredHashes(conn)
     for where, row in rows:
-        for key in ("eval", "case", "label"):
-            if not row.get(key):
-                raise EvalHydraError(f"{where}: '{key}' is missing.",
-                                     "Each row: eval, case, label (PASS/FAIL).")
-        digest, output = _output_of(conn, row, where)
+        account.read += 1
+        key, values = _parsed(conn, where, row, labeller)
+        problem = hashes.problem(key[0], key[1], key[2])
+        if problem:
+            account.unmatched.append(f"{where}: {problem}")
+        account.merged += key in kept
+        kept[key] = values
+    if account.unmatched and not allow_unmatched:
+        named = "; ".join(account.unmatched[:NAMED_UNMATCHED])
+        extra = len(account.unmatched) - NAMED_UNMATCHED
+        more = f" (and {extra} more)" if extra > 0 else ""
+        raise EvalHydraError(f"{len(account.unmatched)} label row(s) match no stored output, nothing stored:"
+                             f" {named}{more}.",
+                             "Check the eval and case ids and the output; labels gathered before a run:"
+                             " --allow-unmatched.")
+    for values in kept.values():
         conn.execute(
             "insert into labels (eval_id, case_id, output_sha256, output, label, score, labeller,"
             " labelled_at, note) values (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " on conflict (eval_id, case_id, output_sha256, labeller)"
             " do update set label = excluded.label, score = excluded.score, output = excluded.output,"
-            " labelled_at = excluded.labelled_at, note = excluded.note",
-            [row["eval"], row["case"], digest, output, label_of(row["label"], where),
-             row.get("score"), str(row.get("labeller") or labeller), now_iso(), row.get("note")])
-        count += 1
-    return count
+            " labelled_at = excluded.labelled_at, note = excluded.note", values)
+    account.stored = len(kept)
+    return account
 
 
 def labels_by_output(conn: sqlite3.Connection) -> dict[tuple[str, str, str], bool]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from evalhydra.cli.store_commands import main as store_main
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.matchers.factory import judge_settings
 from evalhydra.reports.calibration import calibration, calibration_docs, render_calibration
@@ -332,3 +333,58 @@ def test_the_reports_of_a_finished_run_name_its_judges_from_its_saved_summary(
     (stat,) = store_stats(store, [RUN])
     assert len(looked) == 1 and stat["n"] == 11
     store.close()
+
+
+def _label_cli(capsys: pytest.CaptureFixture[str], store: Path, lines: list[dict[str, str]],
+               *extra: str) -> tuple[int, str, str]:
+    path = store.parent / "labels.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    capsys.readouterr()
+    code = store_main(["label", str(path), "--store", str(store), *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _label_count(store: Path) -> int:
+    found = open_store(store)
+    try:
+        return int(found.conn.execute("select count(*) from labels").fetchone()[0])
+    finally:
+        found.close()
+
+
+def test_labels_that_match_no_stored_output_are_refused_and_named(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown eval, an unknown case, an output never stored (a changed line ending), an
+    unmatched hash: exit 2 naming each row's line, nothing stored; --allow-unmatched stores them."""
+    _store(tmp_path / "s.db").close()
+    before = _label_count(tmp_path / "s.db")
+    bad = [{"eval": "g.nope", "case": "c1", "label": "PASS", "output": "x"},
+           {"eval": "g.e", "case": "c99", "label": "PASS", "output": "x"},
+           {"eval": "g.e", "case": "c1", "label": "PASS", "output": "answer 1\r\n"},
+           {"eval": "g.e", "case": "c2", "label": "FAIL", "output_sha256": "0" * 64}]
+    good = [{"eval": "g.e", "case": "c3", "label": "PASS"}]
+    code, out, err = _label_cli(capsys, tmp_path / "s.db", good + bad)
+    assert code == 2 and len(err.splitlines()) == 2 and not out, err  # the error, then the fix
+    assert err.startswith("error: 4 label row(s) match no stored output, nothing stored:")
+    assert "labels.jsonl:2: no eval 'g.nope' in the store" in err
+    assert "labels.jsonl:3: eval 'g.e' has no case 'c99' in the store" in err
+    assert "labels.jsonl:4: g.e/c1 has no stored output with this text or hash" in err
+    assert "(and 1 more)" in err and "--allow-unmatched" in err
+    assert _label_count(tmp_path / "s.db") == before
+    code, out, _ = _label_cli(capsys, tmp_path / "s.db", good + bad, "--allow-unmatched")
+    assert code == 0 and out.startswith("5 row(s) read, 5 label(s) stored")
+    assert "4 matching no stored output (stored: --allow-unmatched)" in out
+
+
+def test_two_rows_for_one_output_are_one_label_and_said_so(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    _store(tmp_path / "s.db").close()
+    rows = [{"eval": "g.e", "case": "c1", "label": "PASS", "labeller": "bo"},
+            {"eval": "g.e", "case": "c1", "label": "FAIL", "labeller": "bo"}]
+    code, out, _ = _label_cli(capsys, tmp_path / "s.db", rows)
+    assert code == 0 and out.startswith("2 row(s) read, 1 label(s) stored") and "1 duplicate(s) merged" in out
+    store = open_store(tmp_path / "s.db")
+    (label,) = store.conn.execute("select label from labels where labeller = 'bo'").fetchone()
+    store.close()
+    assert label == "FAIL"  # the later row is kept
