@@ -139,6 +139,8 @@ class ServiceConfig:
     base_url: str = ""
     default_model: str = "mock-model"
     model: str | None = None  # sweepable override of default_model
+    # what is deployed behind the URL and model name (a commit, a date): another revision is other cells
+    revision: str | None = None
     timeout_ms: int = 60000
     deadline_ms: int | None = None  # bound on all attempts of one cell
     api_key_env: str | None = None
@@ -293,7 +295,8 @@ class RunConfig:
     tags: list[str] = field(default_factory=list)  # the dataset's tags: a case with any of them
     shuffle: bool = False  # send the cases in a random order (with limit: a random sample)
     seed: int = 0  # the shuffle's seed
-    rerun: str | None = None  # failed: the cases whose last verdict was FAIL or ERROR
+    rerun: str | None = None  # failed: re-send the cases whose last verdict was FAIL or ERROR
+    fresh: bool = False  # re-send every selected cell, stored or not (each a new version of its cell)
 
 
 @dataclass

@@ -150,10 +150,11 @@ async def execute(
     """
     run_id = run_id or new_run_id(plan)
     total = count_cells(plan) if total is None else total
-    done = store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors,
-                            client_errors=plan.resend_client_errors)
+    done = set() if plan.fresh else store.done_keys(
+        [e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors,
+        client_errors=plan.resend_client_errors)
     row = run_row(plan, run_id, total)
-    claims = Claims(store.path, run_id, row["started_at"], resend_errors=plan.resend_errors)
+    claims = Claims(store.path, run_id, row["started_at"], resend_errors=plan.resend_errors, fresh=plan.fresh)
     agent = plan.service.kind == "command"
     if agent:  # as zrb's experiment.json has them
         row["agent_case_dirs"] = [str(case.path) for ev in plan.evals

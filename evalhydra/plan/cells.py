@@ -75,7 +75,8 @@ def service_result_hash(service: ServiceConfig) -> str:
              ("reasoning.parse", service.reasoning.parse, True),
              ("reasoning.tags", list(service.reasoning.tags), ["<think>", "</think>"]),
              ("stream", service.stream, False), ("mock.reasoning", service.mock.reasoning, None),
-             ("api", service.api, "chat"))  # the Responses API is another request to another endpoint
+             ("api", service.api, "chat"),  # the Responses API is another request to another endpoint
+             ("revision", service.revision, None))
     parts += [[name, value] for name, value, default in later if value != default]
     return digest(parts)
 
@@ -86,7 +87,7 @@ def service_result_hash(service: ServiceConfig) -> str:
 #: stands for (another CLI is another service); or unable to change a scored result.
 RESULT_FIELDS_HASHED = frozenset({"system_prompt", "params", "provider", "kind", "template", "argv",
                                   "base_url", "honor_verification_marker", "env_prefix", "mock",
-                                  "reasoning", "stream", "api"})
+                                  "reasoning", "stream", "api", "revision"})
 RESULT_FIELDS_IN_KEY = frozenset({"name", "default_model", "model", "models"})
 NAMED_BY_THE_SERVICE = frozenset({"cli_name"})
 NOT_RESULT_FIELDS = frozenset({

@@ -80,6 +80,12 @@ class RunPlan:
         return self.service.kind != "command"
 
     @property
+    def fresh(self) -> bool:
+        """Whether every selected cell is sent again, stored or not: ``run.fresh``, and the cases
+        ``run.rerun=failed`` chose (asking again is why they were chosen)."""
+        return bool(self.run.fresh) or self.selection.rerun == "failed"
+
+    @property
     def resend_client_errors(self) -> bool:
         """Whether stored 4xx replies (but 408, 409 and 429) are sent again too: they cannot
         succeed as they are (a context too long, a bad parameter), so only ``run.retry_errors=all``."""

@@ -320,10 +320,33 @@ def _print_totals(store: Store, outcome: Any, stats: Sequence[Mapping[str, Any]]
     _print_held(outcome)
     _print_cache_hits(store, outcome.run_id)
     _print_batched(store, outcome.run_id)
+    _print_reused(store, outcome.run_id)
     reused = _reused_errors(store, outcome.run_id)
     if reused:
         print(f"{reused} stored error{'s' if reused != 1 else ''} reused from earlier runs; "
               "re-send them with run.retry_errors=true (a 4xx too: run.retry_errors=all)")
+
+
+def reused_results(store: Store, run_id: str) -> list[tuple[str, str, int]]:
+    """The earlier runs whose stored results this run took instead of asking again: (run id, when
+    it started, cells), oldest first."""
+    return [(str(r), str(at), int(n)) for r, at, n in store.conn.execute(
+        "select rc.result_run_id, coalesce(ru.started_at, ''), count(*) from run_cells rc"
+        " left join runs ru on ru.run_id = rc.result_run_id"
+        " where rc.run_id = ? and rc.result_run_id != rc.run_id"
+        " group by rc.result_run_id order by ru.started_at, rc.result_run_id", [run_id])]
+
+
+def _print_reused(store: Store, run_id: str) -> None:
+    """Where the cells this run did not send came from, and how to send them again."""
+    found = reused_results(store, run_id)
+    if not found:
+        return
+    shown = ", ".join(f"{n} from {r} ({at[:19].replace('T', ' ')})" for r, at, n in found[:3])
+    more = f", and {len(found) - 3} more run(s)" if len(found) > 3 else ""
+    print(f"{plural(sum(n for _, _, n in found), 'stored result')} reused, not asked again: {shown}{more};"
+          " ask again with run.fresh=true (only the failed cases: run.rerun=failed), or name what"
+          " changed behind the URL with service.revision=…")
 
 
 def _print_held(outcome: Any) -> None:

@@ -52,7 +52,7 @@ class Claims:
     """The claims of one run on one store file."""
 
     def __init__(self, path: Path, run_id: str, started_at: str, *, resend_errors: bool,
-                 lease_s: float = LEASE_S) -> None:
+                 fresh: bool = False, lease_s: float = LEASE_S) -> None:
         """Open a connection of its own to the store at ``path``.
 
         Args:
@@ -61,11 +61,14 @@ class Claims:
             started_at: The run's start (ISO); a result stored since then by another run
                 is never sent again, error or not.
             resend_errors: Whether stored infrastructure errors from earlier runs are sent again.
+            fresh: Whether every result stored before ``started_at`` is sent again
+                (``run.fresh``, ``run.rerun=failed``).
             lease_s: How long a claim holds without renewal.
         """
         self.run_id = run_id
         self.started_at = started_at
         self.resend_errors = resend_errors
+        self.fresh = fresh
         self.lease_s = lease_s
         self.conn: sqlite3.Connection = connect(path, read_only=False)
         self._lock = threading.Lock()  # claim and renew run in different threads
@@ -142,7 +145,10 @@ class Claims:
         """Keys with a result that counts as done for this run."""
         condition = f" and {latest_version_sql()}"
         params: list[object] = []
-        if self.resend_errors:
+        if self.fresh:
+            condition += " and evaluated_at >= ?"
+            params = [self.started_at]
+        elif self.resend_errors:
             condition += f" and (not {INFRA_ERROR_SQL} or evaluated_at >= ?)"
             params = [self.started_at]
         found: set[str] = set()

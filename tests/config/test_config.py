@@ -159,7 +159,8 @@ def test_every_service_setting_is_placed_in_or_out_of_a_cells_identity() -> None
     base = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
     changes = {"system_prompt": "Be terse.", "params": {"temperature": 0.7}, "provider": "azure",
                "kind": "command", "template": "zrb", "argv": ["x"], "base_url": "http://other/v1",
-               "honor_verification_marker": False, "env_prefix": "OTHER", "stream": True, "api": "responses"}
+               "honor_verification_marker": False, "env_prefix": "OTHER", "stream": True, "api": "responses",
+               "revision": "2026-12-07"}
     for name, value in changes.items():
         changed = ServiceConfig(name="s", base_url="http://h/v1", kind="openai")
         setattr(changed, name, value)
