@@ -261,9 +261,14 @@ class EvalConfig:
 
 @dataclass
 class JudgeConfig:
-    """What every model-graded eval's judge is shown."""
+    """Every model-graded eval's judge: what it is shown, and its own settings (a judge service's
+    file holds the rest)."""
 
     include_reasoning: bool = False  # the candidate's thinking too, not only its answer
+    timeout_ms: int | None = None  # each judge service's request timeout (default: its file's)
+    # a judge that is the built-in mock: the chance it passes a right output, and fails a wrong one
+    mock_sensitivity: float | None = None
+    mock_specificity: float | None = None
 
 
 @dataclass

@@ -3,12 +3,13 @@
 ``parts`` is a list of matcher specs, run concurrently on the same output.
 
 - ``all_of`` passes when every part passes; score = the lowest part score;
-  reason = ``part N (kind): <reason>`` of the first failing part.
+  reason = ``part N (kind): <reason>`` of every failing part, joined by ``; ``.
 - ``any_of`` passes when some part passes; score = the highest part score;
   reason = ``no part passed: part 1 (kind): …; part 2 (kind): …``.
 - ``weighted`` scores Σ weight·score / Σ weight (``weight`` on a part, default
   1) and passes when that is ≥ ``threshold`` (default 0.5: a weighted majority;
-  set 1.0 to demand every part).
+  set 1.0 to demand every part); reason = the score against the threshold,
+  then every failing part.
 
 Each part's ``kind``, ``passed``, ``score``, ``reason`` (and ``error_kind``,
 ``weight``) are kept in ``details["parts"]``. The result carries an
@@ -35,6 +36,7 @@ __all__ = [
     "Part",
     "build_composite",
     "combine",
+    "matcher_parts",
     "run_parts",
 ]
 
@@ -68,12 +70,17 @@ def _label(index: int, part: Part, result: MatchResult) -> str:
     return f"part {index + 1} ({part.kind}): {result.reason or 'failed'}"
 
 
+def _failing(parts: Sequence[Part], results: Sequence[MatchResult]) -> str:
+    """Every failing part, in order: ``part N (kind): reason; …``."""
+    return "; ".join(_label(i, p, r) for i, (p, r) in enumerate(zip(parts, results, strict=True))
+                     if not r.passed)
+
+
 def _all_of(parts: Sequence[Part], results: Sequence[MatchResult]) -> tuple[bool, float, str]:
     score = min(r.score for r in results)
-    for index, (part, result) in enumerate(zip(parts, results, strict=True)):
-        if not result.passed:
-            return False, score, _label(index, part, result)
-    return True, score, ""
+    if all(r.passed for r in results):
+        return True, score, ""
+    return False, score, _failing(parts, results)
 
 
 def _any_of(parts: Sequence[Part], results: Sequence[MatchResult]) -> tuple[bool, float, str]:
@@ -92,7 +99,9 @@ def _weighted(
     score = min(1.0, max(0.0, round(score, 10)))
     if score >= threshold:
         return True, score, ""
-    return False, score, f"weighted score {score:.3f} below threshold {threshold:.3f}"
+    failing = _failing(parts, results)
+    return False, score, f"weighted score {score:.3f} below threshold {threshold:.3f}" + (
+        f": {failing}" if failing else "")
 
 
 Verdict = Callable[[Sequence[Part], Sequence[MatchResult]], tuple[bool, float, str]]
@@ -163,6 +172,20 @@ def combine(
         judge=merge_judges([r.judge for r in results if r.judge is not None]),
         error_kind=_error_kind(verdict, parts, results),
     )
+
+
+def matcher_parts(details: Any) -> list[dict[str, Any]]:
+    """A stored result's composite parts (its ``details["parts"]``), each as ``kind``, ``passed``,
+    ``score``, ``reason`` and ``weight`` (None unless weighted); [] for any other matcher, and for
+    entries of other shapes (a stored row is outside input)."""
+    parts = details.get("parts") if isinstance(details, dict) else None
+    if not isinstance(parts, list):
+        return []
+    return [{"kind": str(p.get("kind")), "passed": bool(p.get("passed")),
+             "score": p.get("score") if isinstance(p.get("score"), int | float) else None,
+             "reason": str(p.get("reason") or p.get("error_kind") or ""),
+             "weight": p.get("weight") if isinstance(p.get("weight"), int | float) else None}
+            for p in parts if isinstance(p, dict)]
 
 
 def build_composite(kind: str, parts: Sequence[Part], threshold: float | None = None) -> Matcher:

@@ -5,4 +5,6 @@
 * :mod:`~evalhydra.plan.build`: :func:`~evalhydra.plan.build.build_plan`, every
   check that must pass before the first call.
 * :mod:`~evalhydra.plan.cells`: cell keys and the stream of cells to run.
+* :mod:`~evalhydra.plan.placement`: settings that act in one place only (the judge's own, the
+  built-in mock's), refused where they would do nothing.
 """

@@ -34,6 +34,7 @@ from evalhydra.matchers.factory import (
 from evalhydra.plan.cells import digest
 from evalhydra.plan.files import place_matcher_files
 from evalhydra.plan.model import CachePlan, EvalPlan, RunPlan
+from evalhydra.plan.placement import check_mock_settings, check_ranges, judge_service_config
 from evalhydra.plan.selection import selection_of
 from evalhydra.plan.tools import loop_plan
 from evalhydra.registry.datasets import CaseTemplate
@@ -186,7 +187,7 @@ def _check_service(svc: ServiceConfig, registry: Registry) -> ServiceConfig:
     if len(tags) != 2 or not all(isinstance(t, str) and t.strip() for t in tags):
         raise EvalHydraError(f"{where}: service.reasoning.tags={tags} must be two tags, opening and closing.",
                              "e.g. 'service.reasoning.tags=[\"<think>\",\"</think>\"]'")
-    _check_ranges(where, {
+    check_ranges(where, {
         "service.timeout_ms": (svc.timeout_ms, 1, None),
         "service.deadline_ms": (svc.deadline_ms, 1, None),
         "service.max_concurrency": (svc.max_concurrency, 1, 4096),
@@ -197,6 +198,7 @@ def _check_service(svc: ServiceConfig, registry: Registry) -> ServiceConfig:
         "service.pricing.cached_input_per_mtok": (svc.pricing.cached_input_per_mtok, 0, None),
     })
     validate_retry(OmegaConf.to_container(OmegaConf.structured(svc.retry)), "service.retry")  # type: ignore[arg-type]
+    check_mock_settings(svc, where)
     if svc.kind == "openai" and not svc.base_url and not svc.mock.enabled:
         raise EvalHydraError(
             f"{where}: service.base_url is empty.", "Set service.base_url=http://host:port/v1."
@@ -225,23 +227,13 @@ def _check_batch(svc: ServiceConfig, where: str) -> None:
     if batch.fallback not in ("batch", "online"):
         raise EvalHydraError(f"{where}: service.batch.fallback={batch.fallback} is unknown.",
                              "Use service.batch.fallback=batch or online.")
-    _check_ranges(where, {
+    check_ranges(where, {
         "service.batch.poll_interval_s": (batch.poll_interval_s, 0.001, None),
         "service.batch.poll_timeout_s": (batch.poll_timeout_s, 0, None),
         "service.batch.max_requests": (batch.max_requests, 1, 50000),
         "service.batch.max_bytes": (batch.max_bytes, 1024, None),
         "service.pricing.batch_discount": (svc.pricing.batch_discount, 0, 1),
     })
-
-
-def _check_ranges(where: str, values: dict[str, tuple[float | None, float, float | None]]) -> None:
-    """Each (value, low, high): None values are unset and skipped; high None means unbounded."""
-    for key, (value, low, high) in values.items():
-        if value is None:
-            continue
-        if value < low or (high is not None and value > high):
-            bound = f"in {low}..{high}" if high is not None else f">= {low}"
-            raise EvalHydraError(f"{where}: {key}={value}: must be {bound}.")
 
 
 def _check_mock(svc: ServiceConfig, where: str) -> None:
@@ -402,9 +394,9 @@ def _judges(
     judges = {}
     for name in sorted(names):
         if name == service.name:
-            judges[name] = service
+            judges[name] = judge_service_config(service, conf.judge)
         elif name in known:
-            judges[name] = known[name]()
+            judges[name] = judge_service_config(known[name](), conf.judge)
         else:
             raise EvalHydraError(
                 f"Judge service '{name}' not found (JudgeServiceNotFound).",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalhydra.core import strictjson
+from evalhydra.matchers.composite import matcher_parts
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.atomic import finite_json
 from evalhydra.reports.data import ReportData
@@ -168,6 +169,10 @@ def _trial(row: Mapping[str, Any], attempts: list[list[Any]], root: Path | None)
         details = _json(row["details"]) or {}
         if details.get("attachments"):
             trial["at"] = details["attachments"]
+        parts = matcher_parts(details)
+        if parts:
+            trial["pt"] = [[p["kind"], p["passed"], p["score"], _cap(p["reason"]), p["weight"]]
+                           for p in parts]
         conversation = _conversation(details.get("trajectory"))
         if conversation:
             trial["cv"] = conversation

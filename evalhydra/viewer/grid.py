@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalhydra.core import strictjson
+from evalhydra.matchers.composite import matcher_parts
 from evalhydra.reports.html import log_tail, store_folder
 from evalhydra.reports.selection import STATUS_SQL, Selection, select_runs
 from evalhydra.store.labels import output_sha256
@@ -281,6 +282,7 @@ def case_view(conn: sqlite3.Connection, run_ids: Sequence[str], eval_id: str,
         row["rendered"] = render_text(row["output"])
         row["output_sha256"] = output_sha256(row["output"])
         row["conversation"] = _conversation(row["details"])
+        row["parts"] = matcher_parts(strictjson.stored(row["details"], None))
         if row["kind"] == "agent":
             row.update(_agent_parts(row, root))
         column = row["target"] if len(runs_of[row["target"]]) == 1 else f"{row['target']} · {row['member']}"

@@ -123,8 +123,11 @@ MATCHER_TABLE: list[tuple[str, str, bool, float, str | None]] = [
     ("any_of", "fail-neither", False, 0.0, "no part passed: part 1 (exact_match): " + NO_IDEAL_MATCH
      + "; part 2 (json_fields): invalid json output"),
     ("weighted", "pass-both", True, 1.0, None),
-    ("weighted", "fail-case-only-judge", False, 0.25, "weighted score 0.250 below threshold 0.750"),
-    ("weighted", "fail-neither", False, 0.0, "weighted score 0.000 below threshold 0.750"),
+    ("weighted", "fail-case-only-judge", False, 0.25,
+     "weighted score 0.250 below threshold 0.750: part 1 (includes): output did not include ideal"),
+    ("weighted", "fail-neither", False, 0.0,
+     "weighted score 0.000 below threshold 0.750: part 1 (includes): output did not include ideal;"
+     " part 2 (model_grade): Candidate output does not match the ideal answer."),
     ("custom_target", "pass-all-keywords", True, 1.0, None),
     ("custom_target", "fail-missing-keyword", False, 0.6667, "missing keywords: blue"),
     ("custom_validator", "excellent-short", True, 1.0, None),

@@ -27,6 +27,14 @@ def ctx(output: str, ideal: str | None = "OK") -> MatchContext:
         ({"kind": "all_of", "parts": [INCLUDES, DIGITS]}, "OK 1", True, 1.0, None),
         (
             {"kind": "all_of", "parts": [INCLUDES, EXACT, DIGITS]},
+            "no",
+            False,
+            0.0,
+            "part 1 (includes): output did not include ideal; part 2 (exact_match): output did not"
+            " exactly match ideal; part 3 (regex): output did not match pattern",
+        ),
+        (
+            {"kind": "all_of", "parts": [INCLUDES, EXACT, DIGITS]},
             "OK 1",
             False,
             0.0,
@@ -47,7 +55,8 @@ def ctx(output: str, ideal: str | None = "OK") -> MatchContext:
             "OK 1",
             False,
             0.5,
-            "weighted score 0.500 below threshold 0.600",
+            "weighted score 0.500 below threshold 0.600: part 2 (exact_match): output did not exactly match"
+            " ideal",
         ),
         (
             {"kind": "weighted", "parts": [{**INCLUDES, "weight": 3}, EXACT]},
@@ -61,7 +70,8 @@ def ctx(output: str, ideal: str | None = "OK") -> MatchContext:
             "OK 1",
             False,
             0.25,
-            "weighted score 0.250 below threshold 0.500",
+            "weighted score 0.250 below threshold 0.500: part 2 (exact_match): output did not exactly match"
+            " ideal",
         ),
         # nesting
         (
