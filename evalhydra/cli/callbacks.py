@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
@@ -35,7 +34,7 @@ from evalhydra.reports.sweepsummary import sweep_summary
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Store, open_store
 
-__all__ = ["RedactSavedConfig", "SweepReport", "sweep_baseline", "sweep_formats", "sweep_run_ids"]
+__all__ = ["RedactSavedConfig", "SweepReport", "sweep_formats", "sweep_run_ids"]
 
 
 def sweep_formats(config: DictConfig) -> tuple[str, ...]:
@@ -112,9 +111,7 @@ class SweepReport(Callback):
             ids = sweep_run_ids(store, sweep_dir)
             if ids:
                 out = sweep_dir / "report"
-                service, model = sweep_baseline(config)
-                write_run_reports(store, ids, out, formats=sweep_formats(config), baseline_service=service,
-                                  baseline_models={service: model} if service and model else None)
+                write_run_reports(store, ids, out, formats=sweep_formats(config))  # its baseline: job 0's
                 print(sweep_summary(store, ids))
                 print(f"sweep report ({len(ids)} job{'s' if len(ids) != 1 else ''}): {out}")
         finally:
@@ -146,32 +143,6 @@ def _sweep_store(config: DictConfig, sweep_dir: Path) -> Path | None:
     print(visible(f"sweep report: each job wrote its own store; this report covers job 0's ({stores[0]}). "
                   f"For all {len(stores)}: {merge} && {report}", lines=False))
     return Path(stores[0]).expanduser().resolve()
-
-
-def sweep_baseline(config: DictConfig) -> tuple[str | None, str | None]:
-    """The sweep's baseline service and model: ``baseline=SERVICE[:MODEL]``, else the first
-    value swept, as written (``-m service=mock,local`` compares everything with ``mock``)."""
-    chosen = config.get("baseline")
-    if chosen:
-        service, _, model = str(chosen).partition(":")
-        return service or None, model or None
-    firsts = _first_swept(config)
-    return firsts.get("service"), firsts.get("service.model")
-
-
-def _first_swept(config: DictConfig) -> dict[str, str]:
-    """The first value of every swept key: command-line sweeps, then the sweeper's ``params``."""
-    task = OmegaConf.select(config, "hydra.overrides.task")  # read unresolved: a value may name ${hydra:…}
-    params = OmegaConf.select(config, "hydra.sweeper.params")
-    listed: Any = OmegaConf.to_container(task, resolve=False) if task else []
-    swept: Any = OmegaConf.to_container(params, resolve=False) if params else {}
-    overrides = [str(o) for o in listed] + [f"{key}={value}" for key, value in swept.items()]
-    firsts: dict[str, str] = {}
-    for override in OverridesParser.create().parse_overrides(overrides):
-        if override.is_sweep_override():
-            key = override.get_key_element().lstrip("+~")
-            firsts.setdefault(key, str(next(iter(override.sweep_string_iterator()))))
-    return firsts
 
 
 def sweep_run_ids(store: Store, sweep_dir: Path) -> list[str]:

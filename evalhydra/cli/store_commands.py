@@ -153,10 +153,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     once (e.g. a sweep's jobs) and pick the sides with --baseline-service and
     --candidate-service (and --baseline-model/--candidate-model).
     Prints per-eval pass rates, zig_eval's delta interval, the paired difference
-    with Newcombe's 95% interval and McNemar's exact p, and the regressed and
-    improved cases. Infrastructure errors are left out (counted apart). With
-    --fail-on-regression, exits 1 only when a paired interval lies entirely
-    below zero (the candidate is significantly worse), 2 when nothing pairs.
+    with its case-clustered 95% interval and the one-sided p-value of the exact
+    sign-flip test, and the regressed and improved cases. Infrastructure errors
+    are left out (counted apart). With --fail-on-regression, exits 1 when the
+    candidate is significantly worse (Holm-adjusted p < 0.05); fewer than five
+    shared cases cannot show that, and the verdict says so.
     With --judge-corrected, a judge-scored eval's difference is also corrected
     for each side's judge (calibrated on labels), and the verdict follows it.
 

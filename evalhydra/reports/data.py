@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalhydra.core import strictjson
 from evalhydra.reports import aggregate as agg
 from evalhydra.reports.calibration import calibration_docs
 from evalhydra.reports.compare import adjust_family, baseline_comparisons_sql
@@ -22,7 +23,7 @@ from evalhydra.reports.judges import has_labels
 from evalhydra.reports.selection import Selection
 from evalhydra.reports.ttft import FirstToken, first_token_latency
 
-__all__ = ["ReportData", "collect", "target_comparisons"]
+__all__ = ["ReportData", "collect", "sweep_baseline_of", "target_comparisons"]
 
 
 @dataclass
@@ -71,6 +72,34 @@ def _case_views(conn: sqlite3.Connection, sel: Selection, data: ReportData) -> N
     data.grid_cases = data.cases.first_keys[: agg.CAP_GRID]
     views = agg.case_views(conn, sel, data.cases.first_keys, data.grid_cases, shown)
     data.cases.by_case, data.grid, data.bests = views.by_case, views.grid, views.bests
+
+
+def sweep_baseline_of(conn: sqlite3.Connection,
+                      run_ids: Sequence[str]) -> tuple[str | None, dict[str, str] | None]:
+    """The baseline of a sweep's comparisons, from what the store holds of its jobs: the
+    ``baseline=SERVICE[:MODEL]`` the jobs were given, else job 0's service and model (the first
+    value of every key swept, as written). Every reader of a sweep (its report, ``report
+    --sweep``, ``view --static --sweep``, the viewer's sweep page) takes it from here.
+
+    Returns:
+        ``(service, {service: model})``, or ``(None, None)`` when the runs are not the jobs of one
+        sweep.
+    """
+    if not run_ids:
+        return None, None
+    marks = ",".join("?" * len(run_ids))
+    rows = conn.execute(f"select run_id, sweep_dir, config from runs where run_id in ({marks})"
+                        " order by job_num is null, job_num, started_at, run_id", list(run_ids)).fetchall()
+    if len(rows) != len(set(run_ids)) or len({r[1] for r in rows}) != 1 or rows[0][1] is None:
+        return None, None
+    chosen = (strictjson.stored(rows[0][2], None) or {}).get("baseline")
+    if chosen:
+        service, _, model = str(chosen).partition(":")
+        return service or None, {service: model} if service and model else None
+    first = conn.execute("select r.service_name, r.model from run_cells rc join results r on"
+                         " r.cell_key = rc.cell_key and r.run_id = rc.result_run_id where rc.run_id = ?"
+                         " limit 1", [rows[0][0]]).fetchone()
+    return (first[0], {first[0]: first[1]}) if first else (None, None)
 
 
 def target_comparisons(conn: sqlite3.Connection, sel: Selection, evals_doc: Mapping[str, Any],

@@ -296,10 +296,10 @@ def _comparisons(data: ReportData) -> str:
     if not data.comparisons:
         return ""
     note = ("Paired Δ: mean over shared cases of (candidate − baseline) pass fraction, with a"
-            " case-clustered paired t-interval and test (with one trial per case: Newcombe's paired"
-            " interval and McNemar's exact test); p (Holm) adjusts for every comparison in this"
-            " report, and the verdict uses it. Δ CI (unpaired) is zig_eval's"
-            " `[cand.low − base.high, cand.high − base.low]`.")
+            " case-clustered paired t-interval (with one trial per case: Newcombe's paired interval);"
+            " p is the exact one-sided sign-flip test's on the per-case differences; p (Holm) adjusts"
+            " for every comparison in this report, and the verdict uses it. Δ CI (unpaired) is"
+            " zig_eval's `[cand.low − base.high, cand.high − base.low]`.")
     changed = _changed_cases(data.comparisons)
     return ("## Baseline comparisons\n\n" + note + "\n\n" + comparison_table(data.comparisons)
             + ("\n\n" + changed if changed else ""))

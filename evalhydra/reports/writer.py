@@ -38,7 +38,7 @@ from evalhydra.reports.aggregate import case_rows
 from evalhydra.reports.aiwg import append_run_lines, result_lines, summary_json
 from evalhydra.reports.atomic import stream_atomic, write_json_atomic, write_text_atomic
 from evalhydra.reports.compare import split_paired
-from evalhydra.reports.data import collect
+from evalhydra.reports.data import collect, sweep_baseline_of
 from evalhydra.reports.html import write_html
 from evalhydra.reports.judges import has_labels
 from evalhydra.reports.junit import write_junit
@@ -199,7 +199,8 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
         run_ids: Full run ids (one run, several, or a sweep's).
         out_dir: Target directory (created).
         formats: Any of :data:`ALL_FORMATS`.
-        baseline_service: Baseline of service comparisons (default: the first).
+        baseline_service: Baseline of service comparisons (default: a sweep's first value swept,
+            :func:`~evalhydra.reports.data.sweep_baseline_of`; else the first service).
         cumulative: What a finished run does: write the aiwg records (``jsonl``)
             whatever ``formats`` says, into ``out_dir`` and into the cumulative
             ``results.jsonl`` next to the store (runs already there are skipped).
@@ -217,6 +218,8 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
     with closing(_read_only(store.path)) as conn, ThreadPoolExecutor(
             max_workers=3, thread_name_prefix="evalhydra-report") as pool:
         sel = select_runs(conn, run_ids)
+        if baseline_service is None and baseline_models is None:  # a sweep's: the first value swept
+            baseline_service, baseline_models = sweep_baseline_of(conn, run_ids)
         if summary is None and has_labels(conn):  # only the Judges section reads it
             summary = saved_summary_of(conn, run_ids)
         jobs = _submit_streams(pool, store, sel, out_dir, fmts, cumulative)

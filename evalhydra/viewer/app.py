@@ -65,7 +65,14 @@ from evalhydra.viewer.grid import (
 )
 from evalhydra.viewer.labelling import label_key, labels_of, next_in_queue, save_label
 from evalhydra.viewer.live import LiveSummaries
-from evalhydra.viewer.queries import comparisons, history, run_status, runs_page, selection_summary
+from evalhydra.viewer.queries import (
+    comparisons,
+    history,
+    run_status,
+    runs_page,
+    selection_summary,
+    side_targets,
+)
 from evalhydra.viewer.render import render_text
 
 __all__ = ["COOKIE", "create_app"]
@@ -361,11 +368,12 @@ class _Pages:
             except EvalHydraError as exc:
                 return _missing(exc.message, 400)
             labelled = has_labels(store.conn)
+            targets = [side_targets(store.conn, t.runs, t.service, t.model) for t in (base, cand)]
         ids = ",".join([*base.runs, *(r for r in cand.runs if r not in base.runs)])
         if "list" in params:
             return self._changes(request, [*comparison["comparisons"], comparison["overall"]], ids)
         return _render(request, "compare.html.j2", comparison=comparison, base=base, candidate=cand,
-                       ids=ids, labelled=labelled)
+                       ids=ids, labelled=labelled, targets=targets)
 
     def changes(self, request: Request) -> Response:
         """One comparison row of a sweep's page (``row``): its whole list (``list``) of changed cases."""

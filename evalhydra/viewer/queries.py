@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from evalhydra.reports.data import target_comparisons
+from evalhydra.reports.data import sweep_baseline_of, target_comparisons
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.runsummary import merge_summaries, overall_interval, run_summary, saved_summaries
 from evalhydra.reports.selection import select_runs
@@ -168,14 +168,35 @@ def history(conn: sqlite3.Connection, run_id: str, live: LiveSummaries | None = 
 def comparisons(conn: sqlite3.Connection, run_ids: Sequence[str],
                 summary: dict[str, Any]) -> list[dict[str, Any]]:
     """A sweep's comparisons, as its ``report.html`` shows them: each service and model against the
-    baseline (the first service alphabetically; its first model), case-paired; [] for one target."""
+    sweep's baseline (:func:`~evalhydra.reports.data.sweep_baseline_of`: the first value swept),
+    case-paired; [] for one target."""
     targets = [(t["service"], t["model"]) for t in summary["targets"]]
     if len(set(targets)) < 2:
         return []
     sel = select_runs(conn, run_ids)
-    return target_comparisons(conn, sel, evals_and_targets(conn, sel)[0], targets)
+    service, models = sweep_baseline_of(conn, run_ids)
+    return target_comparisons(conn, sel, evals_and_targets(conn, sel)[0], targets, baseline_service=service,
+                              baseline_models=models)
 
 
 def _literal(text: str) -> str:
     """``text`` for a LIKE pattern that matches it literally (``%`` and ``_`` escaped by ``\\``)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def side_targets(conn: sqlite3.Connection, runs: Sequence[str], service: str | None,
+                 model: str | None) -> list[str]:
+    """The ``service/model`` targets one side of a comparison covers (its runs, narrowed to its
+    service and model), for the compare page to name."""
+    if not runs:
+        return [f"{service or '*'}/{model or '*'}"]
+    conds, params = [f"rc.run_id in ({','.join('?' * len(runs))})"], list(runs)
+    for column, value in (("r.service_name", service), ("r.model", model)):
+        if value is not None:
+            conds.append(f"{column} = ?")
+            params.append(value)
+    return [f"{s}/{m}" for s, m in conn.execute(
+        "select distinct r.service_name, r.model from run_cells rc join results r on"
+        f" r.cell_key = rc.cell_key and r.run_id = rc.result_run_id where {' and '.join(conds)}"
+        " order by 1, 2 limit 20", params)]
+

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from omegaconf import DictConfig
 
@@ -32,6 +33,7 @@ from tests.helpers import (
     run_cli,
     stored_results,
 )
+from tests.viewer.test_viewer import start_viewer, stop
 
 Compose = Callable[..., DictConfig]
 
@@ -293,6 +295,47 @@ def test_a_sweep_compares_with_the_first_value_written_or_the_baseline_given(tmp
 
     assert baselines() == {"mock_slow"}  # as written, not alphabetical
     assert baselines("baseline=mock") == {"mock"}
+
+
+@pytest.mark.slow
+def test_every_reader_of_a_sweep_takes_the_first_value_swept_as_its_baseline(tmp_path: Path) -> None:
+    """The end-of-sweep table (with Δ and a verdict), the sweep report, ``report --sweep`` (byte for
+    byte), ``view --static --sweep`` and the viewer's sweep page all compare with ``mock_slow``,
+    though ``mock`` sorts first."""
+    store = tmp_path / "s.db"
+    res = run_cli("-m", "service=mock_slow,mock", "eval=smoke", "trials=2", "run.progress=false",
+                  f"store.path={store}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    table = res.stdout[res.stdout.rindex("eval "):]
+    header = table.splitlines()[0].split()
+    assert header == ["eval", "mock_slow:mock-model-slow", "mock:mock-model"], table  # the order swept
+    assert "Δ +0.0 pts" in table
+    assert "verdict: cannot tell against mock_slow: cannot reach p < 0.05 with 2 cases" in table
+    (sweep,) = {p.parent.parent for p in tmp_path.glob("outputs/multirun/*/*/report/report.md")}
+    again = tmp_path / "again"
+    done = run_cli("report", "--sweep", str(sweep), "--store", str(store), "--out", str(again), "--format",
+                   "json,md,text", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = {p.name for p in again.iterdir()}
+    assert {"baseline_comparisons.json", "report.md", "report.txt"} <= written
+    for name in written:
+        assert (again / name).read_bytes() == (sweep / "report" / name).read_bytes(), name
+    rows = json.loads((again / "baseline_comparisons.json").read_text())["baseline_comparisons"]
+    assert {r["baseline_name"] for r in rows} == {"mock_slow"}
+    static = run_cli("view", "--static", "--sweep", str(sweep), "--store", str(store), "--out",
+                     str(tmp_path / "st"), cwd=tmp_path)
+    assert static.returncode == 0, static.stderr
+    html = (tmp_path / "st" / "report.html").read_text()
+    assert "<td>smoke.reply_ok</td><td>mock_slow</td><td>mock</td>" in html
+    proc, url = start_viewer(store, "--sweep", str(sweep))
+    try:
+        path, token = url.split("?")
+        with httpx.Client(base_url=path.split("/runs/")[0], follow_redirects=True) as client:
+            client.get(f"/?{token}")
+            page = client.get(path[len(path.split("/runs/")[0]):]).text
+    finally:
+        stop(proc)
+    assert "<td>smoke.reply_ok</td><td>mock_slow</td><td>mock</td>" in page
 
 
 @pytest.mark.slow

@@ -244,11 +244,17 @@ def test_a_user_walks_from_the_run_list_to_a_case_and_compares_two_runs(
     page.wait_for_url(lambda url: "filter=" not in url and "q=V3" in url)
     assert [page.locator("#grid tbody tr").nth(0).get_attribute("data-key")] == ["g.e/c3"]
     page.click('a[href="/"]')
+    page.check(f'input.pick[value="{second}"]')  # ticked top-down: the newer run first
     page.check(f'input.pick[value="{first}"]')
-    page.check(f'input.pick[value="{second}"]')
+    assert page.locator("#compare-sides").inner_text() == f"baseline {first} (older) → candidate {second}"
+    page.click("#swap")
+    assert page.locator("#compare-sides").inner_text() == f"baseline {second} (newer) → candidate {first}"
+    page.click("#swap")
     page.click("#compare")
     page.wait_for_selector("#comparisons")
-    assert f"base={first}" in page.url and f"candidate={second}" in page.url
+    assert f"base={first}" in page.url and f"candidate={second}" in page.url  # older → newer
+    assert page.locator("#baseline-side .targets").inner_text() == "mock/mock-model"
+    assert page.locator("#candidate-side .targets").inner_text() == "mock/mock-model"
     assert "c1" in page.locator("#comparisons").inner_text()  # the regressed case is named
     page.click("#comparisons a:text('c1')")
     page.wait_for_selector("#case")
