@@ -71,7 +71,7 @@ async def _serve(store_path: Path, args: argparse.Namespace, start: str) -> None
             webbrowser.open(url)
 
     await serve_viewer(store_path, on_ready=ready, host=args.host, port=args.port, path=start,
-                       labeller=args.labeller or _user())
+                       labeller=args.labeller or _user(), show_judge=args.show_judge)
 
 
 def _user() -> str:
@@ -150,6 +150,9 @@ def configure_view(p: argparse.ArgumentParser) -> None:
                    help="--static: where report.html goes (default: <store dir>/view/<selection>)")
     p.add_argument("--port", type=int, default=0, help="the server's port (default: a free one)")
     p.add_argument("--host", default="127.0.0.1", help="the interface (default 127.0.0.1; others warn)")
+    p.add_argument("--show-judge", action="store_true",
+                   help="the label queue shows the judge's verdict, reason and score before you label"
+                        " (by default it hides them: labels anchored on the judge measure it too kindly)")
     p.add_argument("--labeller", metavar="NAME",
                    help="who the labels made in the viewer name (default: your login name)")
     p.add_argument("--no-browser", action="store_true", help="print the URL without opening a browser")

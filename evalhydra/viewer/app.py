@@ -100,10 +100,12 @@ LABEL_HEADER = "x-evalhydra-label"
 MAX_LABEL_BYTES = 16_384
 
 
-def create_app(store_path: Path, token: str, host: str = "127.0.0.1", labeller: str = "viewer") -> ASGIApp:
+def create_app(store_path: Path, token: str, host: str = "127.0.0.1", labeller: str = "viewer", *,
+               show_judge: bool = False) -> ASGIApp:
     """The viewer for the store at ``store_path``, open to requests that carry ``token`` and name
-    a loopback host or ``host`` (the interface it serves); labels it stores name ``labeller``."""
-    pages = _Pages(Path(store_path), label_key(token), labeller)
+    a loopback host or ``host`` (the interface it serves); labels it stores name ``labeller``. The
+    label queue is blind (the judge's verdicts hidden until the person labels) unless ``show_judge``."""
+    pages = _Pages(Path(store_path), label_key(token), labeller, show_judge=show_judge)
     app = Starlette(routes=[
         Route("/", pages.runs),
         Route("/runs/{ids}", pages.run),
@@ -217,10 +219,11 @@ def _render(request: Request, name: str, **values: Any) -> HTMLResponse:
 class _Pages:
     """The endpoints; each opens the store read-only for its request (Starlette runs them in threads)."""
 
-    def __init__(self, store_path: Path, key: str = "", labeller: str = "viewer") -> None:
+    def __init__(self, store_path: Path, key: str = "", labeller: str = "viewer", *,
+                 show_judge: bool = False) -> None:
         self.store_path = store_path
         self.live = LiveSummaries()  # running runs' summaries, brought up to date on each request
-        self.key, self.labeller = key, labeller
+        self.key, self.labeller, self.show_judge = key, labeller, show_judge
 
     def _store(self) -> Store:
         return open_store(self.store_path, read_only=True)
@@ -287,7 +290,9 @@ class _Pages:
     def _labelling(self, view: CaseView, labels: dict[str, str], ids: list[str],
                    params: Any) -> dict[str, Any] | None:
         """The output the case page labels (``label=HASH``, else the first judged one not yet
-        labelled), its label, and where the page goes next; None when no judge scored the case."""
+        labelled), its label, and where the page goes next; None when no judge scored the case.
+        Opened from the queue (``pos``), the page is blind while that output has no label: it
+        shows no verdict, reason or score, so the judge cannot anchor the person checking it."""
         judged = [t for trials in view.trials.values() for t in trials if t["judge_model"] and not t["err"]]
         for t in judged:
             t["human_label"] = labels.get(t["output_sha256"])
@@ -297,7 +302,8 @@ class _Pages:
         focus = next((t for t in judged if t["output_sha256"] == wanted), None) \
             or next((t for t in judged if t["human_label"] is None), judged[0])
         after = _position(params.get("pos", ""))
-        return {"trial": focus, "sha": focus["output_sha256"], "key": self.key,
+        blind = "pos" in params and not self.show_judge and focus["human_label"] is None
+        return {"trial": focus, "sha": focus["output_sha256"], "key": self.key, "blind": blind,
                 "next": f"/runs/{','.join(ids)}/label?" + urlencode({"after": after}) if after >= 0
                 else f"/runs/{','.join(ids)}/label"}
 

@@ -20,7 +20,7 @@ __all__ = ["serve_viewer"]
 
 async def serve_viewer(store_path: Path, *, on_ready: Callable[[str], None], host: str = "127.0.0.1",
                        port: int = 0, path: str = "/", token: str | None = None,
-                       labeller: str = "viewer") -> None:
+                       labeller: str = "viewer", show_judge: bool = False) -> None:
     """Serve the viewer of ``store_path`` until SIGINT or SIGTERM, then stop cleanly.
 
     Args:
@@ -31,13 +31,14 @@ async def serve_viewer(store_path: Path, *, on_ready: Callable[[str], None], hos
         path: The page the URL opens (``/``, ``/runs/ID``, ``/compare?…``).
         token: The access token; a random one by default.
         labeller: Who the labels made in the viewer name.
+        show_judge: The label queue shows the judge's verdict before the person labels.
     """
     token = token or secrets.token_urlsafe(24)
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
     config.errorlog = logging.getLogger("evalhydra.viewer")  # quiet unless configured
-    app = create_app(store_path, token, host, labeller)
+    app = create_app(store_path, token, host, labeller, show_judge=show_judge)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
 
         async def stopped() -> None:

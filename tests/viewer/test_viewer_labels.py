@@ -142,3 +142,41 @@ def test_a_hundred_outputs_labelled_by_keyboard_alone(viewer: tuple[str, Path], 
     assert found["sensitivity"] == pytest.approx(
         sum(1 for c, lab in pressed.items() if lab == "PASS" and int(c[1:]) < 60)
         / sum(1 for lab in pressed.values() if lab == "PASS"))
+
+
+@pytest.mark.slow
+def test_the_label_queue_is_blind_until_the_person_has_labelled(viewer: tuple[str, Path],
+                                                                browser: object) -> None:
+    """Opened from the queue, a case page shows the output but no verdict, reason or score of the
+    judge; once labelled, the case page shows them."""
+    url, path = viewer
+    page = browser.new_page()  # type: ignore[attr-defined]
+    page.goto(url)
+    page.goto(base_of(url) + f"/runs/{RUN}/label")
+    page.wait_for_selector("#labelling")
+    case = page.locator("#labelling").get_attribute("data-case") or ""
+    bar = page.locator("#labelling").inner_text()
+    assert "the judge said" not in bar and page.locator("#blind").count() == 1
+    assert f"answer {int(case[1:])}" in bar  # the output itself is shown
+    body = page.locator("main").inner_text()
+    assert page.locator(".trial").count() == 0 and "score" not in body and "judge" not in body
+    with page.expect_navigation():
+        page.keyboard.press("f")
+    page.goto(base_of(url) + f"/runs/{RUN}/case?eval=g.e&case={case}")  # afterwards, the case page
+    trial = page.locator(".trial").inner_text()
+    assert "labelled FAIL" in trial and ("PASS" in trial or "FAIL" in trial) and "judge" in trial
+    assert page.locator("#blind").count() == 0
+
+
+@pytest.mark.slow
+def test_show_judge_opts_out_of_blind_labelling(tmp_path: Path, browser: object) -> None:
+    proc, url = start_viewer(_store(tmp_path / "s.db"), "--show-judge")
+    try:
+        page = browser.new_page()  # type: ignore[attr-defined]
+        page.goto(url)
+        page.goto(base_of(url) + f"/runs/{RUN}/label")
+        page.wait_for_selector("#labelling")
+        assert "the judge said" in page.locator("#labelling").inner_text()
+        assert page.locator("#blind").count() == 0 and page.locator(".trial").count() == 1
+    finally:
+        stop(proc)
