@@ -39,6 +39,7 @@ import trio
 from evalhydra.agents.command import cli_version
 from evalhydra.agents.loader import load_cases
 from evalhydra.config.redact import redact_overrides
+from evalhydra.core.usercode import USER_THREADS
 from evalhydra.core.version import __version__
 from evalhydra.execute.agent_cell import AgentCellRunner
 from evalhydra.execute.chat_cell import ChatCellRunner
@@ -150,6 +151,7 @@ async def execute(
     """
     run_id = run_id or new_run_id(plan)
     total = count_cells(plan) if total is None else total
+    USER_THREADS.reset()
     done = set() if plan.fresh else store.done_keys(
         [e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors,
         client_errors=plan.resend_client_errors)

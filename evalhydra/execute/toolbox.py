@@ -20,12 +20,15 @@ from typing import Any
 import trio
 
 from evalhydra.core import strictjson
+from evalhydra.core.usercode import USER_THREADS, describe, passes_through
 from evalhydra.core.values import ToolSpec
 from evalhydra.execute.mcp_tools import McpTools, McpUnavailable
 from evalhydra.plan.tools import LoopPlan, ToolImpl, resolve_target
 
 __all__ = ["ToolOutcome", "Toolbox", "as_text"]
 
+#: Most characters of a result's ``repr`` when JSON cannot encode it.
+MAX_REPR_CHARS = 100_000
 #: Kinds of tool errors (the call's result tells the model what went wrong).
 TOOL_ERRORS = ("unknown_tool", "invalid_arguments", "schema_mismatch", "no_canned_reply", "timeout",
                "tool_exception", "mcp_error")
@@ -98,18 +101,20 @@ class Toolbox:
         try:
             with trio.fail_after(impl.timeout_s):
                 value = await self._invoke(impl, parsed)
+            return as_text(value), None, parsed
         except trio.TooSlowError:
             return f"error: the tool took longer than {impl.timeout_s:g} s", "timeout", parsed
-        except Exception as exc:  # a tool's own failure is the model's to read
-            return f"error: {type(exc).__name__}: {exc}", "tool_exception", parsed
-        return as_text(value), None, parsed
+        except BaseException as exc:  # a tool's own failure (sys.exit too) is the model's to read
+            if passes_through(exc):
+                raise
+            return f"error: {describe(exc)}", "tool_exception", parsed
 
     async def _invoke(self, impl: ToolImpl, arguments: dict[str, Any]) -> Any:
         target = getattr(self.instance, impl.name) if impl.method else self.functions[impl.name]
         if inspect.iscoroutinefunction(target):
             return await target(**arguments)
-        # a blocking tool runs in a thread; past its timeout the cell goes on without it
-        return await trio.to_thread.run_sync(lambda: target(**arguments), abandon_on_cancel=True)
+        # a blocking tool runs in a user-code thread; past its timeout the cell goes on without it
+        return await USER_THREADS.run_sync(lambda: target(**arguments))
 
     async def final_state(self) -> Any:
         """The end state: the tool class's ``state()``, else an MCP server's ``state_tool``."""
@@ -166,5 +171,21 @@ def as_text(value: Any) -> str:
     elif value is None:
         text = ""
     else:
-        text = json.dumps(value, ensure_ascii=False, default=str)
+        text = _json_text(value)
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _json_text(value: Any) -> str:
+    """A result as JSON; one JSON cannot encode (a self-containing dict, an integer too long for
+    it, a ``__str__`` that raises) is its ``repr``, or a note saying why it cannot be shown."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except BaseException as exc:  # noqa: BLE001 (user data's own failure, contained below)
+        if passes_through(exc):
+            raise
+        try:
+            return repr(value)[:MAX_REPR_CHARS]
+        except BaseException as again:  # noqa: BLE001
+            if passes_through(again):
+                raise
+            return f"<a {type(value).__name__} that cannot be shown as text: {describe(exc)}>"

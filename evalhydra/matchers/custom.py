@@ -32,9 +32,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import trio
-
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.usercode import USER_THREADS, describe, passes_through
 from evalhydra.core.values import PASSING, MatchResult
 from evalhydra.matchers.base import MatchContext, Matcher
 from evalhydra.matchers.common import is_number, is_unit_number
@@ -78,6 +77,10 @@ def locate(path: str) -> Any:
             if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
                 continue
             raise
+        except BaseException as exc:  # importing runs the module: sys.exit() at import too
+            if passes_through(exc):
+                raise
+            raise ImportError(f"importing {module} raised {describe(exc)}") from None
         for name in parts[cut:]:
             if not hasattr(obj, name):
                 raise ImportError(f"{'.'.join(parts[:cut])} has no attribute {name!r}")
@@ -127,11 +130,11 @@ def load_validator(path: Path, name: str) -> Any:
         sys.modules[module_name] = module  # dataclasses and pickling look modules up here
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:
+        except BaseException as exc:
             sys.modules.pop(module_name, None)
-            raise EvalHydraError(
-                f"{name}: validator.py failed to import: {type(exc).__name__}: {exc}"
-            ) from None
+            if passes_through(exc):
+                raise
+            raise EvalHydraError(f"{name}: validator.py failed to import: {describe(exc)}") from None
         validator = getattr(module, "validator", None)
         if not callable(getattr(validator, "validate", None)):
             raise EvalHydraError(
@@ -268,6 +271,6 @@ def build_custom(spec: Mapping[str, Any], root: Path, where: str = "matcher") ->
     validator = load_validator(path, spec["validator"])
 
     async def match(ctx: MatchContext) -> MatchResult:
-        return await trio.to_thread.run_sync(run_validator, validator, ctx)
+        return await USER_THREADS.run_sync(lambda: run_validator(validator, ctx))
 
     return match

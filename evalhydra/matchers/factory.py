@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.core.errors import EvalHydraError, did_you_mean
-from evalhydra.core.values import ErrorKind, MatchResult
+from evalhydra.core.usercode import describe, passes_through
+from evalhydra.core.values import MatchResult
 from evalhydra.matchers import (
     bfcl,
     composite,
@@ -153,11 +154,13 @@ def validate_matcher(spec: Mapping[str, Any], where: str, *, registry_root: Path
 
 
 def guard(matcher: Matcher, kind: str) -> Matcher:
-    """Wrap a matcher so an exception becomes a ``matcher_error`` result.
+    """Wrap a matcher so that whatever it raises on an output is that output's FAIL.
 
-    The run goes on: the result fails with score 0, reason
-    ``<ExceptionType>: <message>`` and ``error_kind`` MATCHER_ERROR.
-    Cancellation (a BaseException) still propagates.
+    The run goes on: the result fails with score 0 and the reason ``the matcher raised
+    <ExceptionType>: <message>`` (``details["matcher_error"]`` keeps it too). It is scored, never
+    an infrastructure error: an output that makes its matcher raise (a 400-digit number, text a
+    parser chokes on) must count against the pass rate, not drop out of it. Anything user code
+    may raise (a ``SystemExit`` too) is contained; a Ctrl-C and trio's cancellation propagate.
     """
 
     sync = matcher.fn if isinstance(matcher, SyncMatcher) else None
@@ -165,14 +168,12 @@ def guard(matcher: Matcher, kind: str) -> Matcher:
     async def guarded(ctx: MatchContext) -> MatchResult:
         try:
             return sync(ctx) if sync is not None else await matcher(ctx)
-        except Exception as exc:
-            return MatchResult(
-                passed=False,
-                score=0.0,
-                reason=f"{type(exc).__name__}: {exc}",
-                details={"kind": kind},
-                error_kind=ErrorKind.MATCHER_ERROR,
-            )
+        except BaseException as exc:
+            if passes_through(exc):
+                raise
+            said = describe(exc)
+            return MatchResult(passed=False, score=0.0, reason=f"the matcher raised {said}",
+                               details={"kind": kind, "matcher_error": said})
 
     guarded.__name__ = f"{kind}_matcher"
     return guarded

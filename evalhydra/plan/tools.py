@@ -131,6 +131,11 @@ def loop_plan(spec: dict[str, Any], root: Path, where: str) -> tuple[LoopPlan | 
     """The eval's tool loop (None when no tool runs) and the tools its class adds."""
     tools = [_impl(t, f"{where}: tool '{t.get('name')}'") for t in spec.get("tools") or []
              if t.get("implementation") or t.get("replies") is not None]
+    for impl in tools:  # imported now: a module that cannot load refuses the plan, not every cell
+        if impl.implementation and not callable(resolve_target(impl.implementation, root,
+                                                               f"{where}: tool '{impl.name}'")):
+            raise EvalHydraError(f"{where}: tool '{impl.name}': {impl.implementation!r} is not callable.",
+                                 "Give pkg.module:function, importable from the registry root.")
     cls_path = spec.get("tool_class")
     extra: list[ToolSpec] = []
     if cls_path:

@@ -23,6 +23,7 @@ from typing import Any
 from tabulate import tabulate
 
 from evalhydra.core.text import command_line, visible
+from evalhydra.core.usercode import USER_THREADS
 from evalhydra.reports.aggregate import case_histograms
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.graders import grader_rows
@@ -321,6 +322,8 @@ def _print_totals(store: Store, outcome: Any, stats: Sequence[Mapping[str, Any]]
     _print_cache_hits(store, outcome.run_id)
     _print_batched(store, outcome.run_id)
     _print_reused(store, outcome.run_id)
+    if USER_THREADS.report():
+        print(USER_THREADS.report())
     reused = _reused_errors(store, outcome.run_id)
     if reused:
         print(f"{reused} stored error{'s' if reused != 1 else ''} reused from earlier runs; "

@@ -41,8 +41,10 @@ def test_a_custom_matchers_non_finite_score_is_its_error_and_no_gate_passes_on_i
     result = evalhydra.evaluate([f"registry={registry}", "eval=g.e", f"store.path={tmp_path / 's.db'}",
                                  "run.fail_under=0.5"])
     rows = list(result.rows())
-    assert len(rows) == 2 and all(r["error_kind"] and r["passed"] == 0 for r in rows)
-    assert result.exit_code == 3  # nothing was measured: no gate passes
+    assert len(rows) == 2 and all(r["status"] == "FAIL" and r["passed"] == 0 for r in rows)
+    said = "the matcher raised ValueError: custom matcher score must be a number in [0, 1], got nan"
+    assert all(r["failure_reason"] == said for r in rows)
+    assert result.exit_code == 1  # the matcher's failure counts against the rate: no gate passes
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])

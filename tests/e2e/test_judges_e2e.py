@@ -522,8 +522,8 @@ def test_custom_targets_see_case_output_tool_calls_and_a_raise_is_an_error_resul
         "trace": None}
     raised = rows[("c.fn", "raises")]
     assert (raised["status"], raised["passed"], raised["score"], raised["error_kind"]) == (
-        "ERROR", 0, 0.0, "matcher_error")
-    assert raised["failure_reason"] == "ValueError: refusing output 'RAISE now'"
+        "FAIL", 0, 0.0, None)  # scored: the output counts against the pass rate
+    assert raised["failure_reason"] == "the matcher raised ValueError: refusing output 'RAISE now'"
     # the run went on: every other cell was scored
     assert [(k, r["status"]) for k, r in sorted(rows.items()) if k != ("c.fn", "raises")] == [
         (("c.cls", "long"), "PASS"), (("c.cls", "short"), "FAIL"), (("c.fn", "text"), "PASS"),

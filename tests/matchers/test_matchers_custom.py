@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.values import Case, ErrorKind, MatchResult
+from evalhydra.core.values import Case, MatchResult
 from evalhydra.matchers import MatchContext, build_matcher, validate_matcher
 from evalhydra.matchers.custom import coerce_result, validation_to_result
 
@@ -117,14 +117,16 @@ async def test_target_matchers(registry: Path, spec: dict, output: str, expected
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
-        ("broken", "RuntimeError: boom"),
-        ("bad_return", "TypeError: custom matcher returned str, not a result"),
+        ("broken", "the matcher raised RuntimeError: boom"),
+        ("bad_return", "the matcher raised TypeError: custom matcher returned str, not a result"),
     ],
 )
-async def test_raising_matcher_becomes_matcher_error(registry: Path, name: str, reason: str) -> None:
+async def test_a_raising_matcher_fails_the_output_it_raised_on(registry: Path, name: str,
+                                                                reason: str) -> None:
+    """Scored, not an infrastructure error: the output counts against the pass rate."""
     result = await build_matcher(target(name), registry_root=registry, judges=None)(ctx("x"))
     assert (result.passed, result.score, result.reason) == (False, 0.0, reason)
-    assert result.error_kind is ErrorKind.MATCHER_ERROR
+    assert result.error_kind is None and result.details is not None and result.details["matcher_error"]
 
 
 async def test_a_raising_part_does_not_sink_its_siblings(registry: Path) -> None:
@@ -132,7 +134,7 @@ async def test_a_raising_part_does_not_sink_its_siblings(registry: Path) -> None
     result = await build_matcher(spec, registry_root=registry, judges=None)(ctx("x"))
     assert result.passed and result.error_kind is None
     assert result.details is not None
-    assert result.details["parts"][0]["reason"] == "RuntimeError: boom"
+    assert result.details["parts"][0]["reason"] == "the matcher raised RuntimeError: boom"
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from evalhydra.config.schema import MatcherConfig
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.values import Case, ErrorKind, MatchResult
+from evalhydra.core.values import Case, MatchResult
 from evalhydra.matchers import (
     MATCHER_KINDS,
     MatchContext,
@@ -139,16 +139,21 @@ def test_judge_matcher_without_client_is_a_programming_error(tmp_path: Path) -> 
         build_matcher(spec, registry_root=tmp_path, judges=None)
 
 
-async def test_guard_turns_exceptions_into_matcher_errors() -> None:
+async def test_guard_turns_what_a_matcher_raises_into_the_outputs_fail() -> None:
     async def explode(ctx: MatchContext) -> MatchResult:
         raise KeyError("missing")
 
     def explode_now(ctx: MatchContext) -> MatchResult:
         raise KeyError("missing")
 
+    def leave(ctx: MatchContext) -> MatchResult:
+        raise SystemExit(3)
+
     ctx = MatchContext(case=Case(id="c", input="q"), output="")
     for matcher in (explode, sync_matcher(explode_now)):  # a sync one is called without its coroutine
         result = await guard(matcher, "custom")(ctx)
         assert (result.passed, result.score) == (False, 0.0)
-        assert result.reason == "KeyError: 'missing'"
-        assert result.error_kind is ErrorKind.MATCHER_ERROR
+        assert result.reason == "the matcher raised KeyError: 'missing'"
+        assert result.error_kind is None
+    left = await guard(sync_matcher(leave), "custom")(ctx)
+    assert left.reason == "the matcher raised SystemExit: 3" and not left.passed
