@@ -30,7 +30,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -39,7 +39,7 @@ import trio
 from evalhydra.agents.command import cli_version
 from evalhydra.agents.loader import load_cases
 from evalhydra.config.redact import redact_overrides
-from evalhydra.core.usercode import USER_THREADS
+from evalhydra.core.usercode import USER_THREADS, passes_through
 from evalhydra.core.version import __version__
 from evalhydra.execute.agent_cell import AgentCellRunner
 from evalhydra.execute.chat_cell import ChatCellRunner
@@ -54,7 +54,7 @@ from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
 from evalhydra.services.adaptive import SILENT_PREFIX, EndpointReport, limits_status, refused_endpoints
 from evalhydra.services.batch import BatchDeferred, batch_status
-from evalhydra.services.openai.secrets import secrets_of
+from evalhydra.services.openai.secrets import mask_value, secrets_of
 from evalhydra.store.claims import Claims
 from evalhydra.store.db import Store
 from evalhydra.store.rows import ResultRow, now_iso
@@ -263,6 +263,7 @@ class _Work:
     progress: Progress
     watch: DeadEndpointWatch = field(default_factory=lambda: DeadEndpointWatch(0))
     stop: trio.CancelScope = field(default_factory=trio.CancelScope)
+    secrets: list[str] = field(default_factory=list)  # masked in every row before it is stored
 
 
 #: Cells that must all fail to connect (or time out), with none answered, before a run stops
@@ -308,7 +309,8 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
                 async with open_runner(helpers) as runner:
                     chat = plan.service.kind != "command"  # an agent's TIMEOUT is no dead endpoint
                     watch = DeadEndpointWatch(FAIL_FAST_CELLS if plan.run.fail_fast and chat else 0)
-                    work = _Work(plan, outcome.run_id, runner, rows, outcome, progress, watch)
+                    work = _Work(plan, outcome.run_id, runner, rows, outcome, progress, watch,
+                                 secrets=run_secrets(plan))
                     with work_scope:
                         await _work(work, source)
                     outcome.interrupted = work_scope.cancelled_caught
@@ -457,7 +459,7 @@ async def _worker(work: _Work, jobs: JobQueue[CellJob]) -> None:
         if ran is None:  # left in a batch still pending at the provider: nothing to store
             work.progress.skip(1)
             continue
-        row, attempts = ran
+        row, attempts = masked_rows(*ran, work.secrets)
         outcome.executed += 1
         outcome.cost_usd += (row.cost_usd or 0.0) + (row.judge_cost_usd or 0.0)
         is_error = row.is_error
@@ -482,9 +484,30 @@ async def _run_cell(work: _Work, job: CellJob) -> tuple[ResultRow, list[dict[str
         work.outcome.deferred_reason = str(deferred)
         work.outcome.budget_exhausted |= deferred.budget
         return None
-    except Exception as exc:  # noqa: BLE001 (a cell's trouble stays in the cell)
+    except BaseException as exc:  # noqa: BLE001 (a cell's trouble stays in the cell, sys.exit too)
+        if passes_through(exc):
+            raise
         plan = work.plan
         return crashed_row(job, work.run_id, plan.service.name, plan.model, exc), []
+
+
+def run_secrets(plan: RunPlan) -> list[str]:
+    """Every secret the run's services send (the candidate's and the judges'), masked out of
+    every row it stores."""
+    chat = [s for s in (plan.service, *plan.judges.values()) if s.kind == "openai"]
+    return secrets_of(chat)
+
+
+def masked_rows(row: ResultRow, attempts: list[dict[str, Any]],
+                secrets: list[str]) -> tuple[ResultRow, list[dict[str, Any]]]:
+    """A cell's rows with every secret masked in every string they hold: the one exit to the
+    store (and so to every report and the terminal summary) whatever put it there (an echoing
+    endpoint, a tool that returned it, a model that passed it on, an exception's text)."""
+    if not secrets:
+        return row, attempts
+    texts = {f.name: mask_value(value, secrets) for f in fields(row)
+             if isinstance(value := getattr(row, f.name), str | dict | list | tuple)}
+    return replace(row, **texts), [mask_value(a, secrets) for a in attempts]
 
 
 async def watch_signals(scope: trio.CancelScope) -> None:

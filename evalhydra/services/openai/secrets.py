@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.errors import EvalHydraError
@@ -25,6 +26,7 @@ __all__ = [
     "check_header_values",
     "mask_secrets",
     "mask_text",
+    "mask_value",
     "missing_api_key_warning",
     "read_env",
     "resolve_header",
@@ -83,6 +85,20 @@ def mask_text(text: str | None, secrets: list[str]) -> str | None:
         if secret in text:
             text = text.replace(secret, MASK)
     return text
+
+
+def mask_value(value: Any, secrets: list[str]) -> Any:
+    """``value`` with every one of ``secrets`` masked in each string it holds: dict keys and values,
+    list and tuple items, at any depth (:func:`mask_text` on each); other values as they are."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return mask_text(value, secrets)
+    if isinstance(value, dict):
+        return {mask_value(k, secrets): mask_value(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(mask_value(v, secrets) for v in value)
+    return value
 
 
 def check_header_values(config: ServiceConfig) -> None:

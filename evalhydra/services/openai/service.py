@@ -63,6 +63,7 @@ from evalhydra.services.openai.secrets import (
     MIN_SECRET_LENGTH,
     mask_secrets,
     mask_text,
+    mask_value,
     read_env,
     resolve_header,
     split_headers,
@@ -281,7 +282,8 @@ class OpenAICompatService:
         waited_ms = max(0.0, (outcome.started - entered) * 1000.0)
         completion = mask_secrets(self._completion(outcome, model, waited_ms), self._secrets())
         if key is not None and self._cache is not None and completion.ok and self._cache.put(
-                key, self._cache_endpoint(), model, answer_record(completion), completion.latency_ms):
+                key, self._cache_endpoint(), model, mask_value(answer_record(completion), self._secrets()),
+                completion.latency_ms):
             await self._cache.aflush()
         return completion
 
