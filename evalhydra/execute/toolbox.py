@@ -20,6 +20,7 @@ from typing import Any
 import trio
 
 from evalhydra.core import strictjson
+from evalhydra.core.untrusted_schema import schema_errors, untrusted_validator
 from evalhydra.core.usercode import USER_THREADS, describe, passes_through
 from evalhydra.core.values import ToolSpec
 from evalhydra.execute.mcp_tools import McpTools, McpUnavailable
@@ -141,14 +142,14 @@ def _schema_problem(schema: Any, arguments: dict[str, Any]) -> str | None:
     if not isinstance(schema, dict) or not schema:
         return None
     import jsonschema  # here, not at the top: the command line starts without it (bench/startup.py)
+    from jsonschema.exceptions import best_match
 
     try:
-        jsonschema.validate(arguments, schema)
-    except jsonschema.ValidationError as exc:
-        return exc.message
+        validator = untrusted_validator(schema)
     except jsonschema.SchemaError:
         return None  # the offered schema itself is the eval's problem, not the model's
-    return None
+    error = best_match(schema_errors(validator, arguments))
+    return error.message if error is not None else None
 
 
 def _canned(replies: Any, arguments: dict[str, Any]) -> tuple[str, str | None]:

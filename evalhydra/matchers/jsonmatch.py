@@ -19,6 +19,7 @@ import yaml
 
 from evalhydra.core import safeyaml, strictjson
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.untrusted_schema import schema_errors, untrusted_validator
 from evalhydra.core.values import MatchResult
 from evalhydra.matchers.base import MatchContext, Matcher, sync_matcher
 from evalhydra.matchers.common import fail, passed, strict_json_loads, strip_code_fence
@@ -78,7 +79,7 @@ def json_schema_match(output: str, validator: Validator, *, strip_fence: bool = 
         return fail(INVALID_JSON)
     from jsonschema.exceptions import best_match
 
-    error = best_match(validator.iter_errors(instance))
+    error = best_match(schema_errors(validator, instance))
     if error is None:
         return passed()
     details = {"json_path": error.json_path, "validator": str(error.validator)}
@@ -106,20 +107,18 @@ def load_schema(schema: Any, root: Path, where: str) -> dict[str, Any] | bool:
 
 
 def make_validator(schema: dict[str, Any] | bool, where: str) -> Validator:
-    """Check the schema against its metaschema and return a validator for it.
+    """Check the schema against its metaschema and return a validator for it (formats checked;
+    no ``$ref`` outside the schema followed, patterns time-bounded: :mod:`~evalhydra.core.untrusted_schema`).
 
     Raises:
         EvalHydraError: The schema is not a valid JSON Schema.
     """
-    import jsonschema
     from jsonschema.exceptions import SchemaError
 
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
-        cls.check_schema(schema)
+        return untrusted_validator(schema, formats=True)
     except SchemaError as exc:
         raise EvalHydraError(f"{where}: invalid JSON schema at {exc.json_path}: {exc.message}") from None
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
 def build_json_fields(spec: dict[str, Any]) -> Matcher:

@@ -31,6 +31,7 @@ import jsonschema
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.openai_templates import ROLES, SAMPLING_PARAMS, TemplateError, render, resolve, text_parts
+from evalhydra.core.untrusted_schema import schema_errors, untrusted_validator
 
 __all__ = ["ImportedEval", "RunSource", "convert", "read_object", "write_registry"]
 
@@ -141,12 +142,12 @@ def _check_items(eval_obj: Mapping[str, Any], lines: Sequence[Mapping[str, Any]]
     if not isinstance(schema, Mapping):
         return
     try:
-        validator = jsonschema.Draft202012Validator(schema)
+        validator = untrusted_validator(schema)
     except jsonschema.SchemaError as exc:
         raise EvalHydraError(f"{where}: $.data_source_config: the item schema is no JSON schema: "
                              f"{exc.message}.") from None
     for number, line in enumerate(lines, start=1):
-        problem = next(iter(sorted(validator.iter_errors(line["item"]), key=lambda e: list(e.path))), None)
+        problem = next(iter(sorted(schema_errors(validator, line["item"]), key=lambda e: list(e.path))), None)
         if problem is not None:
             field_path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in problem.path)
             raise EvalHydraError(f"{where}: item {number} ({line['id']}){field_path}: {problem.message}.",
