@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -145,6 +146,15 @@ def register() -> None:
         OmegaConf.register_new_resolver("evalhydra_redacted", redacted_dirname)
     if not OmegaConf.has_resolver("evalhydra_job_hash"):
         OmegaConf.register_new_resolver("evalhydra_job_hash", job_hash)
+    if not OmegaConf.has_resolver("evalhydra_process"):
+        OmegaConf.register_new_resolver("evalhydra_process", process_tag, use_cache=True)
+
+
+def process_tag() -> str:
+    """``p<pid>``: a run folder's suffix that no other process running at the same moment on this
+    host shares (two runs started in one second get a folder each), the same every time one run
+    resolves it (the resolver's value is cached)."""
+    return f"p{os.getpid()}"
 
 
 def redacted_dirname(override_dirname: str) -> str:
