@@ -1,5 +1,10 @@
 """The grid as shown (its filter, search and sort), every page of it, as CSV or JSONL: one line per
-trial of each case and target, outputs whole, streamed in chunks of cases."""
+trial of each case and target, outputs whole, streamed in chunks of cases.
+
+A CSV file is opened in spreadsheets, which run a cell that starts with ``=``, ``+``, ``-``, ``@``
+(or a tab or carriage return before one) as a formula: a model's output ``=HYPERLINK(…)`` would
+become a live link. Such text cells are written with a leading ``'``, as OWASP's CSV-injection
+advice has it; JSONL keeps every value as stored."""
 
 from __future__ import annotations
 
@@ -48,7 +53,16 @@ def export_lines(conn: sqlite3.Connection, run_ids: Sequence[str], fmt: str, **g
                                                                  ensure_ascii=False) + "\n"
 
 
+#: The first characters that make a spreadsheet read a cell as a formula.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_line(values: Sequence[Any]) -> str:
     out = io.StringIO()
-    csv.writer(out).writerow(values)
+    csv.writer(out).writerow([_inert(v) for v in values])
     return out.getvalue()
+
+
+def _inert(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula, quoted with ``'``; any other value as is."""
+    return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_START) else value

