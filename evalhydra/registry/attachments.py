@@ -123,9 +123,15 @@ def check_attachment_path(root: Path, rel: str) -> Path:
             raise RenderError("AttachmentNotFound", f"attachment {rel!r} does not exist under {root}",
                               _PATH_HINT)
         _check_size(rel, real.stat().st_size)
-    except (OSError, RuntimeError) as exc:  # permissions, symlink loops
-        raise RenderError("AttachmentUnreadable", f"attachment {rel!r}: {exc}") from None
+    except (OSError, RuntimeError) as exc:  # permissions, symlink loops, a name too long
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise RenderError("AttachmentUnreadable", f"attachment {_shown(rel)}: {why}", _PATH_HINT) from None
     return real
+
+
+def _shown(rel: str) -> str:
+    """A path as an error message shows it: quoted, its middle cut when it is long."""
+    return repr(rel if len(rel) <= 120 else f"{rel[:60]}…{rel[-40:]}")
 
 
 _PATH_HINT = "Give a path relative to the registry root that stays inside it, e.g. assets/images/mug.png."

@@ -336,7 +336,11 @@ def _attachment_place(rel: str, folder: Path, root: Path | None) -> tuple[str, P
         return rel, folder
     if not rel or "\x00" in rel or Path(rel).is_absolute() or ".." in rel.replace("\\", "/").split("/"):
         return rel, root
-    beside = (folder / rel).resolve()
-    if folder.resolve() != root and beside.is_file() and beside.is_relative_to(root):
+    try:
+        beside = (folder / rel).resolve()
+        found = folder.resolve() != root and beside.is_file() and beside.is_relative_to(root)
+    except (OSError, RuntimeError):  # a name too long, a symlink loop: the checks name the problem
+        found = False
+    if found:
         return beside.relative_to(root).as_posix(), root
     return rel, root

@@ -61,6 +61,9 @@ def test_a_non_finite_grader_score_is_the_matchers_error(bad: float) -> None:
 
 def test_cosine_of_vectors_near_the_float_range_is_a_number() -> None:
     assert cosine([1e200, 1e200], [1e200, 1e200]) == pytest.approx(1.0)
+    assert cosine([1e308, 1e308], [1e308, 1e308]) == pytest.approx(1.0)  # the campaign's vectors (R6)
+    assert cosine([1e308, 1e308], [1e308, -1e308]) == pytest.approx(0.0, abs=1e-12)
+    assert cosine([1e308, 1e308], [-1e308, -1e308]) == pytest.approx(-1.0)
     assert cosine([1e-300, 0.0], [0.0, 1e-300]) == 0.0
 
 
