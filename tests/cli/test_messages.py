@@ -45,7 +45,8 @@ def test_a_sweep_ends_with_its_table_and_the_job_that_failed_its_gate(tmp_path: 
         i for i, line in enumerate(tail) if line.startswith("eval ") and "mock:mock-model" in line
     )
     assert re.match(r"g\.e +50\.0% \[[0-9.]+%, [0-9.]+%\] +50\.0% \[", tail[table_at + 2])
-    jobs = tail[table_at + 3 :]
+    assert tail[table_at + 3] == "verdict: cannot tell against mock: cannot reach p < 0.05 with 2 cases"
+    jobs = tail[table_at + 4 :]
     assert len(jobs) == 2
     assert all(
         re.match(r"job \d \(.*service=mock.*\): exit 1, a gate failed: g\.e pass rate 50\.0% < 90\.0%", j)
