@@ -42,6 +42,12 @@ def cmd_label(args: argparse.Namespace) -> int:
         with immediate(store.conn):
             account = import_labels(store.conn, _rows(path), args.labeller or "",
                                     allow_unmatched=args.allow_unmatched)
+    except UnicodeDecodeError as exc:
+        raise EvalHydraError(f"{path}: byte {exc.start} is not UTF-8 text ({exc.reason}); nothing stored.",
+                             "Save the labels as UTF-8 JSONL or CSV.") from None
+    except csv.Error as exc:
+        raise EvalHydraError(f"{path}: not a CSV file this reads: {exc}; nothing stored.",
+                             "Save it as CSV with a header row eval,case,label (or as JSONL).") from None
     finally:
         store.close()
     print(f"{account.read} row(s) read, {account.stored} label(s) stored in {args.store},"

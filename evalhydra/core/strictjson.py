@@ -191,9 +191,18 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """Each non-blank line of a JSON-lines file, parsed (:func:`loads_plain`), with its number.
 
     Raises:
-        EvalHydraError: ``path:line: invalid JSON: …`` for the first line that is not.
+        EvalHydraError: ``path:line: invalid JSON: …`` for the first line that is not; a file that
+            is not UTF-8 text or cannot be read, naming it.
     """
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise EvalHydraError(f"{path}:{line}: not UTF-8 text (byte {exc.start}: {exc.reason}).",
+                             "Save the file as UTF-8.") from None
+    except OSError as exc:
+        raise EvalHydraError(f"{path}: cannot be read: {exc.strerror or exc}.") from None
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -54,8 +54,9 @@ def bfcl_record(record: dict[str, Any], answers: dict[str, Any], where: str) -> 
         raise EvalHydraError(f"{where}: a BFCL question of {len(turns)} turns: only single-turn categories"
                              " load as cases.", "Use BFCL's single-turn files (simple, multiple, parallel).")
     functions = record["function"]
-    if not isinstance(functions, list) or not all(isinstance(f, dict) and f.get("name") for f in functions):
-        raise EvalHydraError(f"{where}: 'function' must be a list of functions with names.")
+    if not isinstance(functions, list) or not all(isinstance(f, dict) and isinstance(f.get("name"), str)
+                                                  and f["name"] for f in functions):
+        raise EvalHydraError(f"{where}: 'function' must be a list of functions with names (text).")
     out: dict[str, Any] = {k: v for k, v in record.items()
                            if k not in ("question", "function", "ground_truth")}
     names: dict[str, str] = {}

@@ -126,11 +126,31 @@ class _StoredHashes:
         return f"no eval {eval_id!r} in the store"
 
 
+#: Fields of a label row that must be text when given, and the one that must be a whole number.
+_TEXT_FIELDS = ("eval", "case", "output", "output_sha256", "run", "labeller", "note")
+
+
+def _checked_types(where: str, row: Mapping[str, Any]) -> None:
+    """Refuse a row whose fields have the wrong JSON types (an id as a list, a trial as text)."""
+    for key in _TEXT_FIELDS:
+        if row.get(key) is not None and not isinstance(row[key], str):
+            raise EvalHydraError(f"{where}: '{key}' must be text, not {type(row[key]).__name__}.",
+                                 "Each row: eval, case, label (PASS/FAIL); output or run and trial.")
+    trial = row.get("trial")
+    if trial not in (None, "") and not (isinstance(trial, int) and not isinstance(trial, bool)
+                                        or isinstance(trial, str) and trial.strip().isdigit()):
+        raise EvalHydraError(f"{where}: 'trial' must be a whole number, not {trial!r}.")
+    score = row.get("score")
+    if score not in (None, "") and not isinstance(score, int | float | str):
+        raise EvalHydraError(f"{where}: 'score' must be a number, not {type(score).__name__}.")
+
+
 def _parsed(conn: sqlite3.Connection, where: str, row: Mapping[str, Any],
             labeller: str) -> tuple[tuple[str, str, str, str], list[Any]]:
     for key in ("eval", "case", "label"):
         if not row.get(key):
             raise EvalHydraError(f"{where}: '{key}' is missing.", "Each row: eval, case, label (PASS/FAIL).")
+    _checked_types(where, row)
     digest, output = _output_of(conn, row, where)
     who = str(row.get("labeller") or labeller)
     values = [row["eval"], row["case"], digest, output, label_of(row["label"], where), row.get("score"),

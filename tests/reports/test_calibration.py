@@ -388,3 +388,38 @@ def test_two_rows_for_one_output_are_one_label_and_said_so(tmp_path: Path,
     (label,) = store.conn.execute("select label from labels where labeller = 'bo'").fetchone()
     store.close()
     assert label == "FAIL"  # the later row is kept
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b"\xff\xfe\x00bad\n", "byte 0"),
+    (b'{"eval": ["x"], "case": "c1", "label": "PASS"}\n', "'eval' must be text, not list"),
+    (b'{"eval": "g.e", "case": {"a": 1}, "label": "PASS"}\n', "'case' must be text, not dict"),
+    (b'{"eval": "g.e", "case": "c1", "label": "PASS", "run": "' + RUN.encode() + b'", "trial": "x"}\n',
+     "'trial' must be a whole number, not 'x'"),
+    (b"[1, 2]\n", "each line is an object"),
+])
+def test_a_malformed_label_file_is_a_clear_error_and_stores_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, said: str) -> None:
+    """Issue 59, D17: the campaign's malformed label files (JSONL)."""
+    _store(tmp_path / "s.db").close()
+    before = _label_count(tmp_path / "s.db")
+    (tmp_path / "labels.jsonl").write_bytes(content)
+    capsys.readouterr()
+    code = store_main(["label", str(tmp_path / "labels.jsonl"), "--store", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and said in err.splitlines()[0], err
+    assert _label_count(tmp_path / "s.db") == before
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b"eval,case,label\n\xff\xfe,x,PASS\n", "is not UTF-8 text"),
+    (b"a,b\n1,2\n", "'eval' is missing"),
+])
+def test_a_malformed_label_csv_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                content: bytes, said: str) -> None:
+    _store(tmp_path / "s.db").close()
+    (tmp_path / "labels.csv").write_bytes(content)
+    capsys.readouterr()
+    code = store_main(["label", str(tmp_path / "labels.csv"), "--store", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and said in err.splitlines()[0], err
