@@ -197,8 +197,8 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        line = path.read_bytes()[:exc.start].count(b"\n") + 1
-        raise EvalHydraError(f"{path}:{line}: not UTF-8 text (byte {exc.start}: {exc.reason}).",
+        at = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise EvalHydraError(f"{path}:{at}: not UTF-8 text (byte {exc.start}: {exc.reason}).",
                              "Save the file as UTF-8.") from None
     except OSError as exc:
         raise EvalHydraError(f"{path}: cannot be read: {exc.strerror or exc}.") from None

@@ -170,7 +170,8 @@ def _graders(data: ReportData) -> str:
     if not data.graders:
         return ""
     rows = [[g["eval"], _target(g["service"], g["model"]), g["grader"], g["n"], g["passed"],
-             _pct(g["pass_rate"]), f"{g['mean_score']:.4g}"] for g in data.graders]
+             _pct(g["pass_rate"]), DASH if g["mean_score"] is None else f"{g['mean_score']:.4g}"]
+            for g in data.graders]
     note = ("Each testing criterion of an OpenAI Evals suite (openai_graders), by its name: the results"
             " it graded, how many passed it, and its mean score (on the grader's own scale). A result"
             " passes when every criterion passes.")

@@ -216,7 +216,7 @@ def _print_graders(rows: Sequence[Mapping[str, Any]]) -> None:
         return
     table = [{"eval": g["eval"], "target": f"{g['service']}/{g['model']}", "grader": g["grader"],
               "results": g["n"], "pass": f"{100 * g['pass_rate']:.1f}%",
-              "mean score": f"{g['mean_score']:.4g}"} for g in rows]
+              "mean score": DASH if g["mean_score"] is None else f"{g['mean_score']:.4g}"} for g in rows]
     print("graders (each testing criterion; a result passes when all pass):")
     print(visible(tabulate(table, headers="keys", tablefmt="simple")))
 

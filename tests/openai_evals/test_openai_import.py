@@ -457,3 +457,26 @@ def test_a_data_file_of_produced_outputs_is_graded_as_recorded(tmp_path: Path) -
     assert conn.execute("select output, passed from results order by case_id").fetchall() == [
         ("Paris", 1), ("Paris", 1)]
     conn.close()
+
+
+@pytest.mark.slow
+def test_a_template_reaching_into_python_scores_as_an_error_and_the_model_stays_one_word(
+        tmp_path: Path) -> None:
+    """Issue 59, R7: ``{{item.question.__class__.__init__.__globals__}}`` never reaches Python's
+    attributes (each case's criterion errors, every report is written); a model name with shell
+    syntax is printed quoted, one argument."""
+    evaluation = eval_object()
+    evaluation["testing_criteria"][0]["reference"] = "{{item.question.__class__.__init__.__globals__}}"
+    (tmp_path / "eval.json").write_text(json.dumps(evaluation))
+    run = run_object({"type": "file_content", "content": [{"item": item} for item in ITEMS]})
+    run["data_source"]["model"] = run["model"] = "gpt-4o; touch h4-PWNED #"
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    done = run_cli("import", "openai-evals", "eval.json", "run.json", "--out", "reg", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (printed,) = [line for line in done.stdout.splitlines() if "on its model:" in line]
+    assert shlex.split(printed.split(": ", 1)[1])[6] == 'service.model="gpt-4o; touch h4-PWNED #"'
+    ran = run_cli("registry=reg", "eval=openai.capitals_qa", f"store.path={tmp_path / 's.db'}",
+                  "report=[json,md,html]", "run.progress=false", cwd=tmp_path)
+    assert ran.returncode in (0, 1) and "Traceback" not in ran.stderr, ran.stderr[-3000:]
+    assert "'__class__' is not in the item" in ran.stdout and not (tmp_path / "h4-PWNED").exists()
+    assert "exact" in ran.stdout.split("graders (each testing criterion", 1)[1]
