@@ -132,14 +132,36 @@ def _tool(tool: dict[str, Any]) -> dict[str, Any]:
 # -- a Responses reply read as a chat completion ---------------------------------------------------
 
 
+#: The statuses of a finished answer (``incomplete``: stopped at ``max_output_tokens``).
+_FINISHED = ("completed", "incomplete")
+
+
 def chat_reply(reply: Any) -> Any:
     """A Responses API object as a chat completion (anything else is returned as it is, for the chat
-    parser to refuse)."""
+    parser to refuse). A response that is no finished answer (``failed``, ``in_progress``,
+    ``queued``, ``cancelled``; no ``output`` list) or holds values of the wrong JSON types is
+    ``{"error": {...}, "choices": []}``: an invalid response naming why, never a model's answer."""
     if not isinstance(reply, dict) or reply.get("object") != "response":
         return reply
-    if reply.get("status") == "failed":
+    status = reply.get("status")
+    if status == "failed":
         error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
-        return {"error": error, "choices": []}
+        return {"error": error or {"code": "failed", "message": "the response failed"}, "choices": []}
+    if status is not None and status not in _FINISHED:
+        return _not_an_answer("unfinished", f"the response is {str(status)[:40]!r}, not a finished answer")
+    if not isinstance(reply.get("output"), list):
+        return _not_an_answer("malformed", "the response's output is not a list of items")
+    try:
+        return _as_chat(reply)
+    except (TypeError, AttributeError, ValueError) as exc:
+        return _not_an_answer("malformed", f"a value of the response has the wrong type ({exc})")
+
+
+def _not_an_answer(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}, "choices": []}
+
+
+def _as_chat(reply: dict[str, Any]) -> dict[str, Any]:
     texts, thinking, calls = [], [], []
     for item in reply.get("output") or []:
         if not isinstance(item, dict):

@@ -253,7 +253,9 @@ class ResponsesStreamAssembler(StreamAssembler):
         elif kind in ("response.completed", "response.incomplete") \
                 and isinstance(found.get("response"), dict):
             reply = chat_reply({**found["response"], "output": []})  # its usage and how it stopped
-            if isinstance(reply, dict) and reply.get("usage"):
+            if not isinstance(reply, dict) or not reply.get("choices"):
+                raise InvalidResponseError(f"StreamError: {_error_text(reply)}")
+            if reply.get("usage"):
                 self._usage = parse_usage(reply)
             finish = reply["choices"][0]["finish_reason"] if isinstance(reply, dict) else "stop"
             self._choice({"index": 0, "delta": {}, "finish_reason": finish})
@@ -264,11 +266,16 @@ class ResponsesStreamAssembler(StreamAssembler):
 
 
 def _error_text(chunk: Any) -> str:
+    """An error event's message: ``error.message``, ``error`` as text, or (the Responses API's
+    ``error`` event) ``message`` beside ``code``."""
     error = chunk.get("error") if isinstance(chunk, dict) else chunk
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return str(error["message"])
     if isinstance(error, str):
         return error
+    if isinstance(chunk, dict) and isinstance(chunk.get("message"), str):
+        code = chunk.get("code")
+        return f"{code}: {chunk['message']}" if isinstance(code, str) and code else str(chunk["message"])
     return "the server sent an error event"
 
 
