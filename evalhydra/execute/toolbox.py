@@ -28,6 +28,10 @@ from evalhydra.plan.tools import LoopPlan, ToolImpl, resolve_target
 
 __all__ = ["ToolOutcome", "Toolbox", "as_text"]
 
+#: Longest a tool class's ``state()`` may take at the end of a cell.
+STATE_TIMEOUT_S = 30.0
+#: Most characters of a cell's end state (as JSON) kept.
+MAX_STATE_CHARS = 1_000_000
 #: Most characters of a result's ``repr`` when JSON cannot encode it.
 MAX_REPR_CHARS = 100_000
 #: Kinds of tool errors (the call's result tells the model what went wrong).
@@ -118,14 +122,21 @@ class Toolbox:
         return await USER_THREADS.run_sync(lambda: target(**arguments))
 
     async def final_state(self) -> Any:
-        """The end state: the tool class's ``state()``, else an MCP server's ``state_tool``."""
-        state = self.state()
+        """The end state: the tool class's ``state()`` (in a user-code thread, at most
+        :data:`STATE_TIMEOUT_S`), else an MCP server's ``state_tool``; at most
+        :data:`MAX_STATE_CHARS` of JSON, else an error saying so."""
+        state = None
+        if callable(getattr(self.instance, "state", None)):
+            with trio.move_on_after(STATE_TIMEOUT_S) as scope:
+                state = await USER_THREADS.run_sync(self.state)
+            if scope.cancelled_caught:
+                return {"error": f"state() took longer than {STATE_TIMEOUT_S:g} s"}
         if state is None and self.mcp is not None:
             try:
-                return await self.mcp.state()
+                state = await self.mcp.state()
             except McpUnavailable as exc:
                 return {"error": str(exc)}
-        return state
+        return _capped_state(state)
 
     def state(self) -> Any:
         """The tool class's ``state()`` now, as JSON allows (None without a class or a state)."""
@@ -134,8 +145,20 @@ class Toolbox:
             return None
         try:
             return json.loads(json.dumps(read(), default=str))
-        except Exception as exc:  # a broken state() is recorded, not raised
-            return {"error": f"{type(exc).__name__}: {exc}"}
+        except BaseException as exc:  # a broken state() is recorded, not raised
+            if passes_through(exc):
+                raise
+            return {"error": describe(exc)}
+
+
+def _capped_state(state: Any) -> Any:
+    """``state``, or an error naming its size when its JSON is over :data:`MAX_STATE_CHARS`."""
+    if state is None or isinstance(state, bool | int | float):
+        return state
+    size = len(json.dumps(state, ensure_ascii=False, default=str))
+    if size > MAX_STATE_CHARS:
+        return {"error": f"the end state is {size:,} characters of JSON, over the cap of {MAX_STATE_CHARS:,}"}
+    return state
 
 
 def _schema_problem(schema: Any, arguments: dict[str, Any]) -> str | None:

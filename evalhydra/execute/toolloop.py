@@ -18,6 +18,7 @@ kept beside them.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -51,10 +52,43 @@ class LoopOutcome:
     stderr: dict[str, str] = field(default_factory=dict)  # the end of each MCP server's stderr
 
     def trajectory(self) -> dict[str, Any]:
-        """What the store keeps (``details.trajectory``): the views ``turns`` and ``tool_calls`` read it."""
+        """What the store keeps (``details.trajectory``): the views ``turns`` and ``tool_calls`` read it.
+        A transcript over :data:`MAX_TRANSCRIPT_CHARS` keeps every message with its text cut."""
         kept = {"stop_reason": self.stop_reason, "turns": self.turn_rows, "tool_calls": self.call_rows,
-                "state": self.state, "transcript": self.messages}
+                "state": self.state, "transcript": _bounded(self.messages)}
         return {**kept, "stderr": self.stderr} if self.stderr else kept
+
+
+#: Most characters of a cell's stored transcript (as JSON); past it each message's text is cut.
+MAX_TRANSCRIPT_CHARS = 4_000_000
+
+
+def _bounded(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The transcript, or, when its JSON is over :data:`MAX_TRANSCRIPT_CHARS`, each message with its
+    ``content`` and tool-call arguments cut to an equal share (the cut is said in the text)."""
+    size = len(json.dumps(messages, ensure_ascii=False, default=str))
+    if size <= MAX_TRANSCRIPT_CHARS or not messages:
+        return messages
+    share = max(200, MAX_TRANSCRIPT_CHARS // (2 * len(messages)))
+    return [_cut_message(m, share) for m in messages]
+
+
+def _cut_message(message: dict[str, Any], share: int) -> dict[str, Any]:
+    out = dict(message)
+    if isinstance(out.get("content"), str):
+        out["content"] = _cut(out["content"], share)
+    elif out.get("content") is not None:
+        out["content"] = _cut(json.dumps(out["content"], ensure_ascii=False, default=str), share)
+    calls = out.get("tool_calls")
+    if isinstance(calls, list):
+        out["tool_calls"] = [{**c, "function": {**c["function"], "arguments": _cut(
+            str(c["function"].get("arguments") or ""), share)}} if isinstance(c, dict)
+            and isinstance(c.get("function"), dict) else c for c in calls]
+    return out
+
+
+def _cut(text: str, share: int) -> str:
+    return text if len(text) <= share else f"{text[:share]}… [cut: {len(text):,} characters stored in part]"
 
 
 def _request_params(loop: LoopPlan, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
