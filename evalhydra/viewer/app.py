@@ -73,7 +73,7 @@ from evalhydra.viewer.queries import (
     selection_summary,
     side_targets,
 )
-from evalhydra.viewer.render import render_text
+from evalhydra.viewer.render import DIFF_LINES, render_text
 
 __all__ = ["COOKIE", "create_app"]
 
@@ -284,6 +284,7 @@ class _Pages:
         trial = params.get("trial", "")
         pair = side_by_side(found, params.get("a"), params.get("b"), int(trial) if trial.isdigit() else None)
         return _render(request, "case.html.j2", view=found, ids=",".join(ids), back=back, pair=pair,
+                       diff_lines=DIFF_LINES,
                        before=before, after=after, link=_linker(params), labelling=labelling,
                        queued=params.get("queued", ""))
 

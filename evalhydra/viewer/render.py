@@ -19,11 +19,19 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
-__all__ = ["DIFF_TOKENS", "Rendered", "render_text", "word_diff"]
+__all__ = ["DIFF_LINES", "DIFF_TOKENS", "MAX_JSON_DEPTH", "MAX_RENDER_CHARS", "Rendered", "render_text",
+           "word_diff"]
 
-#: Words (and spaces and marks) of each side past which two outputs are not diffed (the diff's cost
-#: grows with the product of the lengths).
-DIFF_TOKENS = 40_000
+#: Words (and spaces and marks) of each side past which two outputs are diffed by lines instead
+#: (the diff's cost grows with the product of the lengths: two outputs that differ at every other
+#: word take seconds past a few thousand words).
+DIFF_TOKENS = 4_000
+#: Lines of each side past which two outputs are not diffed at all.
+DIFF_LINES = 2_000
+#: Characters of a stored text rendered as markdown or a transcript; the rest is in the raw view.
+MAX_RENDER_CHARS = 20_000
+#: Nesting past which a JSON text is shown as text, not pretty-printed.
+MAX_JSON_DEPTH = 100
 _TOKEN = re.compile(r"\s+|\w+|[^\w\s]")
 
 
@@ -34,6 +42,7 @@ class Rendered:
     kind: str
     html: Markup
     raw: str
+    partial: bool = False  # only the first MAX_RENDER_CHARS were rendered: "open raw" shows all
 
 
 @cache
@@ -45,24 +54,42 @@ def render_text(text: str | None) -> Rendered:
     """``text`` as a chat transcript (a JSON list of messages with roles), pretty JSON, or markdown."""
     raw = text or ""
     parsed = _json(raw)
-    if isinstance(parsed, list) and parsed and all(isinstance(m, dict) and "role" in m for m in parsed):
+    if isinstance(parsed, list) and parsed and all(isinstance(m, dict) and "role" in m for m in parsed) \
+            and len(raw) <= MAX_RENDER_CHARS:
         return Rendered("chat", _transcript(parsed), raw)
     if isinstance(parsed, (dict, list)):
         pretty = json.dumps(parsed, indent=2, ensure_ascii=False)
         return Rendered("json", Markup(f'<pre class="json">{html.escape(pretty)}</pre>'), raw)
     if not raw.strip():
         return Rendered("text", Markup('<span class="muted">(empty)</span>'), raw)
-    return Rendered("markdown", Markup(_markdown().render(raw)), raw)
+    shown = raw[:MAX_RENDER_CHARS]
+    return Rendered("markdown", Markup(_markdown().render(shown)), raw, partial=len(shown) < len(raw))
 
 
 def _json(text: str) -> Any:
+    """``text`` parsed when it is a JSON object or array nested at most :data:`MAX_JSON_DEPTH`
+    deep, else None (a deeper one is shown as text: it would exhaust the recursion of a parser)."""
     stripped = text.strip()
-    if not stripped or stripped[0] not in "[{":
+    if not stripped or stripped[0] not in "[{" or _depth(stripped) > MAX_JSON_DEPTH:
         return None
     try:
         return json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
+
+
+def _depth(text: str) -> int:
+    """How deep the brackets of a JSON text nest (strings' brackets counted too: an upper bound)."""
+    deepest = level = 0
+    for char in text:
+        if char in "[{":
+            level += 1
+            deepest = max(deepest, level)
+            if deepest > MAX_JSON_DEPTH:
+                return deepest
+        elif char in "]}":
+            level -= 1
+    return deepest
 
 
 def _transcript(messages: list[dict[str, Any]]) -> Markup:
@@ -106,8 +133,10 @@ def word_diff(before: str | None, after: str | None) -> Markup | None:
     """``before`` → ``after`` word by word: removed words in ``<del>``, added ones in ``<ins>``;
     None when either side is too long to diff."""
     old, new = _TOKEN.findall(before or ""), _TOKEN.findall(after or "")
-    if len(old) > DIFF_TOKENS or len(new) > DIFF_TOKENS:
-        return None
+    if len(old) > DIFF_TOKENS or len(new) > DIFF_TOKENS:  # long: line by line, or not at all
+        old, new = (before or "").splitlines(keepends=True), (after or "").splitlines(keepends=True)
+        if len(old) > DIFF_LINES or len(new) > DIFF_LINES:
+            return None
     out = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new).get_opcodes():
         if op == "equal":

@@ -7,6 +7,7 @@ own process over a real store; pages are fetched over HTTP."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlencode
@@ -205,3 +206,40 @@ def test_the_csv_export_never_hands_a_spreadsheet_a_formula(tmp_path: Path) -> N
     shown = {r["case"]: r["output"] for r in rows}
     assert [shown[f"c{i}"] for i in range(len(hostile))] == ["'" + t for t in hostile[:-1]] + ["fine"]
     assert sorted(json.loads(line)["output"] for line in lines) == sorted(hostile)
+
+
+def _timed(viewer: httpx.Client, path: str, **params: str) -> tuple[float, httpx.Response]:
+    started = time.perf_counter()
+    got = viewer.get(path, params=params)
+    return time.perf_counter() - started, got
+
+
+def test_a_case_page_bounds_its_work_on_hostile_outputs(tmp_path: Path) -> None:
+    """Issue 59, D11: JSON nested 100,000 deep, a 1 MB markdown table, and two 20,000-word outputs
+    that differ at every other word: each case page answers within a second, the first as text, the
+    second shown in part with the way to the raw text, the third diffed line by line or not at all."""
+    row = "| " + " | ".join(f"cell{i}" for i in range(8)) + " |\n"
+    head = "| " + " | ".join(f"h{i}" for i in range(8)) + " |\n|" + "---|" * 8 + "\n"
+    table = head + row * (1_000_000 // len(row))
+    words = [f"w{i}" for i in range(20_000)]
+    outputs = {"deep": ("[" * 100_000 + "]" * 100_000, "[" * 100_000 + "]" * 100_000),
+               "table": (table, table),
+               "words": (" ".join(words), " ".join(w if i % 2 else "x" for i, w in enumerate(words)))}
+    store = open_store(tmp_path / "s.db")
+    for side, run in enumerate((BASE, CAND)):
+        write_run(store, run, [result_row(run, case, output=pair[side]) for case, pair in outputs.items()],
+                  started=f"2026-01-0{side + 1}T00:00:00.000Z")
+    store.close()
+    proc, url = start_viewer(tmp_path / "s.db")
+    try:
+        with httpx.Client(base_url=base_of(url), follow_redirects=True, timeout=60) as viewer:
+            viewer.get(url)
+            pages = {case: _timed(viewer, f"/runs/{BASE},{CAND}/case", eval="g.e", case=case)
+                     for case in outputs}
+    finally:
+        stop(proc)
+    for case, (elapsed, got) in pages.items():
+        assert got.status_code == 200 and elapsed < 1.0, (case, got.status_code, elapsed)
+    assert 'class="rendered kind-markdown"' in pages["deep"][1].text  # too deep to pretty-print
+    assert "shown in part (" in pages["table"][1].text and 'class="open-raw"' in pages["table"][1].text
+    assert "Too long to diff" in pages["words"][1].text or "<del>" in pages["words"][1].text
