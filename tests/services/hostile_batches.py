@@ -5,8 +5,9 @@ answer to the case "Reply with exactly Vn." is "Vn". ``HostileBatches.poison``
 picks what goes wrong:
 
 * ``deep``: case 0's output line nests 100,000 arrays deep;
-* ``status_list`` / ``counts_text``: the polled batch's ``status`` is a list, its
-  ``request_counts`` a string;
+* ``status_list`` / ``counts_text`` / ``counts_list``: the polled batch's ``status`` is a list,
+  its ``request_counts`` a string or a list;
+* ``deep_batch``: the polled batch is JSON nested 100,000 deep;
 * ``no_id``: the created batch has no ``id``;
 * ``stranger``: the output file also answers a request nobody sent;
 * ``duplicate``: case 0 is answered twice, right then wrong;
@@ -86,6 +87,8 @@ class HostileBatches(ThreadingHTTPServer):
             found["status"] = ["completed"]
         if self.poison == "counts_text":
             found["request_counts"] = "lots"
+        if self.poison == "counts_list":
+            found["request_counts"] = [3, 3, 0]
         return found
 
     def output(self, file_id: str) -> tuple[bytes, dict[str, str]]:
@@ -144,7 +147,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         parts = self.path.split("?")[0].split("/")
-        if self.path.startswith("/v1/batches/"):
+        if self.path.startswith("/v1/batches/") and self.server.poison == "deep_batch":
+            self._raw(b'{"id": "x", "status": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", {})
+        elif self.path.startswith("/v1/batches/"):
             self._json(self.server.batch(parts[3]))
         elif self.path.startswith("/v1/batches"):
             self._json({"object": "list", "data": [], "has_more": False})

@@ -166,6 +166,9 @@ class BatchApi:
             found = response.json()
         except ValueError:
             raise BatchApiError(response.status_code, f"{method} /{path}: the reply is not JSON") from None
+        except RecursionError:  # a reply nested deeper than any batch object is
+            raise BatchApiError(response.status_code, f"{method} /{path}: the reply is JSON nested too"
+                                " deep to be a batch object") from None
         if not isinstance(found, dict):
             raise BatchApiError(response.status_code, f"{method} /{path}: the reply is not a JSON object")
         return found
