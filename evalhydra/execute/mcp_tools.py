@@ -15,16 +15,19 @@ group, end with the cell.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from evalhydra.core.toolnames import file_safe, openai_name
+from evalhydra.core.toolnames import openai_name
 from evalhydra.core.values import ToolSpec
 from evalhydra.plan.tools import McpServerPlan
 
@@ -46,7 +49,8 @@ class McpTools:
     #: mapped name -> (its session, its name on the server, the read timeout)
     routes: dict[str, tuple[Any, str, float]] = field(default_factory=dict)
     originals: dict[str, str] = field(default_factory=dict)  # mapped -> "server:original name"
-    stderr: dict[str, Path] = field(default_factory=dict)
+    stderr: dict[str, StderrTail] = field(default_factory=dict)
+    groups: set[int] = field(default_factory=set)  # the process groups of this cell's stdio servers
     state_calls: list[tuple[Any, str, float]] = field(default_factory=list)
 
     async def call(self, mapped: str, arguments: dict[str, Any]) -> tuple[str, str | None]:
@@ -87,16 +91,11 @@ class McpTools:
         """These tools and ``other``'s together (a cell's own servers and the run's shared ones)."""
         return McpTools([*self.specs, *other.specs], {**self.routes, **other.routes},
                         {**self.originals, **other.originals}, {**self.stderr, **other.stderr},
-                        [*self.state_calls, *other.state_calls])
+                        self.groups | other.groups, [*self.state_calls, *other.state_calls])
 
     def stderr_tails(self) -> dict[str, str]:
         """The end of each server's stderr in this cell."""
-        out = {}
-        for server, path in self.stderr.items():
-            data = path.read_bytes() if path.exists() else b""
-            if data:
-                out[server] = data[-STDERR_TAIL:].decode("utf-8", "backslashreplace")
-        return out
+        return {server: text for server, tail in self.stderr.items() if (text := tail.text())}
 
 
 def _timed_out(exc: Exception) -> bool:
@@ -146,6 +145,7 @@ async def open_mcp(servers: tuple[McpServerPlan, ...], taken: set[str], processe
                 transport = connect(server) if connect is not None else _transport(server, scratch, tools)
                 session, listed = await _started(stack, server, transport, tools, ClientSession)
                 _offer(tools, server, session, listed, taken)
+            tools.groups |= _groups_in(scratch)  # ended with the cell, whatever they started
             yield tools
     except BaseExceptionGroup as group:  # the SDK's task groups wrap what ends them
         down = group.subgroup(McpUnavailable)
@@ -188,21 +188,68 @@ def _transport(server: McpServerPlan, scratch: Path, tools: McpTools) -> Any:
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    log = scratch / f"{file_safe(server.name)}.stderr"
-    tools.stderr[server.name] = log
-    errlog = log.open("w", encoding="utf-8")  # closed with the scratch folder's files at the cell's end
+    tail = tools.stderr[server.name] = StderrTail()
     params = StdioServerParameters(command=server.command[0], args=list(server.command[1:]),
                                    env=dict(server.env), cwd=scratch)
-    return _closing(stdio_client(params, errlog=errlog), errlog)
+    return _closing(stdio_client(params, errlog=tail.writer), tail, tools)
 
 
 @asynccontextmanager
-async def _closing(transport: Any, errlog: Any) -> AsyncIterator[Any]:
+async def _closing(transport: Any, tail: StderrTail, tools: McpTools) -> AsyncIterator[Any]:
+    """The SDK's stdio transport; after it closes, every process left in the server's group ends
+    (the SDK kills the group only when the server itself does not exit), and its stderr pipe."""
     try:
         async with transport as streams:
             yield streams
     finally:
-        errlog.close()
+        for group in tools.groups:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+        tail.close()
+
+
+class StderrTail:
+    """A server's stderr, drained from a pipe by a thread that keeps only its last
+    :data:`STDERR_TAIL` bytes: however much a server writes, neither memory nor disk grows."""
+
+    def __init__(self) -> None:
+        read, write = os.pipe()
+        self.writer = os.fdopen(write, "w", encoding="utf-8")  # the child's stderr
+        self.written = 0
+        self._tail = bytearray()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._drain, args=(read,), daemon=True, name="evalhydra-mcp-stderr").start()
+
+    def _drain(self, read: int) -> None:
+        with os.fdopen(read, "rb", buffering=0) as source:
+            while chunk := source.read(65536):
+                with self._lock:
+                    self.written += len(chunk)
+                    self._tail += chunk
+                    del self._tail[:-STDERR_TAIL]
+
+    def close(self) -> None:
+        """Close this process's end of the pipe (the thread ends when the server's ends close)."""
+        with suppress(OSError):
+            self.writer.close()
+
+    def text(self) -> str:
+        """The end of what the server wrote, as text."""
+        with self._lock:
+            return bytes(self._tail).decode("utf-8", "backslashreplace")
+
+
+def _groups_in(scratch: Path) -> set[int]:
+    """The process groups of the processes working in ``scratch`` (a cell's stdio servers: each
+    cell has its own folder), read from ``/proc`` (an empty set where there is none)."""
+    found: set[int] = set()
+    target = str(scratch.resolve())
+    for entry in Path("/proc").glob("[0-9]*"):
+        with suppress(OSError, ValueError, IndexError):
+            if os.readlink(entry / "cwd") == target:
+                found.add(int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]))
+    found.discard(os.getpgrp())  # never this process's own group
+    return found
 
 
 def _offer(tools: McpTools, server: McpServerPlan, session: Any, listed: list[Any], taken: set[str]) -> None:
