@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -28,6 +29,7 @@ from typing import Any
 import trio
 
 from evalhydra.core.toolnames import openai_name
+from evalhydra.core.usercode import describe
 from evalhydra.core.values import ToolSpec
 from evalhydra.plan.tools import McpServerPlan
 
@@ -62,12 +64,14 @@ class McpTools:
         session, name, timeout = self.routes[mapped]
         try:
             result = await session.call_tool(name, arguments, read_timeout_seconds=timeout)
+            text = result_text(result)
         except Exception as exc:  # the SDK's own errors: a timeout is the tool's, a dead session the cell's
             if _timed_out(exc):
                 return f"error: the tool took longer than {timeout:g} s", "timeout"
+            if not _session_lost(exc):  # the server answered, but not an MCP result: the tool's error
+                return f"error: the server's answer is no tool result: {describe(exc)}", "mcp_error"
             where = self.originals[mapped]
             raise McpUnavailable(f"MCP server for {where}: {type(exc).__name__}: {exc}") from exc
-        text = result_text(result)
         return (f"error: {text}", "mcp_error") if result.is_error else (text, None)
 
     async def state(self) -> Any:
@@ -96,6 +100,19 @@ class McpTools:
     def stderr_tails(self) -> dict[str, str]:
         """The end of each server's stderr in this cell."""
         return {server: text for server, tail in self.stderr.items() if (text := tail.text())}
+
+
+#: Errors of a session whose transport is gone (the server died or closed its streams).
+_LOST = ("ClosedResourceError", "BrokenResourceError", "EndOfStream", "BrokenPipeError",
+         "ConnectionError", "ConnectionResetError", "McpUnavailable")
+
+
+def _session_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the session itself is gone (then the cell cannot go on), not that one
+    answer could not be read."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_session_lost(inner) for inner in exc.exceptions)
+    return type(exc).__name__ in _LOST or isinstance(exc, OSError) or "connection closed" in str(exc).lower()
 
 
 def _timed_out(exc: Exception) -> bool:
@@ -190,8 +207,29 @@ def _transport(server: McpServerPlan, scratch: Path, tools: McpTools) -> Any:
 
     tail = tools.stderr[server.name] = StderrTail()
     params = StdioServerParameters(command=server.command[0], args=list(server.command[1:]),
-                                   env=dict(server.env), cwd=scratch)
+                                   env=_environment(server), cwd=scratch)
     return _closing(stdio_client(params, errlog=tail.writer), tail, tools)
+
+
+#: ``${NAME}`` in a server's ``env`` value: the variable of the environment evalhydra runs in.
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _environment(server: McpServerPlan) -> dict[str, str]:
+    """The server's ``env``, each ``${NAME}`` replaced by that variable of evalhydra's environment
+    (only the named ones reach the server: its environment is otherwise the SDK's safe default).
+
+    Raises:
+        McpUnavailable: A named variable is not set.
+    """
+    def value(match: re.Match[str]) -> str:
+        found = os.environ.get(match.group(1))
+        if found is None:
+            raise McpUnavailable(f"MCP server {server.name!r}: env refers to ${{{match.group(1)}}}, which is"
+                                 " not set in the environment evalhydra runs in")
+        return found
+
+    return {name: _ENV_REF.sub(value, text) for name, text in server.env}
 
 
 @asynccontextmanager
@@ -253,9 +291,13 @@ def _groups_in(scratch: Path) -> set[int]:
 
 
 def _offer(tools: McpTools, server: McpServerPlan, session: Any, listed: list[Any], taken: set[str]) -> None:
+    seen: set[str] = set()
     for tool in listed:
         if (server.tools is not None and tool.name not in server.tools) or tool.name in server.exclude_tools:
             continue
+        if tool.name in seen:  # a server that lists a name twice offers one tool
+            continue
+        seen.add(tool.name)
         mapped = openai_name(server.name, tool.name, taken)
         taken.add(mapped)
         schema = tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
