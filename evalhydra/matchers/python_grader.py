@@ -10,8 +10,13 @@ a careful runner confines a script, not sandboxed: it gets an environment holdin
 no variable of the run's (no key), a scratch folder as its working directory and
 home, its own session (the whole process group is killed when ``grade`` returns
 and at the timeout), and resource limits (:data:`LIMITS`: address space, processes,
-file size, CPU seconds). What it prints goes to files capped by that file size,
-and only their last :data:`OUTPUT_TAIL` bytes are read back.
+file size, CPU seconds). As OpenAI's hosted graders have no network, an audit hook
+(PEP 578, installed before the grader's code runs; Python code cannot remove it)
+refuses sockets, new processes and native libraries, and writes, renames and
+deletes outside the scratch folder: each is a ``PermissionError`` in ``grade``.
+Native code already loaded could still step around it; it is a confinement, not a
+sandbox. What it prints goes to files capped by that file size, and only their
+last :data:`OUTPUT_TAIL` bytes are read back.
 """
 
 from __future__ import annotations
@@ -42,11 +47,36 @@ SPARE_PROCESSES = 128
 OUTPUT_TAIL = 64 << 10
 
 _RUNNER = """
-import json, resource, sys
+import json, os, resource, sys
 for name, value in json.loads(sys.argv[1]).items():
     resource.setrlimit(getattr(resource, name), (value, value))
 payload = json.loads(sys.stdin.buffer.read())
 out, sys.stdout = sys.stdout, sys.stderr  # the grader's prints must not mix with the score
+sys.dont_write_bytecode = True
+HOME = os.path.realpath(os.getcwd())
+WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+NETWORK_OR_PROCESS = {"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
+    "socket.gethostbyname", "socket.sendto", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
+    "os.spawn", "os.fork", "os.forkpty", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym", "mmap.__new__"}
+PATHS = {"os.remove": 1, "os.rename": 2, "os.replace": 2, "os.mkdir": 1, "os.rmdir": 1, "os.symlink": 2,
+    "os.link": 2, "os.chmod": 1, "os.chown": 1, "os.truncate": 1, "os.utime": 1, "shutil.rmtree": 1,
+    "os.setxattr": 1, "os.removexattr": 1, "os.chdir": 1}
+def inside(path):
+    if isinstance(path, int):
+        return True
+    real = os.path.realpath(os.path.join(HOME, os.fsdecode(path)))
+    return real == HOME or real.startswith(HOME + os.sep)
+def confine(event, args):
+    if event in NETWORK_OR_PROCESS:
+        raise PermissionError("a grader has no network, no processes and no native code (%s)" % event)
+    if event == "open" and args[0] is not None:
+        mode, flags = args[1], args[2] or 0
+        writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool(flags & WRITES)
+        if writes and not inside(args[0]):
+            raise PermissionError("a grader writes only in its own folder, not %r" % (args[0],))
+    elif event in PATHS and not all(inside(p) for p in args[:PATHS[event]] if p is not None):
+        raise PermissionError("a grader changes files only in its own folder (%s %r)" % (event, args[0]))
+sys.addaudithook(confine)
 scope = {"__name__": "grader"}
 exec(compile(payload["source"], "<grader>", "exec"), scope)
 score = scope["grade"](payload["sample"], payload["item"])
