@@ -252,9 +252,16 @@ def _target_matcher(spec: Mapping[str, Any]) -> Matcher:
     target, kwargs = locate(spec["_target_"]), dict(spec.get("kwargs") or {})
     pass_score = float(spec.get("pass_score", 1.0))
     call: Any = target(**kwargs) if inspect.isclass(target) else None
+    function = call if call is not None else target
+    asynchronous = inspect.iscoroutinefunction(function) or (
+        call is not None and inspect.iscoroutinefunction(type(call).__call__))
 
     async def match(ctx: MatchContext) -> MatchResult:
-        value = call(ctx) if call is not None else target(ctx, **kwargs)
+        def run() -> Any:
+            return call(ctx) if call is not None else target(ctx, **kwargs)
+
+        # a blocking matcher runs in a user-code thread, never in the event loop
+        value = run() if asynchronous else await USER_THREADS.run_sync(run)
         if inspect.isawaitable(value):
             value = await value
         return coerce_result(value, pass_score)

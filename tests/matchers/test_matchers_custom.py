@@ -34,6 +34,14 @@ MODULE = textwrap.dedent(
     async def async_match(ctx):
         return MatchResult(True, 1.0)
 
+    def on_a_thread(ctx):
+        import threading
+        return threading.current_thread() is not threading.main_thread()
+
+    async def on_the_loop(ctx):
+        import threading
+        return threading.current_thread() is threading.main_thread()
+
     class LengthAtMost:
         def __init__(self, limit):
             self.limit = limit
@@ -231,3 +239,11 @@ async def test_validator_with_postponed_annotations(registry: Path) -> None:
     spec = {"kind": "custom", "validator": "cases/future.py"}
     matcher = build_matcher(spec, registry_root=registry, judges=None)
     assert (await matcher(ctx("hello, world"))).passed
+
+
+async def test_a_blocking_custom_matcher_runs_off_the_event_loop(registry: Path) -> None:
+    """Issue 59: user code never blocks the loop; a sync matcher gets a user-code thread, an async
+    one is awaited on the loop."""
+    for name in ("on_a_thread", "on_the_loop"):
+        result = await build_matcher(target(name), registry_root=registry, judges=None)(ctx("x"))
+        assert result.passed, name
