@@ -8,10 +8,8 @@ import runs as the command line runs it.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ import pytest
 from evalhydra.core.untrusted_schema import schema_errors, untrusted_validator
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import run_cli
+from tests.loopback import loopback_http
 from tests.openai_evals.test_openai_import import ITEMS, eval_object, run_object
 
 #: Catastrophic for a backtracking engine on a model-chosen string of a few dozen characters.
@@ -31,26 +30,12 @@ def counting_server() -> Iterator[tuple[str, list[str]]]:
     """A schema host on loopback that records every request it gets."""
     seen: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
-            seen.append(self.path)
-            body = json.dumps({"type": "integer"}).encode()
-            self.send_response(200)
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(method: str, path: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        seen.append(path)
+        return 200, [], json.dumps({"type": "integer"}).encode()
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/schema.json", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_http(answer) as url:
+        yield f"{url}/schema.json", seen
 
 
 def test_a_ref_outside_the_schema_is_refused_never_fetched(counting_server: tuple[str, list[str]],

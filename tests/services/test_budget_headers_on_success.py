@@ -7,15 +7,14 @@ thousands of years away, with and without the limit header; 12 cells finish in s
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import numbered_registry, run_cli
+from tests.loopback import Answer, loopback_http
 
 SPENT = {
     "tokens": [("x-ratelimit-remaining-tokens", "10"), ("x-ratelimit-reset-tokens", "99999999h")],
@@ -27,35 +26,19 @@ SPENT = {
 }
 
 
+def _answer(headers: list[tuple[str, str]]) -> Answer:
+    def answer(method: str, path: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        text = json.loads(body)["messages"][-1]["content"].split("exactly ")[1].rstrip(".")
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        reply = {"id": "x", "object": "chat.completion", "model": "m", "choices": [choice]}
+        return 200, [("content-type", "application/json"), *headers], json.dumps(reply).encode()
+    return answer
+
+
 @pytest.fixture(params=sorted(SPENT))
 def spent_budget(request: pytest.FixtureRequest) -> Iterator[str]:
-    headers = SPENT[request.param]
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
-            asked = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            text = asked["messages"][-1]["content"].split("exactly ")[1].rstrip(".")
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            reply = {"id": "x", "object": "chat.completion", "model": "m", "choices": [choice]}
-            body = json.dumps(reply).encode()
-            self.send_response(200)
-            for name, value in headers:
-                self.send_header(name, value)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_http(_answer(SPENT[request.param])) as url:
+        yield url + "/v1"
 
 
 def test_a_spent_budget_on_successful_replies_does_not_stall_the_run(spent_budget: str,

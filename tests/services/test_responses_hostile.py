@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import numbered_registry, run_cli
+from tests.loopback import loopback_http
 
 DONE = {"id": "resp_1", "object": "response", "model": "m", "status": "completed"}
 MESSAGE = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "V0"}]}
@@ -36,28 +34,6 @@ STREAM_ERROR = (b'event: response.created\ndata: {"type": "response.created", "r
                 b' "message": "the upstream is overloaded", "param": null}\n\n')
 
 
-def _serve(body: bytes, content_type: str) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
-            self.rfile.read(int(self.headers.get("content-length") or 0))
-            self.send_response(200)
-            self.send_header("content-type", content_type)
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def _stored(tmp_path: Path, url: str, *extra: str) -> tuple[str, str | None, str | None]:
     registry = numbered_registry(tmp_path / "reg", 1)
     done = run_cli(f"registry={registry}", "eval=g.e", "service.mock.enabled=false",
@@ -75,20 +51,16 @@ def _stored(tmp_path: Path, url: str, *extra: str) -> tuple[str, str | None, str
 @pytest.mark.parametrize("name", sorted(BODIES))
 def test_a_response_that_is_no_finished_answer_is_an_invalid_response(tmp_path: Path, name: str) -> None:
     body, said = BODIES[name]
-    server = _serve(json.dumps(body).encode(), "application/json")
-    try:
-        status, kind, message = _stored(tmp_path, next(server))
-    finally:
-        server.close()
+    with loopback_http(lambda method, path, asked: (200, [("content-type", "application/json")],
+                                                    json.dumps(body).encode())) as url:
+        status, kind, message = _stored(tmp_path, url + "/v1")
     assert (status, kind) == ("ERROR", "invalid_response"), (status, kind, message)
     assert message is not None and said in message, message
 
 
 def test_a_streamed_error_event_keeps_its_message(tmp_path: Path) -> None:
-    server = _serve(STREAM_ERROR, "text/event-stream")
-    try:
-        status, kind, message = _stored(tmp_path, next(server), "service.stream=true")
-    finally:
-        server.close()
+    with loopback_http(lambda method, path, asked: (200, [("content-type", "text/event-stream")],
+                                                    STREAM_ERROR)) as url:
+        status, kind, message = _stored(tmp_path, url + "/v1", "service.stream=true")
     assert (status, kind) == ("ERROR", "invalid_response")
     assert message is not None and "server_overloaded: the upstream is overloaded" in message, message

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import numbered_registry, run_cli
+from tests.loopback import loopback_http
 
 DELTAS = 40_000
 
@@ -40,26 +39,9 @@ def _event(distinct: bool) -> bytes:
 @pytest.fixture(params=[True, False], ids=["distinct-calls", "one-call"])
 def hostile_stream(request: pytest.FixtureRequest) -> Iterator[str]:
     body = _event(request.param)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
-            self.rfile.read(int(self.headers.get("content-length") or 0))
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    sse = [("content-type", "text/event-stream")]
+    with loopback_http(lambda method, path, asked: (200, sse, body)) as url:
+        yield url + "/v1"
 
 
 def test_one_event_of_forty_thousand_tool_call_deltas_is_assembled_in_linear_time(
