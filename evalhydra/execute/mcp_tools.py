@@ -83,12 +83,9 @@ class McpTools:
                 return {"error": f"{type(exc).__name__}: {exc}"}
             if result.structured_content is not None:
                 content = result.structured_content
-                return content.get("result", content) if set(content) == {"result"} else content
-            text = result_text(result)
-            try:
-                return json.loads(text)
-            except ValueError:
-                return text
+                # a "-> str" tool's answer comes as {"result": "<text>"}: JSON text is read as JSON
+                return _as_json(content["result"]) if set(content) == {"result"} else content
+            return _as_json(result_text(result))
         return None
 
     def joined(self, other: McpTools) -> McpTools:
@@ -117,6 +114,17 @@ def _session_lost(exc: BaseException) -> bool:
 
 def _timed_out(exc: Exception) -> bool:
     return "timed out" in str(exc).lower() or "timeout" in type(exc).__name__.lower()
+
+
+def _as_json(value: Any) -> Any:
+    """A state tool's answer: text that is JSON parsed (``'{"n": 1}'`` as the object it spells),
+    anything else as it is."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return value
 
 
 def result_text(result: Any) -> str:

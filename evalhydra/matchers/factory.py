@@ -114,7 +114,27 @@ def _check_schema(options: dict[str, Any], where: str, root: Path) -> None:
     jsonmatch.make_validator(jsonmatch.load_schema(options["schema"], root, where), where)
 
 
+def _check_counts(options: dict[str, Any], where: str) -> None:
+    """``min`` and ``max`` of ``tool_used`` and ``step_count``: whole numbers >= 0, min <= max."""
+    for key in ("min", "max"):
+        value = options.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise EvalHydraError(f"{where}: '{key}' must be a whole number >= 0, got {value!r}")
+    low, high = options.get("min"), options.get("max")
+    if low is not None and high is not None and low > high:
+        raise EvalHydraError(f"{where}: min {low} is more than max {high}: no count can pass",
+                             "Set min <= max (max: 0 alone means the tool is never called).")
+
+
+def _check_tool_used(options: dict[str, Any], where: str) -> None:
+    if (options.get("name") is None) == (options.get("pattern") is None):
+        raise EvalHydraError(f"{where}: tool_used needs exactly one of 'name' or 'pattern'")
+    _check_counts(options, where)
+
+
 _CHECKERS: dict[str, Checker] = {
+    "tool_used": lambda options, where, root: _check_tool_used(options, where),
+    "step_count": lambda options, where, root: _check_counts(options, where),
     "regex": lambda options, where, root: text.check_regex(options, where),
     "json_schema": _check_schema,
     "rubric": lambda options, where, root: rubric.check_rubric(options, root, where),

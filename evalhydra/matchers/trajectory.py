@@ -4,8 +4,8 @@ They read the calls a tool loop made (``ctx.trajectory``: each call's name, pars
 and error kind) or, for an agent CLI or a single answer, the calls it reported
 (``ctx.tool_calls``), so one config scores both:
 
-* ``tool_used`` ``{name | pattern, min: 1, max}``: how many calls a tool (or tools matching a
-  regular expression) got.
+* ``tool_used`` ``{name | pattern, min, max}``: how many calls a tool (or tools matching a
+  regular expression) got; ``min`` is 1 unless only ``max`` is given (``max: 0``: never called).
 * ``tool_args`` ``{name, args, mode: partial | exact, ignore}``: some call of ``name`` had these
   arguments (``partial``: those keys with those values; ``exact``: nothing else; ``ignore``:
   keys left out of both).
@@ -69,10 +69,15 @@ def _bounds(spec: Mapping[str, Any], low: int | None) -> str:
     return " and ".join(p for p in parts if p)
 
 
+def used_bounds(spec: Mapping[str, Any]) -> tuple[int, int | None]:
+    """``tool_used``'s (min, max): ``min`` 1 by default, 0 when only ``max`` is given."""
+    return spec.get("min", 0 if spec.get("max") is not None else 1), spec.get("max")
+
+
 def _tool_used(spec: Mapping[str, Any]) -> Matcher:
     name, pattern = spec.get("name"), spec.get("pattern")
     regex = re.compile(pattern) if pattern else None
-    low, high = spec.get("min", 1), spec.get("max")
+    low, high = used_bounds(spec)
 
     def match(ctx: MatchContext) -> MatchResult:
         names = [c["name"] for c in _calls(ctx)]
@@ -81,7 +86,7 @@ def _tool_used(spec: Mapping[str, Any]) -> Matcher:
             return passed(details={"calls": count})
         what = f"/{pattern}/" if regex else repr(name)
         listed = ", ".join(map(str, names)) or "none"
-        return fail(f"{what} was called {count} time(s), not {_bounds(spec, 1)} (calls: {listed})")
+        return fail(f"{what} was called {count} time(s), not {_bounds(spec, low)} (calls: {listed})")
 
     return sync_matcher(match)
 

@@ -11,7 +11,8 @@ import sys
 TOOL = {"inputSchema": {"type": "object", "properties": {}}}
 TOOLS = [{"name": "echo", "description": "Echo.", **TOOL}] * 3 + [
     {"name": "broken", "description": "Broken.", **TOOL},
-    {"name": "env_value", "description": "Env.", **TOOL}]
+    {"name": "env_value", "description": "Env.", **TOOL},
+    {"name": "state_json", "description": "The state as JSON text.", **TOOL}]
 
 
 def answer(request: dict, result: dict) -> None:
@@ -33,6 +34,10 @@ for line in sys.stdin:
         name = request["params"]["name"]
         if name == "broken":
             answer(request, {"content": "not a list of blocks", "isError": "maybe"})
+        elif name == "state_json":  # the SDK's shape for a "-> str" tool: text, and {"result": text}
+            text = json.dumps({"notes": ["a", "b"], "n": 2})
+            answer(request, {"content": [{"type": "text", "text": text}],
+                             "structuredContent": {"result": text}})
         elif name == "env_value":
             answer(request, {"content": [{"type": "text", "text": os.environ.get("FROM_PARENT", "<unset>")}]})
         else:

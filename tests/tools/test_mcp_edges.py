@@ -54,6 +54,25 @@ def test_an_env_reference_to_an_unset_variable_names_it(tmp_path: Path) -> None:
     assert "${EVALHYDRA_TEST_PARENT}, which is not set" in reason
 
 
+@pytest.mark.slow
+def test_a_state_tool_answering_json_text_is_matched_as_json(tmp_path: Path) -> None:
+    """Issue 60, item 3: a state_tool written as ``-> str`` returning json.dumps(...) is the object."""
+    script = "Call echo with {}. Then reply with exactly done."
+    line = json.dumps({"id": "c", "ideal": "done", "input": script})
+    spec = smoke_eval(loop={"max_turns": 3}, matcher={"kind": "state", "state": {"n": 2}},
+                      mcp=[{"name": "raw", "command": [sys.executable, SERVER], "state_tool": "state_json",
+                            "env": {"FROM_PARENT": "x"}}])
+    registry = write_registry(tmp_path / "reg", evals={"g/e.json": spec},
+                              data={"data/g/e/test.jsonl": line + "\n"})
+    done = run_cli(f"registry={registry}", "eval=g.e", f"store.path={tmp_path / 's.db'}",
+                   "run.progress=false", cwd=tmp_path, timeout=90)
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+    db = sqlite3.connect(tmp_path / "s.db")
+    (state,) = db.execute("select json_extract(details, '$.trajectory.state') from results").fetchone()
+    db.close()
+    assert json.loads(state) == {"notes": ["a", "b"], "n": 2}
+
+
 def test_a_name_listed_three_times_is_offered_once() -> None:
     from types import SimpleNamespace
 

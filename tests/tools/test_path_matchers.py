@@ -34,6 +34,8 @@ async def verdict(spec: dict[str, Any], ctx: MatchContext) -> tuple[bool, float,
     ({"kind": "tool_used", "name": "lookup_order", "max": 1}, False),
     ({"kind": "tool_used", "pattern": "^look", "min": 2, "max": 2}, True),
     ({"kind": "tool_used", "name": "cancel"}, False),
+    ({"kind": "tool_used", "name": "cancel", "max": 0}, True),  # "never": only max means at least 0
+    ({"kind": "tool_used", "name": "refund", "max": 0}, False),
     ({"kind": "tool_args", "name": "refund", "args": {"order_id": 7}}, True),
     ({"kind": "tool_args", "name": "refund", "args": {"order_id": 7}, "mode": "exact"}, False),
     ({"kind": "tool_args", "name": "refund", "args": {"order_id": 7}, "mode": "exact", "ignore": ["reason"]},
@@ -86,7 +88,12 @@ def test_bad_options_name_the_key_and_the_fix() -> None:
     for spec, words in (({"kind": "tool_args"}, "name"), ({"kind": "tool_sequence", "steps": []}, "steps"),
                         ({"kind": "tool_used", "name": "x", "min": -1}, "min"),
                         ({"kind": "tool_sequence", "steps": ["a"], "mode": "sideways"}, "mode"),
-                        ({"kind": "step_count", "maximum": 3}, "maximum")):
+                        ({"kind": "step_count", "maximum": 3}, "maximum"),
+                        ({"kind": "tool_used", "name": "x", "min": 2, "max": 1}, "min 2 is more than max 1"),
+                        ({"kind": "step_count", "min": 3, "max": 0}, "min 3 is more than max 0"),
+                        ({"kind": "tool_used", "name": "x", "max": 1.5}, "'max' must be a whole number"),
+                        ({"kind": "tool_used", "name": "x", "pattern": "y"}, "exactly one of 'name'"),
+                        ({"kind": "tool_used"}, "exactly one of 'name' or 'pattern'")):
         with pytest.raises(EvalHydraError) as caught:
             build_matcher(spec, registry_root=Path("."), judges=None)
         assert words in caught.value.message, spec
