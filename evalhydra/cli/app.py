@@ -32,6 +32,28 @@ def exit_code() -> int:
     return worst_exit_code()
 
 
+#: Hydra's flags that take no value, and those that take the next argument.
+_FLAGS = ("-m", "--multirun")
+_VALUED_FLAGS = ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
+
+
+def flags_first(args: list[str]) -> list[str]:
+    """``args`` with Hydra's ``-m`` and config-directory flags (and their values) moved before the
+    overrides: argparse takes no flag once the overrides have begun, so ``registry=. -m
+    service=a,b`` would otherwise fail naming arguments never typed."""
+    flags: list[str] = []
+    rest: list[str] = []
+    words = iter(args)
+    for word in words:
+        if word in _FLAGS or word.startswith(tuple(f"{f}=" for f in _VALUED_FLAGS)):
+            flags.append(word)
+        elif word in _VALUED_FLAGS:
+            flags += [word, next(words, "")]
+        else:
+            rest.append(word)
+    return [*flags, *rest]
+
+
 def run_app(args: list[str]) -> int:
     """Run the Hydra app on ``args`` (overrides and Hydra flags); return the exit code."""
     try:
@@ -39,6 +61,7 @@ def run_app(args: list[str]) -> int:
     except EvalHydraError as exc:  # an unusable registry= path: report it like any config error
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
+    args = flags_first(args)
     sys.argv = [sys.argv[0], *params_overrides(absolute_sweep_dir(args))]
     full_error = bool(os.environ.get("HYDRA_FULL_ERROR"))
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let Hydra raise: its errors become one line here
