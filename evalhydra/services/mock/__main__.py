@@ -19,6 +19,16 @@ from evalhydra.services.mock.settings import FAULTS, MockSettings
 
 __all__ = ["build_parser", "main"]
 
+#: What the mock answers (docs/mock.md has the same sentences, each with an example).
+REPLIES = """what it answers, from the last user message (it is no model):
+  (nothing below)                        the message itself (an echo)
+  Reply with exactly X.                  X
+  Reply X with probability P.            X with probability P, else "not X" (seeded)
+  JSON ... with an F field set to V.     {"F": "V"} (any JSON request: an object)
+  Call NAME with {JSON}.                 a call of NAME (tools offered); one a turn, all "in parallel";
+                                         then "Then reply with exactly X."'s X, or the last result
+  a model_grade or rubric prompt         a JSON verdict (as mock_judge)"""
+
 #: (flag, settings field, type, help) for every switch.
 _SWITCHES: list[tuple[str, str, Any, str]] = [
     ("--latency-ms", "latency_ms", float, "delay of every chat answer, in ms (default 0)"),
@@ -67,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="OpenAI-compatible mock chat-completions server (deterministic replies, "
         "switchable faults). Rates are probabilities in [0, 1] drawn from one seeded "
         "generator; settings can also be changed at run time with POST /_mock/config.",
+        epilog=REPLIES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     parser.add_argument(
