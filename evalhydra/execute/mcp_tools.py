@@ -195,8 +195,11 @@ async def _started(stack: AsyncExitStack, server: McpServerPlan, transport: Any,
             await session.initialize()
             listed = (await session.list_tools()).tools
     except (Exception, trio.TooSlowError) as exc:
+        started = (f" (it ran {' '.join(server.command)} in {server.cwd or 'a scratch folder of the cell'}:"
+                   " a path in command is relative to the eval file's folder, python is evalhydra's"
+                   " interpreter, and the registry is on its PYTHONPATH)") if server.command else ""
         raise McpUnavailable(f"MCP server {server.name!r} did not start: {type(exc).__name__}: {exc}"
-                             f"{_tail(tools, server.name)}") from exc
+                             f"{_tail(tools, server.name)}{started}") from exc
     return session, listed
 
 
@@ -214,8 +217,11 @@ def _transport(server: McpServerPlan, scratch: Path, tools: McpTools) -> Any:
     from mcp.client.stdio import stdio_client
 
     tail = tools.stderr[server.name] = StderrTail()
+    env = {**_environment(server), CELL_MARK: str(scratch)}
+    if server.python_path:
+        env["PYTHONPATH"] = os.pathsep.join([*server.python_path, *filter(None, [env.get("PYTHONPATH")])])
     params = StdioServerParameters(command=server.command[0], args=list(server.command[1:]),
-                                   env=_environment(server), cwd=scratch)
+                                   env=env, cwd=server.cwd or scratch)
     return _closing(stdio_client(params, errlog=tail.writer), tail, tools)
 
 
@@ -285,14 +291,19 @@ class StderrTail:
             return bytes(self._tail).decode("utf-8", "backslashreplace")
 
 
+#: The variable that marks a cell's stdio servers (and all they start) with the cell's scratch folder.
+CELL_MARK = "EVALHYDRA_MCP_CELL"
+
+
 def _groups_in(scratch: Path) -> set[int]:
-    """The process groups of the processes working in ``scratch`` (a cell's stdio servers: each
-    cell has its own folder), read from ``/proc`` (an empty set where there is none)."""
+    """The process groups of the processes marked with ``scratch`` (a cell's stdio servers and
+    whatever they started inherit :data:`CELL_MARK`), read from ``/proc`` (an empty set where there
+    is none)."""
     found: set[int] = set()
-    target = str(scratch.resolve())
+    mark = f"{CELL_MARK}={scratch}".encode() + b"\0"
     for entry in Path("/proc").glob("[0-9]*"):
         with suppress(OSError, ValueError, IndexError):
-            if os.readlink(entry / "cwd") == target:
+            if mark in (entry / "environ").read_bytes():
                 found.add(int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]))
     found.discard(os.getpgrp())  # never this process's own group
     return found

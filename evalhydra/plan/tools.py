@@ -9,6 +9,7 @@ offered with a JSON schema made from their signatures and the first line of thei
 from __future__ import annotations
 
 import inspect
+import sys
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -54,6 +55,8 @@ class McpServerPlan:
     state_tool: str | None = None
     read_timeout_s: float = 30.0
     scope: str = "cell"  # cell: a session per cell; run: one session for every cell (stateless servers)
+    cwd: str | None = None  # where a stdio server starts (default: a scratch folder of the cell's)
+    python_path: tuple[str, ...] = ()  # put first on its PYTHONPATH: the eval's folder and the registry
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,9 @@ def loop_plan(spec: dict[str, Any], root: Path, where: str) -> tuple[LoopPlan | 
         cls = resolve_target(str(cls_path), root, f"{where}: tool_class")
         extra = class_tools(cls, f"{where}: tool_class")
         tools += [ToolImpl(t.name, method=True) for t in extra]
-    servers = tuple(_mcp_server(entry, f"{where}: mcp[{i}]") for i, entry in enumerate(spec.get("mcp") or []))
+    base = Path(spec["base_dir"]) if spec.get("base_dir") else root
+    servers = tuple(_mcp_server(entry, f"{where}: mcp[{i}]", base, root)
+                    for i, entry in enumerate(spec.get("mcp") or []))
     if not tools and not servers:
         if spec.get("loop"):
             raise EvalHydraError(f"{where}: loop is set, but no tool runs.",
@@ -159,8 +164,9 @@ def loop_plan(spec: dict[str, Any], root: Path, where: str) -> tuple[LoopPlan | 
     return plan, extra
 
 
-def _mcp_server(entry: Any, where: str) -> McpServerPlan:
-    """One ``mcp`` entry, checked: a name, and a command (a list) or a url."""
+def _mcp_server(entry: Any, where: str, base: Path, root: Path) -> McpServerPlan:
+    """One ``mcp`` entry, checked: a name, and a command (a list) or a url. A stdio command is
+    placed as :func:`placed_command` says; ``cwd`` is relative to the eval file's folder."""
     if not isinstance(entry, dict):
         raise EvalHydraError(f"{where}: must be an object {{name, command | url, env, tools, …}}.")
     unknown = sorted(set(entry) - _MCP_KEYS)
@@ -189,11 +195,39 @@ def _mcp_server(entry: Any, where: str) -> McpServerPlan:
     if scope == "run" and entry.get("state_tool"):
         raise EvalHydraError(f"{where}: a state_tool needs scope: cell (a shared server's state is every"
                              " cell's).")
-    return McpServerPlan(entry["name"].strip(), tuple(command or ()), url,
+    return McpServerPlan(entry["name"].strip(), placed_command(command or [], (base, root)), url,
                          tuple(sorted((str(k), str(v)) for k, v in env.items())),
                          tuple(listed) if listed is not None else None,
                          tuple(entry.get("exclude_tools") or ()), entry.get("state_tool"), float(timeout),
-                         scope)
+                         scope, _server_cwd(entry.get("cwd"), base, where),
+                         tuple(dict.fromkeys([str(base.resolve()), str(root.resolve())])) if command else ())
+
+
+def placed_command(command: list[str], folders: tuple[Path, ...]) -> tuple[str, ...]:
+    """A stdio server's command as it runs: ``python`` (or ``python3``) as its first word is the
+    interpreter running evalhydra (the one with the mcp package), and a word naming a file in the
+    eval file's folder or else the registry root (``notes_server.py``, ``servers/notes.py``) its
+    absolute path, so a registry runs the same from any folder."""
+    placed = []
+    for index, word in enumerate(command):
+        found = [f / word for f in folders if not word.startswith("-") and not Path(word).is_absolute()
+                 and (f / word).is_file()]
+        if index == 0 and word in ("python", "python3"):
+            placed.append(sys.executable)
+        elif found:
+            placed.append(str(found[0].resolve()))
+        else:
+            placed.append(word)
+    return tuple(placed)
+
+
+def _server_cwd(cwd: Any, base: Path, where: str) -> str | None:
+    if cwd is None:
+        return None
+    if not isinstance(cwd, str) or not (base / cwd).is_dir():
+        raise EvalHydraError(f"{where}: cwd={cwd!r} is no folder (relative to {base}).",
+                             "Give a folder relative to the eval file's folder, or leave cwd out.")
+    return str((base / cwd).resolve())
 
 
 def _impl(tool: dict[str, Any], where: str) -> ToolImpl:
