@@ -48,6 +48,7 @@ NOT_RUN: list[tuple[str, str]] = [
     (r"services\.mock --port 9000", "the module's server: started by the test, as written"),
     (r"/scratch/", "a cluster's scratch folder"),
     (r"registry=path/to/registry", "a placeholder registry"),
+    (r"eval=notes\.remember", "the project the page writes (tests/tools/test_guide_mcp_example.py runs it)"),
 ]
 
 #: Placeholders in commands, and what stands for them in the sandbox (filled in per page).
