@@ -38,11 +38,31 @@ def test_quick_start_is_two_commands_and_ci_runs_the_second() -> None:
 
 
 @pytest.mark.slow
-def test_default_eval_runs_from_any_directory(tmp_path: Path) -> None:
+def _summary_shape(text: str) -> list[str]:
+    """A summary with what differs between runs masked: paths, run ids, latencies, times, dates."""
+    text = re.sub(r"/\S+", "PATH", text.replace("/…", "/"))
+    text = re.sub(r"eval-smoke-[0-9a-f]{8}", "RUN", text)
+    text = re.sub(r"duration [0-9.]+ s", "duration T s", text)
+    lines = []
+    for line in text.strip().splitlines():
+        if line.startswith("smoke.reply_ok"):  # the table's row: its p50 and p95 latencies vary
+            cells = line.split()
+            cells[7:9] = ["MS", "MS"]
+            line = " ".join(cells)
+        lines.append(line.rstrip())
+    return lines
+
+
+def test_default_eval_runs_from_any_directory_and_prints_the_readmes_summary(tmp_path: Path) -> None:
+    """Issue 60, item 7: the README's sample summary is a real run's, but for paths, ids, times."""
     res = run_cli(cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "smoke.reply_ok" in res.stdout and "2 passed" in res.stdout
     assert (tmp_path / "outputs" / "evalhydra.db").exists()
+    sample = README.split("The first command prints progress, then a one-screen summary:", 1)[1]
+    sample = sample.split("```", 2)[1].removeprefix("\n")
+    printed = res.stdout[res.stdout.index("registry: "):]
+    assert _summary_shape(printed) == _summary_shape(sample)
 
 
 @pytest.mark.slow
