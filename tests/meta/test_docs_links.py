@@ -32,9 +32,8 @@ def test_every_relative_link_and_image_resolves(page: Path) -> None:
             continue
         path, _, anchor = target.partition("#")
         file = (page.parent / path).resolve() if path else page
-        if not file.exists():
-            broken.append(target)
-        elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+        missing_heading = bool(anchor) and file.suffix == ".md" and anchor not in _anchors(file)
+        if not file.exists() or missing_heading:
             broken.append(target)
     assert broken == [], f"{page.name}: {broken}"
 
