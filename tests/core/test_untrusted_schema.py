@@ -68,6 +68,7 @@ def test_a_backtracking_pattern_gives_up_in_bounded_time() -> None:
     assert time.perf_counter() - started < 1.0
 
 
+@pytest.mark.slow
 def test_a_tools_schema_neither_fetches_nor_freezes_the_run(counting_server: tuple[str, list[str]],
                                                            tmp_path: Path) -> None:
     url, seen = counting_server
@@ -98,6 +99,7 @@ def test_a_tools_schema_neither_fetches_nor_freezes_the_run(counting_server: tup
                                        f" pattern {BACKTRACKS!r} took longer")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["url", "file", "pattern"])
 def test_an_openai_evals_item_schema_neither_fetches_nor_stalls_the_import(
         counting_server: tuple[str, list[str]], tmp_path: Path, where: str) -> None:

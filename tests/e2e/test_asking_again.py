@@ -16,6 +16,9 @@ from evalhydra.services.mock import MockSettings
 from evalhydra.store.db import open_store
 from tests.helpers import mock_call, numbered_registry, run_cli
 
+# each runs evalhydra, a server or a browser in a process of its own: with the slow tests
+pytestmark = pytest.mark.slow
+
 CASES = 3
 
 

@@ -18,6 +18,9 @@ from evalhydra.store.db import immediate, open_store
 from evalhydra.store.labels import import_labels
 from tests.conftest import smoke_eval, write_registry
 
+# each runs evalhydra, a server or a browser in a process of its own: with the slow tests
+pytestmark = pytest.mark.slow
+
 EVALS = ("g.a", "g.b", "g.c")
 CASES = 12
 

@@ -6,8 +6,12 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import start_cli
 
+# each runs evalhydra, a server or a browser in a process of its own: with the slow tests
+pytestmark = pytest.mark.slow
 
 def test_two_runs_started_together_write_their_reports_apart(tmp_path: Path) -> None:
     store = tmp_path / "s.db"

@@ -86,6 +86,7 @@ def test_compare_gates_a_real_drop_and_not_an_equal_model(tmp_path: Path,
     assert paired["ci_low"] < 0 < paired["ci_high"]
 
 
+@pytest.mark.slow
 def test_a_total_collapse_fails_the_gate_and_four_cases_say_they_cannot_tell(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """5 cases × 5 trials from 100 % to 0 % is a regression (exit 1); with 4 cases no result can be

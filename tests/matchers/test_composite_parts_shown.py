@@ -11,12 +11,16 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 
 from evalhydra.store.db import open_store
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import run_cli
 from tests.reports.test_reports_html import _dom
 from tests.viewer.test_viewer import start_viewer, stop
+
+# each runs evalhydra, a server or a browser in a process of its own: with the slow tests
+pytestmark = pytest.mark.slow
 
 PARTS = [{"kind": "includes"}, {"kind": "regex", "pattern": "^Z"}, {"kind": "regex", "pattern": "^Q"}]
 

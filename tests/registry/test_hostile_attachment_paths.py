@@ -11,6 +11,8 @@ import pytest
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import run_cli
 
+# each runs evalhydra, a server or a browser in a process of its own: with the slow tests
+pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize(("path", "said"), [("a" * 5000, "File name too long"),
                                             ("d/" * 3000 + "x", "File name too long")])

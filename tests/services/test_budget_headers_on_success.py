@@ -16,6 +16,9 @@ import pytest
 from tests.helpers import numbered_registry, run_cli
 from tests.loopback import Answer, loopback_http
 
+# each runs evalhydra, a server or a browser in a process of its own: with the slow tests
+pytestmark = pytest.mark.slow
+
 SPENT = {
     "tokens": [("x-ratelimit-remaining-tokens", "10"), ("x-ratelimit-reset-tokens", "99999999h")],
     "tokens with limit": [("x-ratelimit-remaining-tokens", "10"), ("x-ratelimit-reset-tokens", "99999999h"),

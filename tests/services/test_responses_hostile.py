@@ -13,6 +13,9 @@ import pytest
 from tests.helpers import numbered_registry, run_cli
 from tests.loopback import loopback_http
 
+# each runs evalhydra, a server or a browser in a process of its own: with the slow tests
+pytestmark = pytest.mark.slow
+
 DONE = {"id": "resp_1", "object": "response", "model": "m", "status": "completed"}
 MESSAGE = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "V0"}]}
 

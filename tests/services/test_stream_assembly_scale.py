@@ -18,6 +18,9 @@ import pytest
 from tests.helpers import numbered_registry, run_cli
 from tests.loopback import loopback_http
 
+# each runs evalhydra, a server or a browser in a process of its own: with the slow tests
+pytestmark = pytest.mark.slow
+
 DELTAS = 40_000
 
 

@@ -9,6 +9,9 @@ import pytest
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import run_cli
 
+# each runs evalhydra, a server or a browser in a process of its own: with the slow tests
+pytestmark = pytest.mark.slow
+
 GOOD = ('{"id": "a", "question": [[{"role": "user", "content": "x"}]],'
         ' "function": [{"name": "f", "parameters": {"type": "dict", "properties": {}}}]}\n')
 

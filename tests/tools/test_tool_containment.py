@@ -12,8 +12,13 @@ import sqlite3
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import run_cli
+
+# each runs evalhydra, a server or a browser in a process of its own: with the slow tests
+pytestmark = pytest.mark.slow
 
 HOSTILE = textwrap.dedent('''
     import math

@@ -184,6 +184,7 @@ def test_in_a_browser_more_regressions_open_and_slash_ids_link(client: httpx.Cli
     assert page.locator("#case-title").inner_text() == f"g.e / HumanEval/{last}"
 
 
+@pytest.mark.slow
 def test_the_csv_export_never_hands_a_spreadsheet_a_formula(tmp_path: Path) -> None:
     """Issue 59, D19: outputs that a spreadsheet would run are quoted with ' in CSV, kept in JSONL."""
     import csv
@@ -214,6 +215,7 @@ def _timed(viewer: httpx.Client, path: str, **params: str) -> tuple[float, httpx
     return time.perf_counter() - started, got
 
 
+@pytest.mark.slow
 def test_a_case_page_bounds_its_work_on_hostile_outputs(tmp_path: Path) -> None:
     """Issue 59, D11: JSON nested 100,000 deep, a 1 MB markdown table, and two 20,000-word outputs
     that differ at every other word: each case page answers within a second, the first as text, the
