@@ -58,14 +58,14 @@ def test_a_backtracking_pattern_gives_up_in_bounded_time() -> None:
     validator = untrusted_validator({"type": "string", "pattern": BACKTRACKS})
     started = time.perf_counter()
     (error,) = list(schema_errors(validator, HOSTILE_TEXT))
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 5.0  # a backtracking engine takes days at 60 characters
     assert error.message.startswith(f"pattern {BACKTRACKS!r} took longer than 0.05 s")
     assert [e.message for e in schema_errors(validator, "aaaa")] == []  # a match still matches
     keyed = untrusted_validator({"type": "object", "patternProperties": {BACKTRACKS: {"type": "integer"}},
                                  "additionalProperties": False})
     started = time.perf_counter()
     assert len(list(schema_errors(keyed, {HOSTILE_TEXT: 1}))) >= 1
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 5.0
 
 
 @pytest.mark.slow

@@ -46,8 +46,9 @@ def _summary_shape(text: str) -> list[str]:
     lines = []
     for line in text.strip().splitlines():
         if line.startswith("smoke.reply_ok"):  # the table's row: its p50 and p95 latencies vary
-            cells = line.split()
-            cells[7:9] = ["MS", "MS"]
+            cells = line.split()  # eval service model n cases pass [low, high] p50 p95 retried errors
+            assert len(cells) == 12, cells
+            cells[8:10] = ["MS", "MS"]
             line = " ".join(cells)
         lines.append(line.rstrip())
     return lines
