@@ -102,4 +102,4 @@ def eval_option(registry: Registry, name: str) -> dict[str, Any]:
 
 
 def _eval_node(spec: dict[str, Any]) -> dict[str, Any]:
-    return literal({k: v for k, v in spec.items() if k not in ("source", "base_dir")})
+    return literal({k: v for k, v in spec.items() if k not in ("source", "base_dir", "wire")})

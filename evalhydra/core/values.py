@@ -28,6 +28,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "arguments_or_empty",
 ]
 
 
@@ -159,12 +160,24 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call returned by the model; ``arguments`` is the raw JSON string (``{}`` when the
-    provider sent an empty one), ``id`` the provider's call id (None when it sent none)."""
+    """A tool call returned by the model, kept as the provider sent it.
+
+    ``arguments`` is the raw text (``""`` when the provider sent an empty string or none; an
+    object's JSON text when it sent a JSON object, with ``arguments_object`` True), ``id`` the
+    provider's call id (None when it sent none). :func:`arguments_or_empty` is how tool loops
+    and evalhydra's own evals read it.
+    """
 
     name: str
     arguments: str
     id: str | None = None
+    arguments_object: bool = False
+
+
+def arguments_or_empty(arguments: str) -> str:
+    """A call's arguments as tool loops read them: ``{}`` for an empty or blank string (as
+    providers mean it), else the text unchanged."""
+    return arguments if arguments.strip() else "{}"
 
 
 @immutable

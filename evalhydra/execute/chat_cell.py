@@ -38,7 +38,7 @@ from evalhydra.services.recorded import RecordedService
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow
 
-__all__ = ["ChatCellRunner"]
+__all__ = ["ChatCellRunner", "as_wired"]
 
 def _input_text(case: Case) -> str:
     """The text a refinement attempt rewrites: the input, or a conversation's last user message."""
@@ -203,7 +203,11 @@ class ChatCellRunner:
         return await self.shared.tools(shared, taken)
 
     async def _generate(self, job: CellJob, refinement: str | None = None) -> Completion:
-        """Ask the service the case's own input, or ``refinement`` (a refinement attempt's) in its place."""
+        """Ask the service the case's own input, or ``refinement`` (a refinement attempt's) in its
+        place; read the answer as the eval's wire does (:func:`as_wired`)."""
+        return as_wired(job.eval.wire, await self._ask(job, refinement))
+
+    async def _ask(self, job: CellJob, refinement: str | None) -> Completion:
         if isinstance(self.service, RecordedService):  # an output produced elsewhere, graded as it is
             return self.service.answer(job.case)
         case = job.case if refinement is None else _with_input(job.case, refinement)
@@ -258,3 +262,14 @@ def _with_input(case: Case, text: str) -> Case:
     last = max(i for i, m in enumerate(messages) if m["role"] == "user")
     messages[last] = {**messages[last], "content": text}
     return replace(case, input=messages, messages=tuple(messages))
+
+
+def as_wired(wire: str, completion: Completion) -> Completion:
+    """``completion`` as the eval's wire reads it: for ``zig_eval``, a tool call whose arguments
+    came as a JSON object (not a string) makes the reply ``MalformedSuccessPayload``, as zig_eval
+    refuses it; tool loops and evalhydra's own evals accept such calls."""
+    if wire != "zig_eval" or not any(call.arguments_object for call in completion.tool_calls):
+        return completion
+    return replace(completion, output="", tool_calls=(), error_kind=ErrorKind.INVALID_RESPONSE,
+                   error_message="MalformedSuccessPayload",
+                   error_detail="a tool call's arguments came as a JSON object, not a JSON string")

@@ -175,7 +175,8 @@ def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
         return ()
     if not isinstance(items, list):
         return ()
-    return tuple(ToolCall(name=str(i.get("name", "")), arguments=str(i.get("arguments", "")))
+    return tuple(ToolCall(name=str(i.get("name", "")), arguments=str(i.get("arguments", "")),
+                          arguments_object=i.get("arguments_object") is True)
                  for i in items if isinstance(i, dict))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from evalhydra.agents.loader import AgentCase
 from evalhydra.agents.models import TrialResult
 from evalhydra.core import strictjson
-from evalhydra.core.values import PASSING, Case, Completion, ErrorKind, MatchResult, Usage
+from evalhydra.core.values import PASSING, Case, Completion, ErrorKind, MatchResult, ToolCall, Usage
 from evalhydra.matchers.factory import judge_services_of
 from evalhydra.plan.cells import CellJob
 from evalhydra.store.rows import ResultRow, checked_row, now_iso
@@ -85,7 +85,7 @@ def chat_row(
         input=case.input,
         ideal=case.ideal,
         output=completion.output,
-        tool_calls=[{"name": t.name, "arguments": t.arguments} for t in completion.tool_calls],
+        tool_calls=[stored_tool_call(t) for t in completion.tool_calls],
         latency_ms=int(round(latency_ms)),
         attempts=attempts,
         attempt_history=history,
@@ -329,3 +329,12 @@ def attempt_row(cell_key: str, run_id: str, call: str, record: Any) -> dict[str,
         "latency_ms": round(record.latency_ms, 3),
         "error_message": record.error_message,
     }
+
+
+def stored_tool_call(call: ToolCall) -> dict[str, Any]:
+    """A result row's record of a tool call: its name and arguments as sent (and
+    ``arguments_object: true`` when the provider sent them as a JSON object, not a string)."""
+    record: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
+    if call.arguments_object:
+        record["arguments_object"] = True
+    return record

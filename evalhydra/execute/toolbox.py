@@ -22,7 +22,7 @@ import trio
 from evalhydra.core import strictjson
 from evalhydra.core.untrusted_schema import schema_errors, untrusted_validator
 from evalhydra.core.usercode import USER_THREADS, describe, passes_through
-from evalhydra.core.values import ToolSpec
+from evalhydra.core.values import ToolSpec, arguments_or_empty
 from evalhydra.execute.mcp_tools import McpTools, McpUnavailable
 from evalhydra.plan.tools import LoopPlan, ToolImpl, resolve_target
 
@@ -91,7 +91,7 @@ class Toolbox:
             known = ", ".join(sorted(self.impls))
             return f"error: no tool named {name!r} (tools: {known})", "unknown_tool", None
         try:
-            parsed = strictjson.loads_plain(arguments or "{}", constants=False)
+            parsed = strictjson.loads_plain(arguments_or_empty(arguments), constants=False)
         except ValueError as exc:
             return f"error: the arguments are not JSON: {exc}", "invalid_arguments", None
         if not isinstance(parsed, dict):

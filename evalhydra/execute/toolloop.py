@@ -26,7 +26,7 @@ from typing import Any
 
 import trio
 
-from evalhydra.core.values import ChatRequest, Completion, ToolCall, ToolSpec, Usage
+from evalhydra.core.values import ChatRequest, Completion, ToolCall, ToolSpec, Usage, arguments_or_empty
 from evalhydra.execute.toolbox import Toolbox, ToolOutcome
 from evalhydra.plan.tools import TOOL_CHOICES, LoopPlan
 from evalhydra.services.base import Service
@@ -199,9 +199,10 @@ def _limit_reached(loop: LoopPlan, turns: list[Completion]) -> str | None:
 def _assistant_message(answer: Completion, calls: list[tuple[ToolCall, str]]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": answer.output or None}
     if calls:
-        message["tool_calls"] = [{"id": canonical, "type": "function",
-                                  "function": {"name": call.name, "arguments": call.arguments}}
-                                 for call, canonical in calls]
+        message["tool_calls"] = [
+            {"id": canonical, "type": "function",
+             "function": {"name": call.name, "arguments": arguments_or_empty(call.arguments)}}
+            for call, canonical in calls]
     return message
 
 

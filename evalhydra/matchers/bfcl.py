@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from evalhydra.core import strictjson
-from evalhydra.core.values import MatchResult
+from evalhydra.core.values import MatchResult, arguments_or_empty
 from evalhydra.matchers.base import MatchContext, Matcher, sync_matcher
 from evalhydra.matchers.common import fail, passed
 
@@ -82,7 +82,7 @@ def bfcl_ast_match(ctx: MatchContext) -> MatchResult:
     calls = []
     for call in ctx.tool_calls:
         try:
-            calls.append((call.name, strictjson.loads_plain(call.arguments or "{}")))
+            calls.append((call.name, strictjson.loads_plain(arguments_or_empty(call.arguments))))
         except ValueError:
             calls.append((call.name, None))
     if len(calls) != len(truth):

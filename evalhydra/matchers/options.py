@@ -24,7 +24,7 @@ MATCHER_KINDS: dict[str, set[str]] = {
     "regex": {"pattern", "flags", "ideal"},
     "json_fields": {"required_fields"},
     "json_schema": {"schema", "strip_fence"},
-    "tool_call": set(),
+    "tool_call": {"strict_arguments"},
     "bfcl_ast": set(),
     "model_grade": {*_JUDGE, "rubric", "pass_score", "include_transcript"},
     "rubric": {*_JUDGE, "prompt", "weights", "pass_threshold", "include_transcript"},
@@ -140,6 +140,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ignore": (_is_name_list, "a list of argument names"),
     "steps": (lambda v: _is_name_list(v) and bool(v), "a non-empty list of tool names"),
     "state": (lambda v: v is not None, "the expected end state (an object, or any JSON value)"),
+    "strict_arguments": _BOOL,
 }
 
 #: String options stored trimmed (zig_eval trims required strings).

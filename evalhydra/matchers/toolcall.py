@@ -23,10 +23,11 @@ an actual call, or calls of the right names ran out)::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from evalhydra.core import strictjson
-from evalhydra.core.values import ExpectedToolCall, MatchResult, ToolCall
+from evalhydra.core.values import ExpectedToolCall, MatchResult, ToolCall, arguments_or_empty
 from evalhydra.matchers.base import MatchContext, Matcher, sync_matcher
 from evalhydra.matchers.common import ASCII_WHITESPACE, fail, passed
 
@@ -178,10 +179,18 @@ def _levels_reached(full: list[list[int]]) -> int:
 
 
 def build_tool_call(spec: dict[str, Any]) -> Matcher:
-    """Build a ``tool_call`` matcher (it has no options)."""
-    del spec
+    """Build a ``tool_call`` matcher.
+
+    ``strict_arguments: true`` (set for every eval of a zig_eval-layout registry) reads each
+    call's arguments exactly as sent, as zig_eval does: an empty string is ``invalid arguments
+    json``. Otherwise an empty or blank string means ``{}``, as tool loops read it.
+
+    """
+    strict = spec.get("strict_arguments", False)  # checked by the options' checks
 
     def match(ctx: MatchContext) -> MatchResult:
-        return tool_call_match(ctx.case.expected_tool_calls, ctx.tool_calls)
+        calls = ctx.tool_calls if strict else tuple(
+            replace(call, arguments=arguments_or_empty(call.arguments)) for call in ctx.tool_calls)
+        return tool_call_match(ctx.case.expected_tool_calls, calls)
 
     return sync_matcher(match)

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalhydra.core import strictjson
-from evalhydra.core.values import MatchResult
+from evalhydra.core.values import MatchResult, arguments_or_empty
 from evalhydra.matchers.base import MatchContext, Matcher, sync_matcher
 from evalhydra.matchers.common import fail, passed
 from evalhydra.matchers.toolcall import json_equal
@@ -50,7 +50,7 @@ def _calls(ctx: MatchContext) -> list[dict[str, Any]]:
     out = []
     for call in ctx.tool_calls:
         try:
-            parsed = strictjson.loads_plain(call.arguments or "{}")
+            parsed = strictjson.loads_plain(arguments_or_empty(call.arguments))
         except ValueError:
             parsed = None
         valid = isinstance(parsed, dict)

@@ -272,7 +272,7 @@ def _config_file_eval(node: dict[str, Any], choice: str | None, registry: Regist
     node = dict(node)
     if path is None and node.get("id") in registry.evals:
         known = registry.evals[node["id"]]
-        return {**node, "source": known["source"], "base_dir": known.get("base_dir")}
+        return {**node, **{key: known.get(key) for key in ("source", "base_dir", "wire")}}
     if not node.get("id"):
         if not choice:
             raise EvalHydraError("eval.id: the eval has no id.",
@@ -294,6 +294,8 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
             matcher = with_judge_service(matcher, conf.judge_service)
         if conf.judge.include_reasoning:  # set only when asked, so other cells keep their keys
             matcher = with_judge_options(matcher, include_reasoning=True)
+        if spec.get("wire") == "zig_eval" and matcher.get("kind") == "tool_call":
+            matcher = {"strict_arguments": True, **matcher}
         matcher = validate_matcher(place_matcher_files(matcher, spec.get("base_dir"), root),
                                    f"{where}: matcher", registry_root=root)
     attempts = spec.get("max_attempts", 1)
@@ -320,6 +322,7 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
         params=_params(spec.get("params"), where),
         base_dir=Path(spec["base_dir"]) if spec.get("base_dir") else None,
         loop=loop,
+        wire=spec.get("wire") or "",
     )
     if loop is not None and attempts > 1:
         raise EvalHydraError(f"{where}: max_attempts={attempts} with a tool loop.",
@@ -333,7 +336,7 @@ def _result_hash(plan: EvalPlan) -> str:
     tools = [(t.name, t.description, t.parameters) for t in plan.tools]
     parts: list[Any] = [plan.matcher, tools, plan.refinement_attempts]
     extra = {"prompt": plan.template.prompt, "messages": plan.template.messages, "params": plan.params,
-             "loop": asdict(plan.loop) if plan.loop else None}
+             "loop": asdict(plan.loop) if plan.loop else None, "wire": plan.wire}
     extra = {k: v for k, v in extra.items() if v}
     if extra:
         parts.append(extra)

@@ -34,6 +34,7 @@ class EvalPlan:
     result_hash: str = ""  # hash of result-relevant settings (part of every cell key)
     base_dir: Path | None = None  # the folder of the eval's own-format file: its paths resolve there first
     loop: LoopPlan | None = None  # a tool loop: the tools that run, and its limits
+    wire: str = ""  # "zig_eval": replies are read as zig_eval reads them (a zig_eval-layout registry)
 
 
 @dataclass(frozen=True)

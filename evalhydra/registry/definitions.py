@@ -343,7 +343,9 @@ def _eval_spec(raw: Any, root: Path, path: Path) -> dict[str, Any]:
                              "Every eval field is described in docs/eval-files.md.")
     tools = spec.get("tools") or []
     spec["tools"] = [_tool_spec(tool, f"{_at(path, tool)}: tools[{i}]") for i, tool in enumerate(tools)]
-    if not zig:
+    if zig:
+        spec["wire"] = "zig_eval"  # replies are read as zig_eval reads them
+    else:
         spec["base_dir"] = str(path.parent)
     if not is_agent:
         dataset_file(root, spec["dataset_path"], where, base=None if zig else path.parent)

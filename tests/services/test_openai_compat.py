@@ -20,7 +20,7 @@ import trio.testing
 
 from evalhydra.config.schema import PricingConfig, RateLimitConfig, RetryConfig, ServiceConfig
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.values import ChatRequest, ErrorKind, ToolCall, ToolSpec, Usage
+from evalhydra.core.values import ChatRequest, ErrorKind, ToolCall, ToolSpec, Usage, arguments_or_empty
 from evalhydra.http.pool import environment_proxy
 from evalhydra.services.base import Service
 from evalhydra.services.openai import (
@@ -315,12 +315,18 @@ def test_parse_tool_calls_and_null_content() -> None:
     assert answer.usage == Usage()
 
 
-def test_arguments_missing_empty_or_an_object_read_as_servers_mean_them() -> None:
-    """Issue 51, item 5: no arguments, ``""`` and an object (as some servers send them)."""
-    for arguments, expected in ((None, "{}"), ("", "{}"), ("  ", "{}"), ({"a": "ü"}, '{"a": "ü"}')):
+def test_arguments_missing_empty_or_an_object_kept_as_sent() -> None:
+    """Issue 51, item 5 and issue 60, item 3: no arguments, ``""`` and an object (as some servers
+    send them) are kept as sent; tool loops read an empty or blank string as ``{}``."""
+    cases = ((None, ToolCall("f", "")), ("", ToolCall("f", "")), ("  ", ToolCall("f", "  ")),
+             ({"a": "ü"}, ToolCall("f", '{"a": "ü"}', None, True)))
+    for arguments, expected in cases:
         function = {"name": "f"} if arguments is None else {"name": "f", "arguments": arguments}
         body = {"choices": [{"message": {"content": None, "tool_calls": [{"function": function}]}}]}
-        assert parse_chat_response(json.dumps(body).encode(), "m").tool_calls == (ToolCall("f", expected),)
+        (call,) = parse_chat_response(json.dumps(body).encode(), "m").tool_calls
+        assert call == expected
+        read = json.loads(arguments_or_empty(call.arguments))
+        assert read == (arguments if isinstance(arguments, dict) else {})
 
 
 def test_parse_absent_content_needs_tool_calls() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.core.values import ChatRequest, ToolSpec
+from evalhydra.core.values import ChatRequest, ToolSpec, arguments_or_empty
 from evalhydra.services.mock.streaming import TOOL_WIRES
 from evalhydra.services.openai.service import OpenAICompatService
 from tests.helpers import mock_call, mock_process
@@ -46,9 +46,10 @@ async def test_each_wire_shape_gives_the_calls_the_model_made(mock_url: str, tmp
         await service.aclose()
     assert answer.error_kind is None, answer.error_message
     assert [c.name for c in answer.tool_calls] == ["lookup_order", "refund"]
-    arguments = [json.loads(c.arguments) for c in answer.tool_calls]
+    arguments = [json.loads(arguments_or_empty(c.arguments)) for c in answer.tool_calls]
     if wire == "empty_arguments":
         assert arguments == [{}, {}]
+        assert [c.arguments for c in answer.tool_calls] == ["", ""]  # kept as sent
     elif wire == "split_surrogate":
         assert arguments[0] == {"id": 7, "note": "fast \U0001F680"} and arguments[1]["mood"] == "\U0001F600"
     else:

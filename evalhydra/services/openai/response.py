@@ -80,19 +80,15 @@ def _parse_tool_calls(message: dict[str, Any]) -> tuple[ToolCall, ...] | None:
         if not isinstance(function, dict):
             raise InvalidResponseError("MalformedSuccessPayload")
         name, arguments = function.get("name"), function.get("arguments")
-        if isinstance(arguments, (dict, list)):  # some servers send the arguments as an object
+        sent_as_object = isinstance(arguments, (dict, list))  # some servers send an object
+        if sent_as_object:
             arguments = json.dumps(arguments, ensure_ascii=False)
         if not isinstance(name, str) or not (isinstance(arguments, str) or arguments is None):
             raise InvalidResponseError("MalformedSuccessPayload")
         call_id = entry.get("id")
-        calls.append(ToolCall(name, arguments_text(arguments), call_id if isinstance(call_id, str) and call_id
-                              else None))
+        call_id = call_id if isinstance(call_id, str) and call_id else None
+        calls.append(ToolCall(name, arguments or "", call_id, sent_as_object))
     return tuple(calls)
-
-
-def arguments_text(arguments: str | None) -> str:
-    """A call's arguments as sent, ``{}`` for none or an empty string (as providers mean them)."""
-    return arguments if arguments and arguments.strip() else "{}"
 
 
 def _first_message(data: Any) -> dict[str, Any]:

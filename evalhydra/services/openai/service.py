@@ -493,7 +493,8 @@ def answer_record(completion: Completion) -> dict[str, Any]:
     """What the response cache keeps of an answer (JSON-ready)."""
     usage = completion.usage
     return {"output": completion.output, "model": completion.model,
-            "tool_calls": [[call.name, call.arguments] for call in completion.tool_calls],
+            "tool_calls": [[call.name, call.arguments, *([True] if call.arguments_object else [])]
+                           for call in completion.tool_calls],
             "usage": [usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens,
                       usage.reasoning_tokens, usage.reported],
             "reasoning": completion.reasoning, "reasoning_finished": completion.reasoning_finished,
@@ -510,12 +511,14 @@ def completion_from_record(record: dict[str, Any]) -> Completion:
     ttft, first_answer, tps = record["timing"]
     counts_ok = all(type(n) is int and 0 <= n <= MAX_TOKEN_COUNT for n in (prompt, output, cached, thinking))
     texts_ok = isinstance(record["output"], str) and isinstance(record["model"], str) and all(
-        isinstance(part, str) for call in record["tool_calls"] for part in call)
+        isinstance(call[0], str) and isinstance(call[1], str) and call[2:] in ([], [True])
+        for call in record["tool_calls"])
     thinking_ok = record["reasoning"] is None or isinstance(record["reasoning"], str)
     if not (counts_ok and texts_ok and thinking_ok):
         raise TypeError("not an answer record")
     return Completion(output=record["output"], model=record["model"],
-                      tool_calls=tuple(ToolCall(name, arguments) for name, arguments in record["tool_calls"]),
+                      tool_calls=tuple(ToolCall(call[0], call[1], None, len(call) > 2)
+                                       for call in record["tool_calls"]),
                       usage=Usage(prompt, output, cached, thinking, bool(reported)),
                       reasoning=record["reasoning"],
                       reasoning_finished=bool(record["reasoning_finished"]), ttft_ms=ttft,

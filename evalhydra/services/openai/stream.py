@@ -36,7 +36,7 @@ from evalhydra.core import strictjson
 from evalhydra.core.values import ToolCall, Usage
 from evalhydra.http.body import BodyTooLarge, aiter_capped
 from evalhydra.services.openai.reasoning import split_reasoning
-from evalhydra.services.openai.response import ChatAnswer, InvalidResponseError, arguments_text, parse_usage
+from evalhydra.services.openai.response import ChatAnswer, InvalidResponseError, parse_usage
 from evalhydra.services.responses_api import chat_reply
 
 __all__ = ["AFTER_DONE_S", "StreamAssembler", "StreamTiming", "is_event_stream", "read_stream"]
@@ -416,6 +416,7 @@ class _ToolCallAssembly:
             call[3].append(arguments)
         elif isinstance(arguments, (dict, list)):
             call[3].append(json.dumps(arguments, ensure_ascii=False))
+            call[4] = True
 
     def _call_of(self, index: int | None, call_id: str | None) -> list[Any]:
         if call_id is not None:  # its id (and index): a reused id at another index is another call
@@ -426,7 +427,7 @@ class _ToolCallAssembly:
             found = self._calls[-1] if self._calls else None
         if found is not None:
             return found
-        call: list[Any] = [call_id, index, None, []]
+        call: list[Any] = [call_id, index, None, [], False]  # id, index, name, pieces, sent as an object
         self._calls.append(call)
         if call_id is not None:
             self._by_id[call_id] = call
@@ -443,10 +444,10 @@ class _ToolCallAssembly:
             InvalidResponseError: A call without a name.
         """
         out = []
-        for call_id, _, name, pieces in self._calls:
+        for call_id, _, name, pieces, sent_as_object in self._calls:
             if name is None:
                 raise InvalidResponseError("MalformedSuccessPayload")
-            out.append(ToolCall(name, arguments_text(_whole("".join(pieces))), call_id))
+            out.append(ToolCall(name, _whole("".join(pieces)), call_id, sent_as_object))
         return out
 
 
