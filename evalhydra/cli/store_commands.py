@@ -40,6 +40,7 @@ from evalhydra.reports.writer import REPORT_FILES, normalize_formats, write_run_
 from evalhydra.store.db import Store
 from evalhydra.store.merge import merge_stores
 from evalhydra.store.rows import RESULT_STATUSES, infra_error_sql, verdict_sql
+from evalhydra.store.runinfo import selection_of, shown_status
 
 __all__ = ["main"]
 
@@ -73,8 +74,10 @@ def main(argv: Sequence[str]) -> int:
 # -- runs ---------------------------------------------------------------------
 def cmd_runs(args: argparse.Namespace) -> int:
     """List past runs, newest first: id, start time, evals, services, cells, pass rate
-    (infrastructure errors left out), errors, status, and the verdict its exit code
-    gave (passed, gate failed, could not measure, interrupted, usage error).
+    (infrastructure errors left out), errors, status (a run whose process is gone is
+    "interrupted (process gone)"), the verdict its exit code gave (passed, gate failed,
+    could not measure, interrupted, usage error), and what part of its cases a partial run
+    ran (run.limit=3, run.cases=[…], run.tags=[…], a shard, run.rerun=failed).
 
     Example: evalhydra runs --limit 10 --format github
     """
@@ -84,13 +87,21 @@ def cmd_runs(args: argparse.Namespace) -> int:
         select ru.run_id, ru.started_at, group_concat(distinct r.eval_id) as evals,
           group_concat(distinct r.service_name) as services, count(r.cell_key) as cells,
           round(100.0 * sum(r.passed) / nullif(count(r.cell_key) - sum({err}), 0), 1) as pass_pct,
-          coalesce(sum({err}), 0) as errors, ru.status, {_VERDICT_SQL} as verdict
+          coalesce(sum({err}), 0) as errors, ru.status, {_VERDICT_SQL} as verdict,
+          ru.config as partial, ru.hostname, ru.pid
         from runs ru left join run_cells rc on rc.run_id = ru.run_id
         left join results r on r.cell_key = rc.cell_key and r.run_id = rc.result_run_id
         group by ru.run_id order by ru.started_at desc, ru.run_id limit ?"""
-    rows = list(store.query(sql, [args.limit]))
+    rows = [_shown_run(row) for row in store.query(sql, [args.limit])]
     print(format_rows(rows, args.format) if rows else "No runs yet.")
     return ExitCode.OK
+
+
+def _shown_run(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``runs`` listing row as a person reads it: the shown status, the partial run's selection."""
+    row["status"] = shown_status(row["status"], row.pop("hostname"), row.pop("pid"))
+    row["partial"] = selection_of(row["partial"])
+    return row
 
 
 _VERDICT_SQL = verdict_sql("ru.")

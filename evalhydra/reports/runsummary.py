@@ -22,6 +22,7 @@ from evalhydra.reports.graders import grader_rows
 from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, select_runs
 from evalhydra.stats.clustered import RateInterval, pass_rate_interval
 from evalhydra.store.rows import INFRA_ERROR_SQL
+from evalhydra.store.runinfo import selection_of, wall_seconds
 
 __all__ = ["header_facts", "merge_summaries", "overall_interval", "run_summary", "saved_summaries",
            "saved_summary_of", "summary_histograms", "summary_of", "target_rows"]
@@ -159,7 +160,8 @@ def overall_interval(summary: Mapping[str, Any]) -> RateInterval:
 
 
 def header_facts(summary: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The facts atop a page (``parts.html.j2``'s ``facts``): its runs, when, and the totals."""
+    """The facts atop a page (``parts.html.j2``'s ``facts``): its runs, when, how long (wall time,
+    and apart the cells' time summed), the totals, and the runs that ran part of their cases."""
     targets = summary["targets"]
     n, passed, errors = (sum(t[name] for t in targets) for name in ("n", "passed", "errors"))
     return {"runs": [r["run_id"] for r in runs],
@@ -169,4 +171,6 @@ def header_facts(summary: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) 
             "n": n, "passed": passed, "errors": errors, "failed": n - passed - errors,
             "tokens": sum(t["tokens"] for t in targets), "thinking": sum(t["thinking"] for t in targets),
             "cost": sum(t["cost"] for t in targets),
-            "duration": round(sum(t.get("seconds") or 0.0 for t in targets), 1)}
+            "duration": round(sum(t.get("seconds") or 0.0 for t in targets), 1),
+            "wall": wall_seconds(runs),
+            "selections": {r["run_id"]: note for r in runs if (note := selection_of(r.get("config")))}}

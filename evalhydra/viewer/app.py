@@ -68,6 +68,7 @@ from evalhydra.viewer.live import LiveSummaries
 from evalhydra.viewer.queries import (
     comparisons,
     history,
+    judged,
     run_status,
     runs_page,
     selection_summary,
@@ -263,7 +264,8 @@ class _Pages:
                            previous=previous if len(ids) == 1 else None, grid=grid, ids=",".join(ids),
                            link=_linker(params), kept=kept, base_problem=base_problem,
                            history=history(store.conn, ids[0], self.live) if len(ids) == 1 else [],
-                           pager=_pager(grid, _linker(params), params), judges=judges)
+                           pager=_pager(grid, _linker(params), params), judges=judges,
+                           judged=judged(store.conn, ids))
 
     def case(self, request: Request) -> Response:
         """One case of a run (or of several), whole: two of its columns side by side with a word

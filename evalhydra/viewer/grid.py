@@ -222,7 +222,8 @@ def _cases(conn: sqlite3.Connection, sel: Selection, keys: list[tuple[str, str]]
     if not keys:
         return []
     cases: dict[tuple[str, str], dict[str, Any]] = {
-        key: {"eval": key[0], "case": key[1], "n": 0, "passed": 0, "errors": 0, "input": "", "targets": {}}
+        key: {"eval": key[0], "case": key[1], "n": 0, "passed": 0, "errors": 0, "input": "", "targets": {},
+              "rates": {}}  # rates: per target [passed, scored]
         for key in keys}
     sql = _TRIALS_SQL.format(where=sel.where, keys=", ".join(["(?, ?)"] * len(keys)))
     for eval_id, case_id, target, index, status, score, err, kind, output, text in conn.execute(
@@ -232,6 +233,9 @@ def _cases(conn: sqlite3.Connection, sel: Selection, keys: list[tuple[str, str]]
         case["n"] += 1
         case["errors"] += err
         case["passed"] += status in ("PASS", "EXCELLENT")
+        rate = case["rates"].setdefault(target, [0, 0])
+        rate[0] += status in ("PASS", "EXCELLENT")
+        rate[1] += not err
         case["targets"].setdefault(target, []).append(  # an error has its kind, and no score
             {"trial": index, "status": status, "score": None if err else score, "output": _excerpt(output),
              "error": (kind or status) if err else None})

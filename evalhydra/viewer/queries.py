@@ -16,11 +16,11 @@ from evalhydra.reports.data import sweep_baseline_of, target_comparisons
 from evalhydra.reports.evalstats import evals_and_targets
 from evalhydra.reports.runsummary import merge_summaries, overall_interval, run_summary, saved_summaries
 from evalhydra.reports.selection import select_runs
-from evalhydra.store.db import process_gone
 from evalhydra.store.rows import verdict_sql
+from evalhydra.store.runinfo import selection_of, shown_status
 from evalhydra.viewer.live import LiveSummaries
 
-__all__ = ["HISTORY_RUNS", "PAGE_SIZE", "comparisons", "history", "run_status", "runs_page",
+__all__ = ["HISTORY_RUNS", "PAGE_SIZE", "comparisons", "history", "judged", "run_status", "runs_page",
            "selection_summary", "summaries"]
 
 #: Runs on one page of the list.
@@ -71,7 +71,7 @@ def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0, status: 
     conn.row_factory = sqlite3.Row
     rows = [dict(row) for row in conn.execute(
         f"select run_id, started_at, finished_at, status, exit_code, sweep_dir, {verdict_sql()} as verdict,"
-        " hostname, pid from runs"
+        " hostname, pid, config from runs"
         " where (run_id like ?1 escape '\\' or sweep_dir like ?1 escape '\\'"
         " or config like ?1 escape '\\')"
         " and (?4 = '' or status = ?4 or ?4 = 'gate' and exit_code = 1)"
@@ -80,7 +80,8 @@ def runs_page(conn: sqlite3.Connection, query: str = "", page: int = 0, status: 
     conn.row_factory = None
     more, rows = len(rows) > PAGE_SIZE, rows[:PAGE_SIZE]
     for row in rows:
-        row["status"] = _shown_status(row["status"], row.pop("hostname"), row.pop("pid"))
+        row["status"] = shown_status(row["status"], row.pop("hostname"), row.pop("pid"))
+        row["selection"] = selection_of(row.pop("config"))
     found = summaries(conn, [row["run_id"] for row in rows], live)
     sweeps = _sweep_members(conn, {row["sweep_dir"] for row in rows if row["sweep_dir"]})
     for row in rows:
@@ -116,21 +117,11 @@ def run_status(conn: sqlite3.Connection, run_ids: Sequence[str],
                          f" where run_id in ({marks})", list(run_ids)).fetchall()
     if len(found) != len(set(run_ids)):
         return None
-    statuses = [_shown_status(row[0], row[3], row[4]) for row in found]
+    statuses = [shown_status(row[0], row[3], row[4]) for row in found]
     status = "running" if "running" in statuses else statuses[0] if len(set(statuses)) == 1 else "mixed"
     cells, passed, errors = _counts(conn, run_ids, live)
     return {"run_id": ",".join(run_ids), "status": status, "finished_at": max(str(r[1] or "") for r in found),
             "cells_total": sum(r[2] or 0 for r in found), "cells": cells, "passed": passed, "errors": errors}
-
-
-#: How the viewer shows a run left ``running`` by a process of this host that is gone.
-GONE = "interrupted (process gone)"
-
-
-def _shown_status(status: str, hostname: str | None, pid: int | None) -> str:
-    """The status to show: a ``running`` run whose process is gone is interrupted (the store is
-    left as it is: a reader writes nothing; the next writer marks it)."""
-    return GONE if status == "running" and process_gone(hostname, pid) else status
 
 
 def _counts(conn: sqlite3.Connection, run_ids: Sequence[str],
@@ -200,3 +191,13 @@ def side_targets(conn: sqlite3.Connection, runs: Sequence[str], service: str | N
         f" r.cell_key = rc.cell_key and r.run_id = rc.result_run_id where {' and '.join(conds)}"
         " order by 1, 2 limit 20", params)]
 
+
+
+def judged(conn: sqlite3.Connection, run_ids: Sequence[str]) -> bool:
+    """Whether a judge scored any result of the runs (their pages offer the label queue then)."""
+    marks = ", ".join("?" * len(run_ids))
+    found = conn.execute(
+        "select 1 from run_cells rc join results r"
+        " on r.cell_key = rc.cell_key and r.run_id = rc.result_run_id"
+        f" where rc.run_id in ({marks}) and r.judge_model is not null limit 1", list(run_ids)).fetchone()
+    return found is not None

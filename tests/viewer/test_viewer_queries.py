@@ -200,7 +200,7 @@ def test_a_run_whose_process_is_gone_shows_interrupted_without_a_write(tmp_path:
     import subprocess
     import sys
 
-    from evalhydra.viewer.queries import GONE
+    from evalhydra.store.runinfo import GONE
 
     store = regression_store(tmp_path / "s.db")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
