@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 
 from evalhydra import __version__
+from evalhydra.core.envfiles import load_env_files
 from evalhydra.job.exit_codes import ExitCode
 
 __all__ = ["main"]
@@ -44,17 +45,11 @@ def main(argv: list[str] | None = None) -> None:
             gc.enable()  # an error before the job (exit 2), --help: as the caller had it
 
 
-def _load_dotenv() -> None:
-    """Read ``.env`` in the working directory into the environment, never over a variable that is
-    set (python-dotenv): keys and URLs for a project's services, read at call time, never stored."""
-    if os.path.isfile(".env"):
-        from dotenv import load_dotenv
-
-        load_dotenv(".env", override=False)
-
-
 def _main(args: list[str]) -> None:
-    _load_dotenv()
+    # keys and URLs for a project's services: the current folder's .env, then the project's
+    # (--config-dir's parent, the registry), never over a variable that is set; read at call
+    # time, never stored
+    load_env_files(args)
     if args[:1] in (["--version"], ["-V"]):
         print(f"evalhydra {__version__}")
         raise SystemExit(ExitCode.OK)
@@ -67,7 +62,8 @@ def _main(args: list[str]) -> None:
         from evalhydra.cli.jobs import check_only
 
         check_only()
-        args = [*args[1:], "hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=none"]
+        args = [*args[1:], "hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=none",
+                "hydra/hydra_logging=none"]  # stdout holds the check's report alone
     elif args and args[0] in SUBCOMMANDS:
         raise SystemExit(_subcommand(args))
     if args[:1] == ["run"]:  # `evalhydra run eval=smoke`, as `inspect eval` and `promptfoo eval` read
@@ -88,8 +84,10 @@ def _main(args: list[str]) -> None:
 CHECK_HELP = """usage: evalhydra check [HYDRA_OVERRIDES...]
 
 Send one minimal chat request (and GET /models, where served) to the run's service and each of
-its judges, as the same overrides would run them: reachable, the key accepted, the model served,
-and the latency. Exit 0 when every endpoint answered, 3 when one did not. Nothing is stored.
+its judges, as the same overrides would run them: reachable, the key accepted, the model served
+(else the models that are), and the latency; start each MCP server a tool loop names and list its
+tools. Exit 0 when everything answered, 3 when something did not. Nothing is stored; stdout holds
+the report alone, each problem is an error: line on stderr with its fix.
 
 Example: evalhydra check service=openai service.model=gpt-4o-mini
          evalhydra check --config-dir conf service=my_model eval=capitals registry=.

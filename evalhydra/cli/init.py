@@ -2,8 +2,9 @@
 
 It writes an eval in evalhydra's own format with its dataset beside it, a service for any
 OpenAI-compatible endpoint read from ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_MODEL``
-(a ``.env`` file in the working directory is read, never over the environment), and prints
-the commands to run it on the built-in mock, check the real endpoint, and run it there.
+(a ``.env`` file in the working directory, then the project's, is read, never over the
+environment), and prints the commands to run it on the built-in mock, check the real endpoint,
+and run it there.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ timeout_ms: 60000
 """
 
 _ENV_EXAMPLE = """\
-# Copy to .env and fill in: evalhydra reads .env from the folder it runs in (the environment wins).
+# Copy to .env and fill in: evalhydra reads .env from the folder it runs in, then from this project
+# (the environment wins).
 OPENAI_BASE_URL=http://127.0.0.1:8000/v1
 OPENAI_API_KEY=
 OPENAI_MODEL=my-model

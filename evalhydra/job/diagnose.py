@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evalhydra.core.envfiles import env_source
 from evalhydra.plan.cells import endpoint_of
 from evalhydra.plan.model import RunPlan
 from evalhydra.reports.selection import select_runs
@@ -29,7 +30,8 @@ def fix_hints(plan: RunPlan, store: Store, run_id: str) -> list[str]:
     svc = plan.service
     if counts.get("connect_error"):
         where = endpoint_of(svc) or "the built-in mock"
-        hints.append(f"service '{svc.name}': nothing answered at {where} ({counts['connect_error']} "
+        origin = f" (the URL is {plan.url_origin})" if endpoint_of(svc) and plan.url_origin else ""
+        hints.append(f"service '{svc.name}': nothing answered at {where}{origin} ({counts['connect_error']} "
                      "cells); start the server or fix service.base_url, then run again.")
     if counts.get("401"):
         hints.append(_unauthorized(plan, counts["401"]))
@@ -70,11 +72,11 @@ def _unauthorized(plan: RunPlan, n: int) -> str:
     svc = plan.service
     env = svc.api_key_env
     if env and not os.environ.get(env):
-        return (f"service '{svc.name}': {n} cells got 401 Unauthorized and ${env} is not set; "
-                f"export {env}=<key>.")
+        return (f"service '{svc.name}': {n} cells got 401 Unauthorized and ${env} is not set "
+                f"(nor in a .env); export {env}=<key> or add it to the project's .env.")
     if env:
         return (f"service '{svc.name}': {n} cells got 401 Unauthorized; the endpoint rejected "
-                f"the key in ${env}.")
+                f"the key in ${env} (from {env_source(env)}).")
     return (f"service '{svc.name}': {n} cells got 401 Unauthorized; set service.api_key_env to the variable "
             "holding the key.")
 

@@ -22,6 +22,7 @@ from evalhydra.compose.compose import config_dirs, eval_choice, eval_config_file
 from evalhydra.config.redact import redact
 from evalhydra.config.schema import CacheConfig, Config, RunConfig, ServiceConfig
 from evalhydra.core import strictjson
+from evalhydra.core.envfiles import value_origin
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.messages import MessageError, check_messages
 from evalhydra.core.values import ToolSpec
@@ -88,7 +89,14 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
         models=models if len(models) > 1 else (),
         cache=_cache_plan(conf.cache),
         selection=selection_of(conf.run),
+        url_origin=_url_origin(cfg),
     )
+
+
+def _url_origin(cfg: DictConfig) -> str:
+    """Where ``service.base_url`` came from, read from its text before interpolation."""
+    raw = OmegaConf.to_container(cfg.service, resolve=False) if "service" in cfg else {}
+    return value_origin(raw.get("base_url") if isinstance(raw, dict) else None, "service.base_url")
 
 
 def _warn_broken(registry: Registry) -> None:

@@ -66,6 +66,7 @@ class RunPlan:
     models: tuple[str, ...] = ()  # agent CLIs: every model of the run (``service.models``); else (model,)
     cache: CachePlan | None = None  # the response cache (``cache.enabled``)
     selection: CaseSelection = field(default_factory=CaseSelection)  # run.limit, run.cases, …
+    url_origin: str = ""  # where service.base_url came from (:func:`~evalhydra.core.envfiles.value_origin`)
 
     @property
     def run_models(self) -> tuple[str, ...]:

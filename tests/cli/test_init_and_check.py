@@ -83,7 +83,8 @@ def test_check_names_a_dead_endpoint_and_a_refused_key(tmp_path: Path) -> None:
         )
     assert refused.returncode == 3
     assert (
-        "401: the endpoint refused the key: export EVALHYDRA_TEST_UNSET_KEY=… (it is unset)" in refused.stderr
+        "401: the endpoint refused the key: export EVALHYDRA_TEST_UNSET_KEY=… or add it to the project's .env"
+        " (it is unset)" in refused.stderr
     )
 
 
