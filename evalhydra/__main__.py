@@ -74,7 +74,15 @@ def _main(args: list[str]) -> None:
 
         def show_help() -> int:
             print(usage())
-            return run_app(args)  # Hydra's own help follows
+            try:
+                code = run_app(args)  # Hydra's own help: the config groups
+            except SystemExit as done:  # Hydra ends its help with sys.exit(0)
+                code = int(done.code or 0)
+            if code == ExitCode.OK:
+                from evalhydra.cli.app import options_help
+
+                print(options_help(args[1:]))
+            return code
 
         raise SystemExit(_to_a_reader_that_may_leave(show_help))
     raise SystemExit(run_app(args))

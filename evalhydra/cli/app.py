@@ -16,13 +16,14 @@ from omegaconf import DictConfig
 from evalhydra.cli.commands import SUBCOMMANDS
 from evalhydra.cli.jobs import note_exit_code, run_config, worst_exit_code
 from evalhydra.cli.startup import resume_gc
-from evalhydra.compose.compose import absolute_sweep_dir, params_overrides, register
+from evalhydra.compose.compose import absolute_sweep_dir, compose_config, params_overrides, register
 from evalhydra.compose.hydra_errors import explain
 from evalhydra.compose.registry_options import activate
+from evalhydra.config.fielddocs import annotated_config
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.job.exit_codes import ExitCode
 
-__all__ = ["exit_code", "hydra_main", "run_app"]
+__all__ = ["exit_code", "flags_first", "hydra_main", "options_help", "run_app"]
 
 register()
 
@@ -37,10 +38,34 @@ _FLAGS = ("-m", "--multirun")
 _VALUED_FLAGS = ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
 
 
+def options_help(args: list[str]) -> str:
+    """``--help``'s options: the config these arguments compose, each option with its meaning
+    (:func:`~evalhydra.config.fielddocs.annotated_config`). ``--config-dir`` joins the search path
+    as it does for a run; the other Hydra flags are left out."""
+    flags, overrides = _split_flags(args)
+    dirs = [flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag in ("-cd", "--config-dir")]
+    dirs += [flag.split("=", 1)[1] for flag in flags if flag.startswith(("-cd=", "--config-dir="))]
+    if dirs:
+        overrides.append(f"hydra.searchpath=[{','.join('file://' + str(Path(d).absolute()) for d in dirs)}]")
+    try:
+        cfg = compose_config(overrides)
+    except Exception as exc:  # the run's own error said it already; show the defaults
+        print(f"(the options below are the defaults: {type(exc).__name__})", file=sys.stderr)
+        cfg = compose_config()
+    return ("== Options ==\nOverride any of them (key=value); each with its meaning:\n\n"
+            + annotated_config(cfg))
+
+
 def flags_first(args: list[str]) -> list[str]:
     """``args`` with Hydra's ``-m`` and config-directory flags (and their values) moved before the
     overrides: argparse takes no flag once the overrides have begun, so ``registry=. -m
     service=a,b`` would otherwise fail naming arguments never typed."""
+    flags, rest = _split_flags(args)
+    return [*flags, *rest]
+
+
+def _split_flags(args: list[str]) -> tuple[list[str], list[str]]:
+    """Hydra's flags (with their values), and the rest (the overrides), each in order."""
     flags: list[str] = []
     rest: list[str] = []
     words = iter(args)
@@ -51,7 +76,7 @@ def flags_first(args: list[str]) -> list[str]:
             flags += [word, next(words, "")]
         else:
             rest.append(word)
-    return [*flags, *rest]
+    return flags, rest
 
 
 def run_app(args: list[str]) -> int:

@@ -71,6 +71,10 @@ def test_help_lists_options_and_every_subcommand_has_help(tmp_path: Path) -> Non
     res = run_cli("--help", cwd=tmp_path)
     assert res.returncode == 0 and "service: " in res.stdout and "mock_slow" in res.stdout
     assert "smoke.reply_ok" in res.stdout and "local" in res.stdout  # registry options are listed too
+    options = res.stdout.split("== Options ==", 1)[1].split("\n\n", 1)[1].splitlines()
+    assert len(options) > 150 and all("  # " in line for line in options)  # a meaning per option
+    assert "  retry:" in res.stdout and "concurrency: 64" in res.stdout
+    assert "[HYDRA]" not in res.stdout and "powered by Hydra" not in res.stdout
 
 
     for name in sorted(SUBCOMMANDS):

@@ -65,47 +65,7 @@ class MockSettings(MockBehaviour):
     fail, hang, malformed, reset and oversized, in that order, so their sum
     should stay <= 1.
 
-    Attributes:
-        latency_ms: Delay before every chat answer.
-        jitter_ms: Uniform +/- spread added to ``latency_ms`` (never below 0).
-        fail_rate: Share of chat requests answered with ``fail_status``.
-        fail_status: Status of failures (500, 429, 503 ...).
-        retry_after_s: When set, failures carry ``Retry-After`` (seconds).
-        retry_after_http_date: Send ``Retry-After`` as an HTTP-date instead.
-        fail_first_n: The first N chat requests fail, then all succeed.
-        hang_rate: Share of chat requests never answered.
-        malformed_rate: Share answered 200 with a truncated JSON body.
-        reset_rate: Share whose connection closes mid-body.
-        oversized_rate: Share answered with a valid body larger than 8 MiB.
-        fault: One of :data:`FAULTS`, forced on every chat request, or None.
-        seed: Seed of the fault and jitter random generator.
-        model: Model reported when a request names none, and by ``/v1/models``.
-        fixed_reply: When set, every completion's content is this text.
-        reasoning: When set, every reply thinks first, its thought in this shape (one of
-            :data:`~evalhydra.services.mock.streaming.REASONING_SHAPES`).
-        stream_delta_chars: Most characters in one delta of a streamed reply.
-        stream_delay_ms: Pause between the events of a streamed reply (after ``latency_ms``
-            before the first).
-        stream_split_bytes: When > 0, a streamed reply is sent in pieces of this many bytes,
-            cutting events and UTF-8 sequences across reads; else one piece per event.
-        rate_limit_rps: When > 0, chat requests spend a budget refilling at this rate; past
-            it they are refused with 429 (:mod:`evalhydra.services.mock.limits`).
-        rate_limit_burst: The budget's size (the most requests at once from full).
-        rate_limit_retry_after_s: The ``Retry-After`` of a refusal (None: none sent).
-        rate_limit_later_rps: When > 0, the rate once ``rate_limit_later_after_s`` have passed
-            since the first chat request.
-        rate_limit_later_after_s: See ``rate_limit_later_rps``.
-        rate_limit_dialect: Which provider's headers the budget speaks (one of
-            :data:`DIALECTS`).
-        batch_delay_s: A batch (``/v1/batches``) is processed this long after it is created.
-        batch_fail_every: When > 0, every n-th line of a batch goes to its error file.
-        tool_wire: When set, how tool calls go on the wire, as one real server or another sends
-            them: one of :data:`~evalhydra.services.mock.streaming.TOOL_WIRES`.
-        batch_outcome: When set, how every batch ends instead of ``completed``: one of
-            :data:`~evalhydra.services.mock.batches.BATCH_OUTCOMES`.
-        judge_sensitivity: As a ``model_grade`` judge, the chance it passes an output that matches
-            the ideal (drawn from the seeded generator): a judge with known error rates.
-        judge_specificity: As that judge, the chance it fails an output that does not match.
+    Every field is documented on :class:`~evalhydra.config.schema.MockBehaviour`.
     """
 
     @property
