@@ -47,7 +47,7 @@ from evalhydra.reports.compare import (
     pooled,
 )
 from evalhydra.reports.judgecompare import JudgedSide, SavedRun, add_judge_corrected
-from evalhydra.reports.markdown import comparison_table
+from evalhydra.reports.markdown import comparison_table, in_points
 from evalhydra.reports.selection import versions_of_runs
 from evalhydra.reports.ttft import paired_first_token
 from evalhydra.stats.clustered import CaseDiffs
@@ -159,7 +159,10 @@ class Comparison:
         """The ``--format json`` document."""
         return {"baseline": self.baseline, "candidate": self.candidate, "target_kind": self.kind,
                 "errors_left_out": {"baseline": self.errors[0], "candidate": self.errors[1]},
-                "not_run_on": self.one_sided, "comparisons": self.rows, "overall": self.overall,
+                "not_run_on": self.one_sided,
+                # each row with "points": the table's numbers (percent, percentage points)
+                "comparisons": [{**row, "points": in_points(row)} for row in self.rows],
+                "overall": {**self.overall, "points": in_points(self.overall)},
                 "precision": self.precision, "first_token": self.first_token,
                 "judge_corrected": self.judge_corrected}
 

@@ -32,7 +32,7 @@ from evalhydra.reports.zrb import STATUS_ICONS, status_label, summary_row, trial
 from evalhydra.reports.zrb_markdown import failing_section
 from evalhydra.stats.clustered import pass_rate_interval
 
-__all__ = ["comparison_table", "escape_cell", "render_markdown", "render_summary_md", "verdict"]
+__all__ = ["comparison_table", "escape_cell", "in_points", "render_markdown", "render_summary_md", "verdict"]
 
 DASH = "—"
 Section = Callable[[ReportData], str]
@@ -245,8 +245,27 @@ def _p(value: float | None) -> str:
     return DASH if value is None else f"{value:.3g}"
 
 
+def in_points(row: dict[str, Any]) -> dict[str, Any]:
+    """A comparison row's rates in percent and its differences in percentage points, rounded to
+    0.1 as the table shows them (``compare --format json`` carries the same numbers)."""
+    paired = row.get("paired")
+
+    def points(value: float) -> float:
+        return round(100 * value, 1) + 0.0  # + 0.0: -0.0 reads 0.0
+
+    shown: dict[str, Any] = {
+        "baseline_pct": points(row["baseline_pass_rate"]),
+        "candidate_pct": points(row["candidate_pass_rate"]), "delta_pp": points(row["delta_pass_rate"]),
+        "delta_ci_pp": [points(row["delta_ci_low"]), points(row["delta_ci_high"])]}
+    if paired:
+        shown["paired_delta_pp"] = points(paired["difference"])
+        shown["paired_ci_pp"] = [points(paired["ci_low"]), points(paired["ci_high"])]
+    return shown
+
+
 def comparison_table(rows: Sequence[dict[str, Any]], tablefmt: str = "github") -> str:
-    """The comparison rows as a table (shared by report.md and ``compare``).
+    """The comparison rows as a table (shared by report.md and ``compare``): pass rates in
+    percent, every difference and interval in percentage points (:func:`in_points`).
 
     Args:
         rows: Comparison rows (:func:`evalhydra.reports.compare.comparison_row`).
@@ -255,19 +274,22 @@ def comparison_table(rows: Sequence[dict[str, Any]], tablefmt: str = "github") -
     cell = escape_cell if tablefmt == "github" else (lambda v: "" if v is None else str(v))
     table = []
     for c in rows:
-        p = c.get("paired")
+        p, n = c.get("paired"), in_points(c)
         table.append([
             cell(c["eval_id"]), c["target_kind"], cell(c["baseline_name"]),
-            cell(c["candidate_name"]), _pct(c["baseline_pass_rate"]),
-            _pct(c["candidate_pass_rate"]), f"{c['delta_pass_rate']:+z.1%}",
-            f"[{c['delta_ci_low']:+z.3f}, {c['delta_ci_high']:+z.3f}]",
+            cell(c["candidate_name"]), f"{n['baseline_pct']:.1f}%", f"{n['candidate_pct']:.1f}%",
+            f"{n['delta_pp']:+.1f}", _points_interval(n["delta_ci_pp"]),
             str(p["n_cases"]) if p else DASH,
-            f"{p['difference']:+z.3f} [{p['ci_low']:+z.3f}, {p['ci_high']:+z.3f}]" if p else DASH,
+            f"{n['paired_delta_pp']:+.1f} {_points_interval(n['paired_ci_pp'])}" if p else DASH,
             _p(p["p_value"]) if p else DASH, _p(p["p_holm"]) if p else DASH,
             f"{len(p['regressed'])}/{len(p['improved'])}" if p else DASH, verdict(p)])
-    headers = ["Eval", "Kind", "Baseline", "Candidate", "Base", "Cand", "Δ", "Δ CI (unpaired)",
-               "Cases", "Paired Δ [95% CI]", "p", "p (Holm)", "Regr./impr. cases", "Verdict"]
+    headers = ["Eval", "Kind", "Baseline", "Candidate", "Base", "Cand", "Δ (pp)", "Δ CI, unpaired (pp)",
+               "Cases", "Paired Δ [95% CI] (pp)", "p", "p (Holm)", "Regr./impr. cases", "Verdict"]
     return tabulate(table, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+def _points_interval(bounds: Sequence[float]) -> str:
+    return f"[{bounds[0]:+.1f}, {bounds[1]:+.1f}]"
 
 
 def _case_list(cases: Sequence[str], limit: int = 20) -> str:
@@ -296,7 +318,8 @@ def _changed_cases(rows: Sequence[dict[str, Any]]) -> str:
 def _comparisons(data: ReportData) -> str:
     if not data.comparisons:
         return ""
-    note = ("Paired Δ: mean over shared cases of (candidate − baseline) pass fraction, with a"
+    note = ("Rates are in percent, every Δ and interval in percentage points (pp)."
+            " Paired Δ: mean over shared cases of (candidate − baseline) pass fraction, with a"
             " case-clustered paired t-interval (with one trial per case: Newcombe's paired interval);"
             " p is the exact one-sided sign-flip test's on the per-case differences; p (Holm) adjusts"
             " for every comparison in this report, and the verdict uses it. Δ CI (unpaired) is"

@@ -167,7 +167,8 @@ def test_view_compare_puts_the_paired_comparison_on_the_page(compose: Compose, t
     parsed = _Text()
     parsed.feed((tmp_path / "cmp" / "report.html").read_text())
     text = " ".join(parsed.text["comparisons"].split())
-    assert f"smoke.reply_ok {first['run_id']} {second['run_id']} 100.0% 100.0% 2 +0.000" in text  # 2 cases
+    shown = f"smoke.reply_ok {first['run_id']} {second['run_id']} 100.0% 100.0% 2 +0.0 [+0.0, +0.0]"
+    assert shown in text  # 2 cases, percentage points
     assert "all evals" in text
 
 

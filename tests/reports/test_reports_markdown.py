@@ -158,6 +158,28 @@ def test_a_difference_that_rounds_to_zero_is_shown_as_plus_zero() -> None:
     table = comparison_table([row])
     html = _environment().from_string(
         '{% import "parts.html.j2" as parts %}{{ parts.comparisons(rows, none) }}').render(rows=[row])
-    for shown in (table, html):
-        assert "-0.0" not in shown and "+0.000 [-0.200, +0.200]" in shown
-    assert "+0.0%" in table and "[-0.200, +0.000]" in table
+    for shown in (table, html):  # in percentage points
+        assert "-0.0 " not in shown and "-0.0]" not in shown and "+0.0 [-20.0, +20.0]" in shown
+    assert "| +0.0 " in table and "[-20.0, +0.0]" in table
+
+
+def test_compare_shows_one_unit_per_row_and_json_carries_the_same_numbers(tmp_path: Path) -> None:
+    """Issue 60, item 7: rates in percent, every difference and interval in percentage points, in
+    the text table and in ``--format json``'s ``points``."""
+    import json
+
+    from evalhydra.reports.comparecmd import Target, compare, render
+    from tests.reports.test_reports_support import regression_store
+
+    store = regression_store(tmp_path / "s.db", cases=20, broken=7)
+    result = compare(store.conn, Target("base", ("eval-base-aaaaaaaa",)),
+                     Target("cand", ("eval-cand-bbbbbbbb",)))
+    store.close()
+    text, document = render(result, "text"), json.loads(render(result, "json"))
+    row = next(line for line in text.splitlines() if line.startswith("g.e "))
+    numbers = [float(n) for n in re.findall(r"[-+]?\d+\.\d", row.split("run", 1)[1])]
+    points = document["comparisons"][0]["points"]
+    assert numbers[:8] == [points["baseline_pct"], points["candidate_pct"], points["delta_pp"],
+                           *points["delta_ci_pp"], points["paired_delta_pp"], *points["paired_ci_pp"]]
+    assert points["delta_pp"] == points["paired_delta_pp"] == -35.0  # 7 of 20 cases fail every trial
+    assert "(pp)" in text.splitlines()[3] and "0.350" not in text

@@ -63,9 +63,9 @@ def test_compare_names_both_sides_and_shows_both_deltas(client: httpx.Client) ->
     assert f"<title>evalhydra · {BASE[:9]} vs {CAND[:9]}</title>" in page
     assert re.search(rf"<h1>{BASE[:9]} → {CAND[:9]}</h1>", page)
     unpaired = re.findall(r'class="num unpaired-delta">([^<]*)<', page)
-    expected = -BROKEN / CASES
-    assert unpaired and all(float(u.split()[0]) == pytest.approx(expected, abs=5e-4) for u in unpaired)
-    assert re.findall(r'class="num paired-delta">([^< ]*)', page)[0] == f"{expected:+z.3f}"
+    expected = -100 * BROKEN / CASES  # percentage points
+    assert unpaired and all(float(u.split()[0]) == pytest.approx(expected, abs=0.05) for u in unpaired)
+    assert re.findall(r'class="num paired-delta">([^< ]*)', page)[0] == f"{expected:+z.1f}"
 
 
 def test_every_regressed_case_is_reachable_and_ids_with_a_slash_open(client: httpx.Client) -> None:
