@@ -53,11 +53,11 @@ def _map_checkout_data_packages() -> None:
 _map_checkout_data_packages()
 
 
-__all__ = ["EvalHydraError", "EvalResult", "__version__", "evaluate", "rejudge"]
+__all__ = ["Eval", "EvalHydraError", "EvalResult", "__version__", "evaluate", "rejudge"]
 
 #: The public names imported on first use, and their modules: the store subcommands
 #: start without loading Hydra and the runner.
-_LAZY = {"EvalHydraError": "evalhydra.core.errors", "EvalResult": "evalhydra.api",
+_LAZY = {"Eval": "evalhydra.api", "EvalHydraError": "evalhydra.core.errors", "EvalResult": "evalhydra.api",
          "evaluate": "evalhydra.api", "rejudge": "evalhydra.api"}
 
 

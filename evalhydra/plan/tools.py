@@ -19,7 +19,8 @@ from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.values import ToolSpec
 from evalhydra.matchers.custom import importable_from, locate
 
-__all__ = ["LoopPlan", "McpServerPlan", "ToolImpl", "class_tools", "loop_plan", "resolve_target"]
+__all__ = ["LoopPlan", "McpServerPlan", "ToolImpl", "class_tools", "function_schema", "loop_plan",
+           "resolve_target"]
 
 #: JSON schema types of annotations.
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
@@ -106,13 +107,13 @@ def class_tools(cls: Any, where: str) -> list[ToolSpec]:
         if name.startswith("_") or name == "state":
             continue
         doc = (inspect.getdoc(method) or "").split("\n\n", 1)[0].replace("\n", " ")
-        specs.append(ToolSpec(name, doc, _schema(method, f"{where}: {cls.__name__}.{name}")))
+        specs.append(ToolSpec(name, doc, function_schema(method, f"{where}: {cls.__name__}.{name}")))
     if not specs:
         raise EvalHydraError(f"{where}: tool_class {cls.__name__} has no public method to offer.")
     return specs
 
 
-def _schema(function: Any, where: str) -> dict[str, Any]:
+def function_schema(function: Any, where: str) -> dict[str, Any]:
     """A JSON schema of a function's parameters (after ``self``), from its annotations."""
     hints = typing.get_type_hints(function)
     properties: dict[str, Any] = {}

@@ -18,6 +18,7 @@ from typing import Any
 
 import trio
 
+from evalhydra.api.code_evals import Eval, code_eval_overrides, service_overrides
 from evalhydra.compose.compose import compose_config
 from evalhydra.compose.hydra_errors import explain
 from evalhydra.config.defaults import DEFAULT_STORE_PATH
@@ -28,7 +29,7 @@ from evalhydra.job.run import run_job
 from evalhydra.plan.build import build_plan
 from evalhydra.store.db import open_store
 
-__all__ = ["EvalHydraError", "EvalResult", "evaluate", "rejudge"]
+__all__ = ["Eval", "EvalHydraError", "EvalResult", "evaluate", "rejudge"]
 
 
 @dataclass
@@ -72,14 +73,16 @@ class EvalResult:
             store.close()
 
 
-def evaluate(overrides: Sequence[str] = (), /, **options: Any) -> EvalResult:
+def evaluate(overrides: Sequence[str] | Eval = (), /, **options: Any) -> EvalResult:
     """Compose a config as the command line does, run it, and return its result.
 
     Args:
-        overrides: Hydra overrides, e.g. ``["service=vllm", "eval=smoke"]``.
+        overrides: Hydra overrides, e.g. ``["service=vllm", "eval=smoke"]``, or an
+            :class:`~evalhydra.api.code_evals.Eval` defined in code (as ``eval=`` is too).
         **options: More overrides as keywords; ``__`` stands for a dot
             (``trials=3``, ``run__fail_under=0.9``, ``store__path="x.db"``).
-            ``run.progress`` is off unless set.
+            ``eval=`` may be an :class:`Eval`, ``service=`` a service's config (a dict with
+            its ``name``, or a ``ServiceConfig``). ``run.progress`` is off unless set.
 
     Returns:
         The run id, exit code, per-target stats and a way to read the rows.
@@ -91,7 +94,18 @@ def evaluate(overrides: Sequence[str] = (), /, **options: Any) -> EvalResult:
     (a Jupyter cell): then the run goes to a worker thread, because trio cannot
     run on a thread whose asyncio loop is running.
     """
-    items = [*overrides, *(f"{key.replace('__', '.')}={_value(v)}" for key, v in options.items())]
+    code_eval = overrides if isinstance(overrides, Eval) else options.pop("eval", None)
+    service = options.pop("service", None)
+    items = [*([] if isinstance(overrides, Eval) else overrides),
+             *(f"{key.replace('__', '.')}={_value(v)}" for key, v in options.items())]
+    if isinstance(service, str):
+        items.append(f"service={service}")
+    elif service is not None:
+        items += service_overrides(service, items)
+    if isinstance(code_eval, Eval):
+        items += code_eval_overrides(code_eval, items)
+    elif code_eval is not None:
+        items.append(f"eval={_value(code_eval)}")
     if not any(item.split("=", 1)[0].lstrip("+~") == "run.progress" for item in items):
         items.append("run.progress=false")
     if _in_event_loop():
