@@ -217,5 +217,5 @@ def test_a_401_with_the_key_variable_unset_names_the_fix(compose: Compose, url: 
                               "service.api_key_env=EVALHYDRA_TEST_KEY"))
     assert run_plan(plan, output_dir=tmp_path / "out") == 3
     out = capsys.readouterr().out
-    assert ("fix: service 'mock': 2 cells got 401 Unauthorized and $EVALHYDRA_TEST_KEY is not set; "
-            "export EVALHYDRA_TEST_KEY=<key>.") in out
+    assert ("fix: service 'mock': 2 cells got 401 Unauthorized and $EVALHYDRA_TEST_KEY is not set "
+            "(nor in a .env); export EVALHYDRA_TEST_KEY=<key> or add it to the project's .env.") in out
