@@ -1,5 +1,8 @@
 """evalhydra: run declarative LLM eval suites, store every result in SQLite, report and compare.
 
+:mod:`~evalhydra.__main__` is ``python -m evalhydra`` and the ``evalhydra`` console script
+(subcommands first, Hydra otherwise).
+
 The package is layered; each layer imports only those below it (import-linter's
 contract in ``pyproject.toml`` enforces it)::
 

@@ -8,6 +8,18 @@ Building blocks: :func:`load_cases`, :func:`validate_command_service`,
 :func:`build_argv`, :func:`run_trial`, :func:`trace_from_history`. The agent
 cell (:mod:`evalhydra.execute.agent_cell`) turns a trial into a store row; zrb's
 artifacts are rebuilt from the store by :mod:`evalhydra.reports.zrb`.
+
+* :mod:`~evalhydra.agents.executor`: run one agent trial as an isolated subprocess and judge it.
+* :mod:`~evalhydra.agents.fake_agent`: a scriptable stand-in for an agent CLI, for tests and demos
+  (stdlib only).
+* :mod:`~evalhydra.agents.loader`: load agent test cases: directories with instruction.txt,
+  validator.py, workdir/.
+* :mod:`~evalhydra.agents.models`: value objects of agent-CLI evals: validation results, traces,
+  trial results.
+* :mod:`~evalhydra.agents.process`: one agent process, bounded: its output capped on disk and in
+  memory, its descendants ended.
+* :mod:`~evalhydra.agents.trace`: build a :class:`TrialTrace` from an agent's session history JSON.
+* :mod:`~evalhydra.agents.zrb_compat`: validators written for zrb-llm-evaluator run unchanged.
 """
 
 from evalhydra.agents.command import (

@@ -1,5 +1,8 @@
 """The Python API: run and re-judge evals from code (pytest, notebooks) exactly as the command line does.
 
+* :mod:`~evalhydra.api.code_evals`: evals defined in Python
+  (:class:`~evalhydra.api.code_evals.Eval`), written as an eval file and run like one.
+
 Example:
     >>> import evalhydra  # doctest: +SKIP
     >>> result = evalhydra.evaluate(["eval=smoke"], trials=3)  # doctest: +SKIP

@@ -10,6 +10,17 @@
 * :mod:`~evalhydra.cli.callbacks`: the sweep report when a multirun ends.
 * :mod:`~evalhydra.cli.startup`: run first, by this package's import (so also in a
   launcher's worker process, which imports :mod:`~evalhydra.cli.app` directly).
+* :mod:`~evalhydra.cli.batches`: ``evalhydra batches``: the store's batch jobs
+  (``service.batch.enabled=true``), and cancelling them.
+* :mod:`~evalhydra.cli.cache`: ``evalhydra cache``: what the response cache holds, and emptying it.
+* :mod:`~evalhydra.cli.catalog`: ``evalhydra list``: every selectable service and eval, from
+  ``conf/`` and the registry.
+* :mod:`~evalhydra.cli.init`: ``evalhydra init [DIR]``: a starter project whose first run works as
+  written.
+* :mod:`~evalhydra.cli.labels`: ``evalhydra label`` (import people's verdicts) and ``evalhydra
+  calibrate`` (judges against them).
+* :mod:`~evalhydra.cli.openai_import`: ``evalhydra import openai-evals``: OpenAI Evals API
+  definitions into a registry evalhydra runs.
 """
 
 from evalhydra.cli.startup import import_httpx_without_its_cli, import_sqlite_utils_without_numpy_or_pandas

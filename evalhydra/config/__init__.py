@@ -6,4 +6,7 @@
 * :mod:`~evalhydra.config.redact`: what never reaches a stored config.
 
 Composing a config with Hydra is :mod:`evalhydra.compose`'s job.
+
+* :mod:`~evalhydra.config.fielddocs`: the config schema's own field docs, and the config shown with
+  a meaning per option (``--help``).
 """

@@ -8,4 +8,17 @@
 * :mod:`~evalhydra.execute.services`: opening the candidate and judge services.
 * :mod:`~evalhydra.execute.writer`: the batching store writer task.
 * :mod:`~evalhydra.execute.progress`: the progress line.
+* :mod:`~evalhydra.execute.gcpace`: how often the cyclic garbage collector runs while a run's cells
+  are in flight.
+* :mod:`~evalhydra.execute.jobqueue`: cells on their way from the producer to the workers.
+* :mod:`~evalhydra.execute.mcp_tools`: MCP servers as a cell's tools, through the official ``mcp``
+  SDK (``pip install evalhydra[mcp]``).
+* :mod:`~evalhydra.execute.progress_bar`: the terminal progress bar: ``rich`` draws it,
+  :class:`evalhydra.execute.progress.Progress` feeds it.
+* :mod:`~evalhydra.execute.rows`: every result row a run stores is built here: chat cells, agent
+  trials, and re-judged cells.
+* :mod:`~evalhydra.execute.toolbox`: a cell's tools: each call the model makes run, its outcome
+  turned into the text the model reads.
+* :mod:`~evalhydra.execute.toolloop`: a tool loop: the conversation, the calls run, their results
+  sent back, until an answer.
 """

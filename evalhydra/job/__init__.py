@@ -9,4 +9,7 @@
 * :mod:`~evalhydra.job.dry_run`: ``run.dry_run=true``.
 
 This package prints (the summary, warnings) but never reads argv: that is :mod:`evalhydra.cli`.
+
+* :mod:`~evalhydra.job.check`: ``evalhydra check``: is every endpoint of a run there, and does it
+  answer, before a long run?
 """

@@ -6,4 +6,8 @@
 
 The packaged example registry is the repository's top-level ``registry/``,
 installed as ``evalhydra.registry_data``.
+
+* :mod:`~evalhydra.registry.bfcl`: berkeley Function-Calling Leaderboard (BFCL) files as datasets.
+* :mod:`~evalhydra.registry.openai_evals`: openAI Evals API definitions as registry evals: an eval
+  object and its runs, turned into files.
 """

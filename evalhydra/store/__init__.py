@@ -4,6 +4,18 @@
 * :mod:`~evalhydra.store.schema`: tables, views and numbered migrations.
 * :mod:`~evalhydra.store.db`: :class:`~evalhydra.store.db.Store` (batched writes, resume reads).
 * :mod:`~evalhydra.store.merge`: exact merge of shard stores.
+* :mod:`~evalhydra.store.batches`: the ``batches`` table: every batch job a run sent, so no rerun
+  pays for it again.
+* :mod:`~evalhydra.store.claims`: cell claims: one cell, one request, however many processes share a
+  store.
+* :mod:`~evalhydra.store.fractions`: per-case fractions of a finished run, saved beside its summary
+  so comparisons skip its results.
+* :mod:`~evalhydra.store.labels`: people's verdicts on stored outputs (``labels``), keyed to the
+  case and the output judged.
+* :mod:`~evalhydra.store.runinfo`: how a ``runs`` row reads to a person: its status, its partial
+  selection, its wall time.
+* :mod:`~evalhydra.store.sqlite_lib`: process-wide settings of the SQLite library: no memory
+  statistics.
 """
 
 from evalhydra.store.db import Batch, Store, open_store

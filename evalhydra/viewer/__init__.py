@@ -2,6 +2,14 @@
 
 ``app`` builds the Starlette application (token gate, pages, JSON for live updates),
 ``queries`` the SQL behind the run list, ``serve`` runs it on hypercorn under trio.
+
+* :mod:`~evalhydra.viewer.export`: the grid as shown, every page of it, as CSV or JSONL.
+* :mod:`~evalhydra.viewer.grid`: the grid of cases × targets, a page at a time, and one case whole:
+  read with SQL, paged in SQLite.
+* :mod:`~evalhydra.viewer.labelling`: labelling in the viewer: the label queue, and storing a label
+  a page sends.
+* :mod:`~evalhydra.viewer.render`: stored text as a reader wants it: a chat transcript, pretty JSON
+  or markdown, and word diffs.
 """
 
 from evalhydra.viewer.app import create_app

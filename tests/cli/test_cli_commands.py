@@ -14,7 +14,7 @@ from evalhydra.cli.commands import STORELESS_COMMANDS
 from evalhydra.cli.store_commands import main
 from evalhydra.store.db import open_store
 from tests.helpers import run_cli
-from tests.reports.test_reports_support import (
+from tests.reports.support import (
     MockStore,
     mock_store,
     regression_store,

@@ -22,7 +22,7 @@ from evalhydra.registry.definitions import default_registry_root
 from evalhydra.store.db import open_store
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import chat_requests, mock_call, numbered_registry
-from tests.reports.test_reports_support import regression_store, result_row, write_run
+from tests.reports.support import regression_store, result_row, write_run
 
 BASE, CAND = "eval-base-aaaaaaaa", "eval-cand-bbbbbbbb"
 Compose = Callable[..., DictConfig]

@@ -8,6 +8,7 @@ same picture for a reader.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import tomllib
@@ -73,3 +74,38 @@ def test_the_wheel_lists_every_package() -> None:
     listed = set(tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(REPO).parts) for p in PACKAGE.rglob("__init__.py")}
     assert found <= listed, sorted(found - listed)
+
+
+def test_every_module_is_named_in_its_packages_guide() -> None:
+    """A package's ``__init__`` docstring is its guide: it names each of its modules and packages."""
+    missing = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        folder = init.parent
+        names = [m.stem for m in folder.glob("*.py") if m.stem != "__init__"]
+        names += [d.name for d in folder.iterdir() if (d / "__init__.py").exists()]
+        missing += [f"{folder.relative_to(REPO)}: {name}" for name in sorted(names)
+                    if not re.search(rf"\b{re.escape(name)}\b", doc)]
+    assert not missing, "name these modules in their package's __init__ docstring:\n" + "\n".join(missing)
+
+
+def test_the_development_guides_layer_table_names_the_contracts_layers() -> None:
+    guide = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
+    table = guide.split("| layer (top to bottom) | its job |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split(" | ", 1)[0] for line in table.strip().splitlines()[1:]]
+    named = [re.findall(r"`(?:evalhydra/)?(\w+)/`", row) for row in rows]
+    assert named == _layers()
+
+
+def test_every_test_file_named_for_a_module_names_one_that_exists() -> None:
+    """``tests/PKG/test_PKG_NAME.py`` tests ``evalhydra/PKG/NAME``; a test named for a behaviour
+    leaves the package's name out (``tests/viewer/test_compare_page.py``)."""
+    stale = []
+    for path in sorted((REPO / "tests").glob("*/test_*.py")):
+        package, name = path.parent.name, path.stem.removeprefix("test_")
+        module = name.removeprefix(f"{package}_")
+        named_for_a_module = (PACKAGE / package).is_dir() and module != name
+        exists = (PACKAGE / package / f"{module}.py").exists() or (PACKAGE / package / module).is_dir()
+        if named_for_a_module and not exists:
+            stale.append(str(path.relative_to(REPO)))
+    assert not stale, f"named for modules that do not exist: {stale}"

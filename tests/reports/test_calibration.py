@@ -21,7 +21,7 @@ from evalhydra.store.db import Batch, immediate, open_store
 from evalhydra.store.labels import import_labels, output_sha256
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import run_cli
-from tests.reports.test_reports_support import result_row, write_run
+from tests.reports.support import result_row, write_run
 
 RUN = "eval-judged-aaaaaaaa"
 #: Judge verdicts: cases 0–6 passed, 7–9 failed; people: 0–4 and 7 pass. So TP 5, FP 2, FN 1, TN 2.

@@ -14,7 +14,7 @@ from evalhydra.reports.comparecmd import Target, compare, side_of
 from evalhydra.reports.runsummary import run_summary
 from evalhydra.store.db import Batch, Store, open_store
 from evalhydra.store.fractions import fractions_valid, parse_digest
-from tests.reports.test_reports_support import result_row, write_run
+from tests.reports.support import result_row, write_run
 
 BASE, CAND = "eval-base-aaaaaaaa", "eval-cand-bbbbbbbb"
 

@@ -17,7 +17,7 @@ import pytest
 from evalhydra.cli.store_commands import main
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import open_store
-from tests.reports.test_reports_support import result_row, write_run
+from tests.reports.support import result_row, write_run
 
 RUN = "eval-hostile-aaaaaaaa"
 ESCAPES = "\x1b[2J\x1b]52;c;cHduZWQ=\x07"

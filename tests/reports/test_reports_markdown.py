@@ -10,7 +10,7 @@ import pytest
 from evalhydra.reports import aggregate
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import open_store
-from tests.reports.test_reports_support import MockStore, mock_store, result_row, write_run
+from tests.reports.support import MockStore, mock_store, result_row, write_run
 
 __all__ = ["mock_store"]
 
@@ -129,7 +129,7 @@ def test_agent_trials_use_zrb_details(tmp_path: Path) -> None:
 
 
 def test_summary_md_is_short_and_lists_significant_regressions(tmp_path: Path) -> None:
-    from tests.reports.test_reports_support import regression_store
+    from tests.reports.support import regression_store
 
     store = regression_store(tmp_path / "s.db")
     ids = ["eval-base-aaaaaaaa", "eval-cand-bbbbbbbb"]
@@ -169,7 +169,7 @@ def test_compare_shows_one_unit_per_row_and_json_carries_the_same_numbers(tmp_pa
     import json
 
     from evalhydra.reports.comparecmd import Target, compare, render
-    from tests.reports.test_reports_support import regression_store
+    from tests.reports.support import regression_store
 
     store = regression_store(tmp_path / "s.db", cases=20, broken=7)
     result = compare(store.conn, Target("base", ("eval-base-aaaaaaaa",)),

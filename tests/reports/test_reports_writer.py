@@ -19,7 +19,7 @@ from evalhydra.reports.writer import ALL_FORMATS, normalize_formats, write_run_r
 from evalhydra.stats.rates import wilson_interval
 from evalhydra.store.db import open_store
 from tests.reference import zig
-from tests.reports.test_reports_support import (
+from tests.reports.support import (
     MockStore,
     mock_store,
     random_rows,

@@ -23,7 +23,7 @@ from evalhydra.store.db import immediate, open_store
 from evalhydra.store.labels import import_labels
 from evalhydra.viewer.app import COOKIE
 from tests.helpers import numbered_registry, run_cli, start_cli, wait_for
-from tests.reports.test_reports_support import result_row, write_run
+from tests.reports.support import result_row, write_run
 
 #: The live banner's data attributes, as the page's script sees them.
 LIVE = "document.getElementById('live').dataset"

@@ -14,7 +14,7 @@ from evalhydra.viewer.live import LiveSummaries
 from evalhydra.viewer.queries import run_status, runs_page, selection_summary, summaries
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import numbered_registry, run_cli
-from tests.reports.test_reports_support import regression_store, result_row, write_run
+from tests.reports.support import regression_store, result_row, write_run
 
 BASE, CAND = "eval-base-aaaaaaaa", "eval-cand-bbbbbbbb"
 

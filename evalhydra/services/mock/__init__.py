@@ -46,6 +46,19 @@ Switches (:class:`MockSettings`, same names as ``MockConfig`` plus extras):
 Order per chat request: ``fail_first_n``, then ``fault``, then one random
 draw shared by the rates (fail, hang, malformed, reset, oversized).
 
+* :mod:`~evalhydra.services.mock.__main__`: ``python -m evalhydra.services.mock``: the mock as its
+  own process.
+* :mod:`~evalhydra.services.mock.batches`: the mock's Files and Batches API: ``/v1/files`` and
+  ``/v1/batches`` as OpenAI shapes them.
+* :mod:`~evalhydra.services.mock.delays`: the mock's latency: one timer for every request waiting
+  out its delay.
+* :mod:`~evalhydra.services.mock.limits`: the mock's rate limit: a provider's request budget, as a
+  token bucket on the run's clock.
+* :mod:`~evalhydra.services.mock.responses`: response bodies of the mock server, as ready-to-send
+  bytes.
+* :mod:`~evalhydra.services.mock.wire`: HTTP/1.1 framing for the mock: a fast path for plain
+  requests, h11 for the rest.
+
 Example:
     >>> async with trio.open_nursery() as nursery:  # doctest: +SKIP
     ...     server = await nursery.start(serve, MockSettings(latency_ms=5))

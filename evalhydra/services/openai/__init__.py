@@ -1,9 +1,15 @@
-"""The OpenAI-compatible chat-completions service, in four parts.
+"""The OpenAI-compatible chat-completions service.
 
 * :mod:`~evalhydra.services.openai.payload`: the endpoint URL, model and JSON body of a request.
 * :mod:`~evalhydra.services.openai.response`: a reply parsed strictly into a :class:`ChatAnswer`.
 * :mod:`~evalhydra.services.openai.secrets`: the API key and ``${env:…}`` headers, read per call, masked.
 * :mod:`~evalhydra.services.openai.service`: :class:`OpenAICompatService`, which sends with retries.
+* :mod:`~evalhydra.services.openai.embeddings`: the embeddings endpoint (OpenAI's
+  ``/v1/embeddings``), for graders that compare texts by meaning.
+* :mod:`~evalhydra.services.openai.reasoning`: a reasoning model's thinking, taken out of its answer
+  before the answer is scored.
+* :mod:`~evalhydra.services.openai.stream`: a streamed chat completion (``stream: true``):
+  server-sent events assembled into one answer.
 """
 
 from evalhydra.services.openai.payload import build_payload, normalize_chat_url, resolve_model

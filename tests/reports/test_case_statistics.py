@@ -22,7 +22,7 @@ from evalhydra.reports.selection import select_runs
 from evalhydra.reports.writer import ALL_FORMATS, write_run_reports
 from evalhydra.store.db import open_store
 from tests.reference.stats import flakiness
-from tests.reports.test_reports_support import MockStore, mock_store, random_rows, write_run
+from tests.reports.support import MockStore, mock_store, random_rows, write_run
 
 __all__ = ["mock_store"]  # the session fixture, imported so pytest finds it
 

@@ -19,7 +19,7 @@ from evalhydra.reports.runsummary import run_summary
 from evalhydra.store.db import immediate, open_store
 from evalhydra.store.fractions import fractions_valid
 from evalhydra.store.labels import import_labels
-from tests.reports.test_reports_support import result_row, write_run
+from tests.reports.support import result_row, write_run
 from tests.viewer.test_viewer import base_of, start_viewer, stop
 
 BASE, CAND = "eval-lenient-aaaaaaaa", "eval-strict-bbbbbbbb"

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import pytest
 
 from evalhydra.store.db import open_store
-from tests.reports.test_reports_support import result_row, write_run
+from tests.reports.support import result_row, write_run
 from tests.viewer.test_viewer import base_of, browser, start_viewer, stop, wait_until
 
 __all__ = ["browser"]  # the fixture, shared

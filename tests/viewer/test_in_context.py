@@ -19,7 +19,7 @@ import pytest
 from evalhydra.store.db import open_store
 from evalhydra.store.runinfo import GONE
 from tests.helpers import run_cli
-from tests.reports.test_reports_support import result_row, write_run
+from tests.reports.support import result_row, write_run
 from tests.viewer.test_viewer import base_of, browser, start_viewer, stop
 
 __all__ = ["browser"]  # the fixture, shared

@@ -10,7 +10,7 @@ import sqlite_utils
 
 from evalhydra.store.db import Batch, open_store
 from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION
-from tests.reports.test_reports_support import MockStore, mock_store, result_row, write_run
+from tests.reports.support import MockStore, mock_store, result_row, write_run
 
 __all__ = ["README_QUERIES", "mock_store"]
 

@@ -18,7 +18,7 @@ from evalhydra.reports.summary import (
 )
 from evalhydra.store.db import open_store
 from tests.reference.summary import gate_failures, group_stats
-from tests.reports.test_reports_support import result_row, write_run
+from tests.reports.support import result_row, write_run
 
 RUN = "eval-gate-aaaaaaaa"
 

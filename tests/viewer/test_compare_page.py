@@ -18,7 +18,7 @@ import pytest
 from evalhydra.reports.runsummary import run_summary
 from evalhydra.store.db import open_store
 from evalhydra.viewer.app import CHANGES_PAGE
-from tests.reports.test_reports_support import result_row, write_run
+from tests.reports.support import result_row, write_run
 from tests.viewer.test_viewer import base_of, browser, start_viewer, stop
 
 __all__ = ["browser"]  # the fixture, shared

@@ -14,7 +14,7 @@ import pytest
 from evalhydra.reports.calibration import calibration
 from evalhydra.store.db import open_store
 from evalhydra.store.labels import output_sha256
-from tests.reports.test_reports_support import result_row, write_run
+from tests.reports.support import result_row, write_run
 from tests.viewer.test_viewer import base_of, browser, start_viewer, stop
 
 __all__ = ["browser"]  # the fixture, shared
