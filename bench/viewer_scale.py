@@ -84,7 +84,7 @@ TARGETS = {"run list": 2.0, "run page (summary + grid page 1)": 2.0, "compare tw
 def save_summary(db: Path, run_id: str) -> float:
     """Save a run's summary and per-case fractions as :func:`evalhydra.job.run.finish_job` does;
     seconds taken."""
-    from evalhydra.reports.runsummary import run_summary
+    from evalhydra.analysis.runsummary import run_summary
     from evalhydra.store.db import open_store
 
     store = open_store(db)

@@ -10,12 +10,13 @@ contract in ``pyproject.toml`` enforces it)::
     cli | api                        argv and printing | the Python API (evaluate, rejudge)
     viewer                           evalhydra view: a read-only web app over the store, live
     job                              one job end to end: run or rejudge, reports, gates, exit codes
-    reports                          SQL selections over the store, and the formats written from them
+    reports                          the files and terminal text written from the analyses
     execute                          the trio runner: cells in a nursery, one store writer
     plan                             a composed config validated into a frozen plan; pre-flight checks
     services | agents | matchers     who answers (chat endpoints, the mock) | agent CLIs | scoring
     http                             transports behind httpx's interface
     compose                          conf/ and the registry composed by Hydra
+    analysis                         SQL over the store: figures, comparisons, gates, sample sizes
     registry | store                 eval definitions and datasets on disk | the SQLite store
     config                           the typed config schema
     stats                            statistics over numbers: intervals, paired tests, power, pass@k

@@ -8,11 +8,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from evalhydra.analysis.calibration import calibration
 from evalhydra.cli.store_access import open_read_only
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.job.exit_codes import ExitCode
-from evalhydra.reports.calibration import calibration, render_calibration
+from evalhydra.reports.calibration import render_calibration
 from evalhydra.store.db import immediate, open_store
 from evalhydra.store.labels import import_labels
 

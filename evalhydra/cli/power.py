@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from evalhydra.analysis.samplesize import Assumptions, power_report
 from evalhydra.cli.store_access import fraction, open_read_only, target_of
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.job.exit_codes import ExitCode
-from evalhydra.reports.powercmd import Assumptions, power_report, render_power
+from evalhydra.reports.power import render_power
 
 __all__ = ["cmd_power", "configure_power"]
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from tabulate import tabulate, tabulate_formats
 
+from evalhydra.analysis.comparison import Target, parse_target
 from evalhydra.config.defaults import DEFAULT_STORE_PATH
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.text import visible
-from evalhydra.reports.comparecmd import Target, parse_target
 from evalhydra.store.db import Store, open_store, read_only_uri
 from evalhydra.store.schema import SCHEMA_VERSION
 

@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from evalhydra.analysis.comparison import Target, compare, parse_target, regressions
+from evalhydra.analysis.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQL, select_runs
 from evalhydra.cli.batches import cmd_batches, configure_batches
 from evalhydra.cli.cache import cmd_cache, configure_cache
 from evalhydra.cli.callbacks import sweep_run_ids
@@ -34,8 +36,7 @@ from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.text import visible
 from evalhydra.job.exit_codes import ExitCode
 from evalhydra.registry.definitions import load_registry, registry_origin, resolve_registry_root
-from evalhydra.reports.comparecmd import Target, compare, parse_target, regressions, render
-from evalhydra.reports.selection import DURATION_SQL, STATUS_SQL, TRIAL_ORDER_SQL, select_runs
+from evalhydra.reports.comparison import render
 from evalhydra.reports.writer import REPORT_FILES, normalize_formats, write_run_reports
 from evalhydra.store.db import Store
 from evalhydra.store.merge import merge_stores

@@ -12,11 +12,11 @@ from urllib.parse import quote, urlencode
 
 import trio
 
+from evalhydra.analysis.comparison import compare
 from evalhydra.cli.callbacks import sweep_run_ids
 from evalhydra.cli.store_access import open_read_only, target_of
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.job.exit_codes import ExitCode
-from evalhydra.reports.comparecmd import compare
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Store
 

@@ -12,10 +12,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evalhydra.analysis.selection import select_runs
 from evalhydra.core.envfiles import env_source
 from evalhydra.plan.cells import endpoint_of
 from evalhydra.plan.model import RunPlan
-from evalhydra.reports.selection import select_runs
 from evalhydra.services.adaptive import SILENT_PREFIX
 from evalhydra.store.db import Store
 from evalhydra.store.rows import INFRA_ERROR_SQL

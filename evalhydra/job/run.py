@@ -20,6 +20,9 @@ from typing import Any
 
 import trio
 
+from evalhydra.analysis.gates import Gates
+from evalhydra.analysis.runfacts import failing_cases
+from evalhydra.analysis.runsummary import run_summary
 from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.execute.progress import Progress
@@ -32,11 +35,8 @@ from evalhydra.plan.model import RunPlan
 from evalhydra.plan.preflight import check_services
 from evalhydra.plan.selection import failed_cases
 from evalhydra.registry.definitions import registry_origin
-from evalhydra.reports.runsummary import run_summary
 from evalhydra.reports.summary import (
-    Gates,
     append_step_summary,
-    failing_cases,
     gate_verdict_md,
     plural,
     print_run_summary,
@@ -217,7 +217,7 @@ def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequen
                 summary: Mapping[str, Any] | None = None) -> tuple[bool, list[dict[str, Any]]]:
     """Write a finished run's reports, print its summary and apply the gates (all in SQL).
 
-    ``summary`` (the run's :func:`~evalhydra.reports.runsummary.run_summary`) names the targets'
+    ``summary`` (the run's :func:`~evalhydra.analysis.runsummary.run_summary`) names the targets'
     judges, sparing the reports and the summary a pass over the results each.
 
     Returns:

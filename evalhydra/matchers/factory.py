@@ -273,7 +273,7 @@ def judge_services_of(spec: Mapping[str, Any]) -> set[str]:
 def judge_settings(spec: Mapping[str, Any]) -> str | None:
     """A short fingerprint of a matcher that calls a judge (its rubric, prompt, passing score and
     every other option, composite parts included), or None when it calls none: verdicts given
-    under other settings are another judge's (:mod:`evalhydra.reports.judges`)."""
+    under other settings are another judge's (:mod:`evalhydra.analysis.judges`)."""
     if not judge_services_of(spec):
         return None
     text = json.dumps(plain(spec), sort_keys=True, ensure_ascii=False, default=str)

@@ -31,10 +31,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from evalhydra.reports.aggregate import Target, TargetAgg, run_histograms
-from evalhydra.reports.evalstats import evals_and_targets
-from evalhydra.reports.graders import grader_rows
-from evalhydra.reports.selection import PASSED_SQL, Selection
+from evalhydra.analysis.aggregate import Target, TargetAgg, run_histograms
+from evalhydra.analysis.evalstats import evals_and_targets
+from evalhydra.analysis.graders import grader_rows
+from evalhydra.analysis.selection import PASSED_SQL, Selection
 from evalhydra.stats.clustered import pass_rate_interval
 
 __all__ = [

@@ -19,13 +19,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TextIO
 
+from evalhydra.analysis import aggregate as agg
+from evalhydra.analysis.data import ReportData
+from evalhydra.analysis.runsummary import header_facts, summary_of, target_rows
+from evalhydra.analysis.selection import STATUS_SQL, Selection
 from evalhydra.core import strictjson
 from evalhydra.matchers.composite import matcher_parts
-from evalhydra.reports import aggregate as agg
 from evalhydra.reports.atomic import finite_json
-from evalhydra.reports.data import ReportData
-from evalhydra.reports.runsummary import header_facts, summary_of, target_rows
-from evalhydra.reports.selection import STATUS_SQL, Selection
 from evalhydra.reports.trials import trials_json
 from evalhydra.stats.clustered import pass_rate_interval
 

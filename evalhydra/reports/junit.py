@@ -15,9 +15,9 @@ import sqlite3
 from typing import Any, TextIO
 from xml.sax.saxutils import escape, quoteattr
 
-from evalhydra.reports.aggregate import TargetAgg
-from evalhydra.reports.data import ReportData
-from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, STATUS_SQL, Selection
+from evalhydra.analysis.aggregate import TargetAgg
+from evalhydra.analysis.data import ReportData
+from evalhydra.analysis.selection import DURATION_SQL, PASSED_SQL, STATUS_SQL, Selection
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["write_junit"]

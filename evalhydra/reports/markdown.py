@@ -23,16 +23,17 @@ from typing import Any
 
 from tabulate import tabulate
 
+from evalhydra.analysis import aggregate as agg
+from evalhydra.analysis.compare import is_improvement, is_regression
+from evalhydra.analysis.comparison import in_points
+from evalhydra.analysis.data import ReportData
 from evalhydra.core.text import visible
 from evalhydra.plan.selection import selection_in
-from evalhydra.reports import aggregate as agg
-from evalhydra.reports.compare import is_improvement, is_regression
-from evalhydra.reports.data import ReportData
 from evalhydra.reports.zrb import STATUS_ICONS, status_label, summary_row, trial_details
 from evalhydra.reports.zrb_markdown import failing_section
 from evalhydra.stats.clustered import pass_rate_interval
 
-__all__ = ["comparison_table", "escape_cell", "in_points", "render_markdown", "render_summary_md", "verdict"]
+__all__ = ["comparison_table", "escape_cell", "render_markdown", "render_summary_md", "verdict"]
 
 DASH = "—"
 Section = Callable[[ReportData], str]
@@ -245,30 +246,12 @@ def _p(value: float | None) -> str:
     return DASH if value is None else f"{value:.3g}"
 
 
-def in_points(row: dict[str, Any]) -> dict[str, Any]:
-    """A comparison row's rates in percent and its differences in percentage points, rounded to
-    0.1 as the table shows them (``compare --format json`` carries the same numbers)."""
-    paired = row.get("paired")
-
-    def points(value: float) -> float:
-        return round(100 * value, 1) + 0.0  # + 0.0: -0.0 reads 0.0
-
-    shown: dict[str, Any] = {
-        "baseline_pct": points(row["baseline_pass_rate"]),
-        "candidate_pct": points(row["candidate_pass_rate"]), "delta_pp": points(row["delta_pass_rate"]),
-        "delta_ci_pp": [points(row["delta_ci_low"]), points(row["delta_ci_high"])]}
-    if paired:
-        shown["paired_delta_pp"] = points(paired["difference"])
-        shown["paired_ci_pp"] = [points(paired["ci_low"]), points(paired["ci_high"])]
-    return shown
-
-
 def comparison_table(rows: Sequence[dict[str, Any]], tablefmt: str = "github") -> str:
     """The comparison rows as a table (shared by report.md and ``compare``): pass rates in
     percent, every difference and interval in percentage points (:func:`in_points`).
 
     Args:
-        rows: Comparison rows (:func:`evalhydra.reports.compare.comparison_row`).
+        rows: Comparison rows (:func:`evalhydra.analysis.compare.comparison_row`).
         tablefmt: ``github`` (cells escaped for Markdown) or any tabulate format.
     """
     cell = escape_cell if tablefmt == "github" else (lambda v: "" if v is None else str(v))

@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from evalhydra.analysis.graders import grader_rows
+from evalhydra.analysis.selection import PASSED_SQL, Selection
 from evalhydra.core import strictjson
 from evalhydra.reports.atomic import finite_json, stream_atomic, write_json_atomic
-from evalhydra.reports.graders import grader_rows
-from evalhydra.reports.selection import PASSED_SQL, Selection
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["OPENAI_FILES", "write_openai_files"]

@@ -15,9 +15,9 @@ import sqlite3
 from collections.abc import Iterator
 from typing import TextIO
 
+from evalhydra.analysis.selection import SEED_ORDER_SQL, Selection
+from evalhydra.analysis.zigstats import SCHEMA_VERSION
 from evalhydra.core.zig_numbers import json_number
-from evalhydra.reports.selection import SEED_ORDER_SQL, Selection
-from evalhydra.reports.zig import SCHEMA_VERSION
 
 __all__ = ["runs_json_chunks", "write_runs_json"]
 

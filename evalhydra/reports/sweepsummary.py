@@ -10,11 +10,13 @@ from typing import Any
 
 from tabulate import tabulate
 
-from evalhydra.reports.compare import is_improvement, is_regression
-from evalhydra.reports.data import sweep_baseline_of, target_comparisons
-from evalhydra.reports.evalstats import evals_and_targets
-from evalhydra.reports.selection import select_runs
-from evalhydra.reports.summary import DASH, Gates, failing_stats, gate_text, store_stats
+from evalhydra.analysis.compare import is_improvement, is_regression
+from evalhydra.analysis.data import sweep_baseline_of, target_comparisons
+from evalhydra.analysis.evalstats import evals_and_targets
+from evalhydra.analysis.gates import Gates, failing_stats
+from evalhydra.analysis.selection import select_runs
+from evalhydra.analysis.targetstats import store_stats
+from evalhydra.reports.summary import DASH, gate_text
 from evalhydra.store.db import Store
 
 __all__ = ["sweep_summary"]

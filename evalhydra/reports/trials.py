@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalhydra.reports import aggregate as agg
-from evalhydra.reports.data import ReportData
+from evalhydra.analysis import aggregate as agg
+from evalhydra.analysis.data import ReportData
 
 __all__ = ["TRIALS_SCHEMA_VERSION", "trials_json"]
 

@@ -31,24 +31,25 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from evalhydra.analysis.aggregate import case_rows
+from evalhydra.analysis.compare import split_paired
+from evalhydra.analysis.data import collect, sweep_baseline_of
+from evalhydra.analysis.judges import has_labels
+from evalhydra.analysis.runsummary import saved_summary_of
+from evalhydra.analysis.selection import Selection, select_runs
+from evalhydra.analysis.zigstats import SCHEMA_VERSION
 from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.zig_numbers import integral_numbers
-from evalhydra.reports.aggregate import case_rows
 from evalhydra.reports.aiwg import append_run_lines, result_lines, summary_json
 from evalhydra.reports.atomic import stream_atomic, write_json_atomic, write_text_atomic
-from evalhydra.reports.compare import split_paired
-from evalhydra.reports.data import collect, sweep_baseline_of
 from evalhydra.reports.html import write_html
-from evalhydra.reports.judges import has_labels
 from evalhydra.reports.junit import write_junit
 from evalhydra.reports.markdown import render_markdown, render_summary_md
 from evalhydra.reports.openai_shape import OPENAI_FILES, write_openai_files
-from evalhydra.reports.runsummary import saved_summary_of
-from evalhydra.reports.selection import Selection, select_runs
 from evalhydra.reports.streams import write_runs_json
 from evalhydra.reports.trials import trials_json
-from evalhydra.reports.zig import SCHEMA_VERSION, format_text_report
+from evalhydra.reports.zig import format_text_report
 from evalhydra.reports.zrb import experiment_from_store, write_agent_artifacts
 from evalhydra.reports.zrb_markdown import render_zrb_report
 from evalhydra.store.db import Store, read_only_uri
@@ -200,13 +201,13 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
         out_dir: Target directory (created).
         formats: Any of :data:`ALL_FORMATS`.
         baseline_service: Baseline of service comparisons (default: a sweep's first value swept,
-            :func:`~evalhydra.reports.data.sweep_baseline_of`; else the first service).
+            :func:`~evalhydra.analysis.data.sweep_baseline_of`; else the first service).
         cumulative: What a finished run does: write the aiwg records (``jsonl``)
             whatever ``formats`` says, into ``out_dir`` and into the cumulative
             ``results.jsonl`` next to the store (runs already there are skipped).
         baseline_models: Baseline model per service (default: first seen).
         comparison: A ``compare`` result (its JSON document) that report.html shows.
-        summary: The run summary of ``run_ids`` (:func:`~evalhydra.reports.runsummary.run_summary`),
+        summary: The run summary of ``run_ids`` (:func:`~evalhydra.analysis.runsummary.run_summary`),
             which names the targets' judges (default: the runs' saved summaries, else a pass
             over the results).
     """

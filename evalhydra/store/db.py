@@ -186,7 +186,7 @@ class Store:
             self.db.table("runs").update(run_id, fields)
 
     def save_run_summary(self, run_id: str, summary: Mapping[str, Any]) -> None:
-        """Keep a run's summary (:func:`evalhydra.reports.runsummary.run_summary`) and its per-case
+        """Keep a run's summary (:func:`evalhydra.analysis.runsummary.run_summary`) and its per-case
         fractions (:mod:`evalhydra.store.fractions`), replacing any."""
         row = {"run_id": run_id, "cells": summary["cells"], "summary": json.dumps(summary),
                "saved_at": now_iso()}

@@ -17,7 +17,7 @@ Tables:
   so two processes on one store never send a cell twice.
 * ``batches``: every batch job sent to a provider (:mod:`~evalhydra.store.batches`).
 * ``run_summaries``: each finished run's per-target totals and case histograms
-  (:mod:`evalhydra.reports.runsummary`), what ``evalhydra view`` lists and opens.
+  (:mod:`evalhydra.analysis.runsummary`), what ``evalhydra view`` lists and opens.
 * ``labels``: people's PASS/FAIL verdicts on stored outputs (``evalhydra label``), by case and
   output hash (and text); the ``judge_labels`` and ``judge_agreement`` views set them beside each
   judge's verdicts.

@@ -45,13 +45,13 @@ from starlette.responses import (
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from evalhydra.analysis.calibration import calibration_docs
+from evalhydra.analysis.comparison import Target, compare, parse_target
+from evalhydra.analysis.judges import has_labels
+from evalhydra.analysis.runsummary import header_facts, summary_histograms, target_rows
+from evalhydra.analysis.selection import select_runs
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.reports.calibration import calibration_docs
-from evalhydra.reports.comparecmd import Target, compare, parse_target
 from evalhydra.reports.html import STATUS_MARKS, chart
-from evalhydra.reports.judges import has_labels
-from evalhydra.reports.runsummary import header_facts, summary_histograms, target_rows
-from evalhydra.reports.selection import select_runs
 from evalhydra.store.db import Store, open_store
 from evalhydra.viewer.export import FORMATS, export_lines
 from evalhydra.viewer.grid import (

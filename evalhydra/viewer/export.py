@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from evalhydra.reports.selection import STATUS_SQL
+from evalhydra.analysis.selection import STATUS_SQL
 from evalhydra.store.rows import INFRA_ERROR_SQL
 from evalhydra.viewer.grid import grid_keys
 

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalhydra.analysis.selection import STATUS_SQL, Selection, select_runs
 from evalhydra.core import strictjson
 from evalhydra.matchers.composite import matcher_parts
 from evalhydra.reports.html import log_tail, store_folder
-from evalhydra.reports.selection import STATUS_SQL, Selection, select_runs
 from evalhydra.store.labels import output_sha256
 from evalhydra.store.rows import INFRA_ERROR_SQL, infra_error_sql
 from evalhydra.viewer.render import render_text, word_diff

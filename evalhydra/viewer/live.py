@@ -1,6 +1,6 @@
 """Summaries of running runs kept up to date by reading only the cells stored since the last look.
 
-A finished run's summary is saved (:mod:`evalhydra.reports.runsummary`); a running
+A finished run's summary is saved (:mod:`evalhydra.analysis.runsummary`); a running
 one's changes with every cell. The viewer keeps, per running run, each target's
 totals and each (target, case)'s scored and passed trials, and on every request
 adds the memberships written since its watermark (``run_cells`` rows, which a
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL
+from evalhydra.analysis.selection import DURATION_SQL, PASSED_SQL
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["LiveSummaries"]
@@ -36,7 +36,7 @@ _NEW_CELLS_SQL = f"""select rc.rowid, r."group", r.eval_id, r.service_name, coal
 from run_cells rc join results r on r.cell_key = rc.cell_key and r.run_id = rc.result_run_id
 where rc.run_id = ? and rc.rowid > ? order by rc.rowid"""
 
-#: The totals kept per target, in :func:`evalhydra.reports.runsummary.run_summary`'s names.
+#: The totals kept per target, in :func:`evalhydra.analysis.runsummary.run_summary`'s names.
 _TOTALS = ("n", "passed", "errors", "tokens", "thinking", "cost", "seconds")
 
 
@@ -68,7 +68,7 @@ class _Running:
             self.cells += 1
 
     def summary(self) -> dict[str, Any]:
-        """The run's summary in :func:`~evalhydra.reports.runsummary.run_summary`'s shape (grader
+        """The run's summary in :func:`~evalhydra.analysis.runsummary.run_summary`'s shape (grader
         figures are left to the summary saved when it ends)."""
         targets = []
         for target in sorted(self.totals, key=lambda t: (t[1], t[2], t[3], t[0])):

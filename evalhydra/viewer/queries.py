@@ -3,7 +3,7 @@
 A finished run's summary is read from ``run_summaries`` (saved when it ended,
 dropped when one of its results is written over), so listing and opening a run
 never passes over its results; a running run, or one without a saved summary,
-is summarised from its results (:func:`evalhydra.reports.runsummary.run_summary`).
+is summarised from its results (:func:`evalhydra.analysis.runsummary.run_summary`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from evalhydra.reports.data import sweep_baseline_of, target_comparisons
-from evalhydra.reports.evalstats import evals_and_targets
-from evalhydra.reports.runsummary import merge_summaries, overall_interval, run_summary, saved_summaries
-from evalhydra.reports.selection import select_runs
+from evalhydra.analysis.data import sweep_baseline_of, target_comparisons
+from evalhydra.analysis.evalstats import evals_and_targets
+from evalhydra.analysis.runsummary import merge_summaries, overall_interval, run_summary, saved_summaries
+from evalhydra.analysis.selection import select_runs
 from evalhydra.store.rows import verdict_sql
 from evalhydra.store.runinfo import selection_of, shown_status
 from evalhydra.viewer.live import LiveSummaries
@@ -159,7 +159,7 @@ def history(conn: sqlite3.Connection, run_id: str, live: LiveSummaries | None = 
 def comparisons(conn: sqlite3.Connection, run_ids: Sequence[str],
                 summary: dict[str, Any]) -> list[dict[str, Any]]:
     """A sweep's comparisons, as its ``report.html`` shows them: each service and model against the
-    sweep's baseline (:func:`~evalhydra.reports.data.sweep_baseline_of`: the first value swept),
+    sweep's baseline (:func:`~evalhydra.analysis.data.sweep_baseline_of`: the first value swept),
     case-paired; [] for one target."""
     targets = [(t["service"], t["model"]) for t in summary["targets"]]
     if len(set(targets)) < 2:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import evalhydra
+from evalhydra.analysis.gates import Gates, failing_stats
 from evalhydra.matchers.similarity import cosine
-from evalhydra.reports.summary import Gates, failing_stats
 from evalhydra.store.db import Batch, open_store
 from evalhydra.store.rows import ResultRow, checked_row
 from tests.conftest import smoke_eval, write_registry

@@ -1,7 +1,7 @@
 """Reference implementations (tests only): per-case verdicts and flakiness in Python.
 
 The shipped reports compute them in SQL (the ``case_flakiness`` view and
-:mod:`evalhydra.reports.aggregate`); tests check both agree.
+:mod:`evalhydra.analysis.aggregate`); tests check both agree.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evalhydra.reports.summary import Gates, consistency, failing_stats, print_gate_failures
+from evalhydra.analysis.gates import Gates, failing_stats
+from evalhydra.analysis.targetstats import consistency
+from evalhydra.reports.summary import print_gate_failures
 from evalhydra.stats.clustered import pass_rate_interval
 from evalhydra.stats.rates import nearest_rank
 from evalhydra.store.rows import is_infra_error

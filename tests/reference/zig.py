@@ -1,7 +1,7 @@
 """Reference implementations (tests only): zig_eval's artifacts built from result rows in Python.
 
-The shipped reports compute the same documents in SQL (:mod:`evalhydra.reports.evalstats`,
-:mod:`evalhydra.reports.streams`, :mod:`evalhydra.reports.compare`); tests check they agree
+The shipped reports compute the same documents in SQL (:mod:`evalhydra.analysis.evalstats`,
+:mod:`evalhydra.reports.streams`, :mod:`evalhydra.analysis.compare`); tests check they agree
 byte for byte.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Generic, Protocol, TypeVar
 
-from evalhydra.reports.zig import (
+from evalhydra.analysis.zigstats import (
     _LAT_SQL,
     _PICKS,
     CONFIDENCE_LEVEL,
@@ -24,9 +24,9 @@ from evalhydra.reports.zig import (
     PairKey,
     Row,
     _windows_sql,
-    format_text_report,
     stats_object,
 )
+from evalhydra.reports.zig import format_text_report
 from evalhydra.stats.clustered import CaseDiffs, paired_difference
 from evalhydra.stats.rates import delta_interval, mcnemar_exact_p, nearest_rank, wilson_interval
 from evalhydra.store.rows import is_infra_error

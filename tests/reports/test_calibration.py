@@ -8,14 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from evalhydra.analysis.calibration import calibration, calibration_docs
+from evalhydra.analysis.gates import Gates, failing_stats
+from evalhydra.analysis.judges import Settings, judges_in_summary, judges_of
+from evalhydra.analysis.runsummary import run_summary, summary_histograms
+from evalhydra.analysis.selection import select_runs
+from evalhydra.analysis.targetstats import store_stats
 from evalhydra.cli.store_commands import main as store_main
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.matchers.factory import judge_settings
-from evalhydra.reports.calibration import calibration, calibration_docs, render_calibration
-from evalhydra.reports.judges import Settings, judges_in_summary, judges_of
-from evalhydra.reports.runsummary import run_summary, summary_histograms
-from evalhydra.reports.selection import select_runs
-from evalhydra.reports.summary import Gates, corrected_rows, failing_stats, gate_text, run_gate, store_stats
+from evalhydra.reports.calibration import render_calibration
+from evalhydra.reports.summary import corrected_rows, gate_text, run_gate
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import Batch, immediate, open_store
 from evalhydra.store.labels import import_labels, output_sha256
@@ -270,8 +273,8 @@ def test_a_finished_run_names_its_judges_from_the_summary_it_saves(tmp_path: Pat
     """The end of a run computes the run's summary once, before its reports: report.md's Judges
     section, summary.md and the one-screen summary find the judges in it, with no pass over the
     results; and the summary saved is that one."""
+    from evalhydra.analysis import judges
     from evalhydra.api import evaluate
-    from evalhydra.reports import judges
 
     lines = "".join(json.dumps({"id": f"c{i}", "input": f"Reply with exactly V{i}.",
                                 "ideal": f"V{i}" if i < 4 else "NOPE"}) + "\n" for i in range(8))
@@ -309,7 +312,7 @@ def test_the_reports_of_a_finished_run_name_its_judges_from_its_saved_summary(
     """``evalhydra report`` and the gates of a finished run read its judges from the summary saved
     when it ended, with the same figures; a run with no summary that still holds (unsaved, or
     cells added since) is read from its results."""
-    from evalhydra.reports import judges
+    from evalhydra.analysis import judges
 
     store = _store(tmp_path / "s.db")
     write_run_reports(store, [RUN], tmp_path / "scanned", formats=["md"])

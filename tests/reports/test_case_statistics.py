@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from evalhydra.reports import aggregate, selection, writer
-from evalhydra.reports.evalstats import evals_and_targets
-from evalhydra.reports.selection import select_runs
+from evalhydra.analysis import aggregate, selection
+from evalhydra.analysis.evalstats import evals_and_targets
+from evalhydra.analysis.selection import select_runs
+from evalhydra.reports import writer
 from evalhydra.reports.writer import ALL_FORMATS, write_run_reports
 from evalhydra.store.db import open_store
 from tests.reference.stats import flakiness

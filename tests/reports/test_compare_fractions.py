@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from evalhydra.reports import comparecmd
-from evalhydra.reports.comparecmd import Target, compare, side_of
-from evalhydra.reports.runsummary import run_summary
+from evalhydra.analysis import comparison as comparecmd
+from evalhydra.analysis.comparison import Target, compare, side_of
+from evalhydra.analysis.runsummary import run_summary
 from evalhydra.store.db import Batch, Store, open_store
 from evalhydra.store.fractions import fractions_valid, parse_digest
 from tests.reports.support import result_row, write_run

@@ -7,15 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from evalhydra.analysis.gates import Gates, threshold_for
+from evalhydra.analysis.targetstats import store_stats
 from evalhydra.job.run import publish_run
-from evalhydra.reports.summary import (
-    Gates,
-    append_step_summary,
-    print_run_summary,
-    run_gate,
-    store_stats,
-    threshold_for,
-)
+from evalhydra.reports.summary import append_step_summary, print_run_summary, run_gate
 from evalhydra.store.db import open_store
 from tests.reference.summary import gate_failures, group_stats
 from tests.reports.support import result_row, write_run

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalhydra.reports import aggregate
+from evalhydra.analysis import aggregate
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import open_store
 from tests.reports.support import MockStore, mock_store, result_row, write_run
@@ -168,7 +168,8 @@ def test_compare_shows_one_unit_per_row_and_json_carries_the_same_numbers(tmp_pa
     the text table and in ``--format json``'s ``points``."""
     import json
 
-    from evalhydra.reports.comparecmd import Target, compare, render
+    from evalhydra.analysis.comparison import Target, compare
+    from evalhydra.reports.comparison import render
     from tests.reports.support import regression_store
 
     store = regression_store(tmp_path / "s.db", cases=20, broken=7)

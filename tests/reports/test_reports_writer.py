@@ -11,10 +11,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from evalhydra.analysis.compare import adjust_family, baseline_comparisons_sql, split_paired
+from evalhydra.analysis.evalstats import evals_and_targets
+from evalhydra.analysis.selection import select_runs
 from evalhydra.core.zig_numbers import integral_numbers
-from evalhydra.reports.compare import adjust_family, baseline_comparisons_sql, split_paired
-from evalhydra.reports.evalstats import evals_and_targets
-from evalhydra.reports.selection import select_runs
 from evalhydra.reports.writer import ALL_FORMATS, normalize_formats, write_run_reports
 from evalhydra.stats.rates import wilson_interval
 from evalhydra.store.db import open_store

@@ -8,7 +8,7 @@ import statistics
 import pytest
 from scipy import stats as scipy_stats
 
-from evalhydra.reports.ttft import median_interval
+from evalhydra.analysis.ttft import median_interval
 
 
 @pytest.mark.parametrize(("n", "coverage"), [(5, 1 - 2 / 32), (12, 0.95), (30, 0.95), (101, 0.95)])

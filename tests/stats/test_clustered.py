@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from evalhydra.reports.compare import EvalPairing, adjust_comparison, is_regression, paired_block, pooled
+from evalhydra.analysis.compare import EvalPairing, adjust_comparison, is_regression, paired_block, pooled
 from evalhydra.stats.clustered import (
     CLUSTERED_T,
     CLUSTERED_WILSON,

@@ -12,7 +12,7 @@ from statistics import fmean
 import pytest
 from scipy import stats
 
-from evalhydra.reports.comparecmd import precision
+from evalhydra.analysis.comparison import precision
 from evalhydra.stats.clustered import CaseDiffs
 from evalhydra.stats.power import (
     MAX_CASES,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from evalhydra.reports.selection import select_runs
+from evalhydra.analysis.selection import select_runs
 from evalhydra.store.db import open_store
 from evalhydra.store.rows import RESULT_FIELDS
 from evalhydra.store.schema import MIGRATIONS

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlencode
 import httpx
 import pytest
 
-from evalhydra.reports.runsummary import run_summary
+from evalhydra.analysis.runsummary import run_summary
 from evalhydra.store.db import open_store
 from evalhydra.viewer.app import CHANGES_PAGE
 from tests.reports.support import result_row, write_run

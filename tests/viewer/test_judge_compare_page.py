@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evalhydra.reports import judgecompare
-from evalhydra.reports.comparecmd import Target, compare
-from evalhydra.reports.runsummary import run_summary
+from evalhydra.analysis import judgecompare
+from evalhydra.analysis.comparison import Target, compare
+from evalhydra.analysis.runsummary import run_summary
 from evalhydra.store.db import immediate, open_store
 from evalhydra.store.fractions import fractions_valid
 from evalhydra.store.labels import import_labels

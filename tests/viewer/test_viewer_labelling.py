@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from evalhydra.reports.calibration import calibration
+from evalhydra.analysis.calibration import calibration
 from evalhydra.store.db import open_store
 from evalhydra.store.labels import output_sha256
 from tests.reports.support import result_row, write_run

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalhydra.reports.runsummary import overall_interval, run_summary, target_rows
+from evalhydra.analysis.runsummary import overall_interval, run_summary, target_rows
 from evalhydra.store.db import Batch, Store, open_store
 from evalhydra.viewer.grid import GRID_PAGE, case_view, grid_page, previous_run
 from evalhydra.viewer.live import LiveSummaries

@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalhydra.core import strictjson
-from evalhydra.reports.selection import (
+from evalhydra.analysis.selection import (
     DURATION_SQL,
     PASSED_SQL,
     STATUS_SQL,
     TRIAL_ORDER_SQL,
     Selection,
 )
+from evalhydra.core import strictjson
 from evalhydra.stats.rates import pass_at_k, pass_hat_k
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
@@ -266,7 +266,7 @@ def collect_cases(conn: sqlite3.Connection, sel: Selection, targets: dict[Target
     Args:
         conn: A connection to the store.
         sel: The results covered.
-        targets: Their per-target totals (see :mod:`evalhydra.reports.evalstats`).
+        targets: Their per-target totals (see :mod:`evalhydra.analysis.evalstats`).
         rows: The statement's rows, if :func:`case_rows` already returned them.
 
     Returns:

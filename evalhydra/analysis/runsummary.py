@@ -17,9 +17,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from evalhydra.reports.aggregate import Target, TargetAgg, case_histograms
-from evalhydra.reports.graders import grader_rows
-from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, select_runs
+from evalhydra.analysis.aggregate import Target, TargetAgg, case_histograms
+from evalhydra.analysis.graders import grader_rows
+from evalhydra.analysis.selection import DURATION_SQL, PASSED_SQL, select_runs
 from evalhydra.stats.clustered import RateInterval, pass_rate_interval
 from evalhydra.store.rows import INFRA_ERROR_SQL
 from evalhydra.store.runinfo import selection_of, wall_seconds
@@ -49,7 +49,7 @@ def run_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, A
         judge model, the results' run, judged results], …]}, …], "graders": […]}`` (JSON-ready;
         ``judges`` counts scored results only, by the run that stored them, so that the
         viewer finds a target's judge without a pass over its results; ``graders``:
-        :func:`~evalhydra.reports.graders.grader_rows`).
+        :func:`~evalhydra.analysis.graders.grader_rows`).
     """
     sel = select_runs(conn, run_ids)
     histograms = case_histograms(conn, sel)
@@ -132,7 +132,7 @@ def _histogram(target: Mapping[str, Any]) -> Counter[tuple[int, int]]:
 
 
 def summary_histograms(summary: Mapping[str, Any]) -> dict[Target, Counter[tuple[int, int]]]:
-    """Each target's case histogram, as :func:`~evalhydra.reports.aggregate.case_histograms`
+    """Each target's case histogram, as :func:`~evalhydra.analysis.aggregate.case_histograms`
     reads it from the results."""
     return {(t["group"], t["eval"], t["service"], t["model"]): _histogram(t) for t in summary["targets"]}
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalhydra.reports.aggregate import Target, TargetAgg
-from evalhydra.reports.compare import Side
-from evalhydra.reports.selection import Selection
+from evalhydra.analysis.aggregate import Target, TargetAgg
+from evalhydra.analysis.compare import Side
+from evalhydra.analysis.selection import Selection
 from evalhydra.stats.rates import nearest_rank
 
 __all__ = ["FirstToken", "first_token_latency", "median_interval", "paired_first_token"]

@@ -2,7 +2,7 @@
 
 When a judge scored an eval's results, its errors move the pass rate: a lenient judge raises it, a
 strict one lowers it, and a change of judge alone can look like a regression. Each side's judge is
-calibrated on people's labels (:mod:`evalhydra.reports.judges`); each shared case's pass fractions
+calibrated on people's labels (:mod:`evalhydra.analysis.judges`); each shared case's pass fractions
 are corrected by their side's judge, and the difference gets an interval carrying both the cases'
 and the labels' variance (:func:`evalhydra.stats.judge.corrected_difference`). The per-eval and
 pooled p-values are Holm-adjusted together, as the raw ones are.
@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from evalhydra.reports.aggregate import Target
-from evalhydra.reports.compare import Side, adjust_comparison, by_case_sql
-from evalhydra.reports.judges import (
+from evalhydra.analysis.aggregate import Target
+from evalhydra.analysis.compare import Side, adjust_comparison, by_case_sql
+from evalhydra.analysis.judges import (
     JudgeCalibration,
     JudgeKey,
     Settings,
@@ -26,8 +26,8 @@ from evalhydra.reports.judges import (
     judges_in_summary,
     judges_of,
 )
-from evalhydra.reports.runsummary import saved_summaries
-from evalhydra.reports.selection import Selection
+from evalhydra.analysis.runsummary import saved_summaries
+from evalhydra.analysis.selection import Selection
 from evalhydra.stats.judge import JudgedCases, corrected_difference
 
 __all__ = ["JudgedSide", "SavedRun", "add_judge_corrected"]
@@ -84,7 +84,7 @@ def _judges(conn: sqlite3.Connection, side: JudgedSide,
 
 def _saved_judges(conn: sqlite3.Connection, saved: SavedRun,
                   settings: Settings) -> dict[Target, dict[JudgeKey | None, int]] | None:
-    """:func:`~evalhydra.reports.judges.judges_of` of the side from the run's saved summary (None
+    """:func:`~evalhydra.analysis.judges.judges_of` of the side from the run's saved summary (None
     without one that still holds and names them)."""
     summary = saved_summaries(conn, [saved.run_id]).get(saved.run_id)
     if summary is None:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from evalhydra.reports.selection import PASSED_SQL, Selection
-from evalhydra.reports.zig import CONFIDENCE_LEVEL, SCHEMA_VERSION
+from evalhydra.analysis.selection import PASSED_SQL, Selection
+from evalhydra.analysis.zigstats import CONFIDENCE_LEVEL, SCHEMA_VERSION
 from evalhydra.stats.clustered import SIGN_FLIP, CaseDiffs, holm, paired_difference
 from evalhydra.stats.permutation import min_p
 from evalhydra.stats.rates import delta_interval, mcnemar_exact_p, wilson_interval

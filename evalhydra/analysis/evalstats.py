@@ -19,9 +19,9 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from evalhydra.reports.aggregate import CATEGORY_KEY_SQL, Target, TargetAgg
-from evalhydra.reports.selection import DURATION_SQL, PASSED_SQL, STATUS_SQL, Selection
-from evalhydra.reports.zig import SCHEMA_VERSION, LevelStats, percentile_buckets_sql
+from evalhydra.analysis.aggregate import CATEGORY_KEY_SQL, Target, TargetAgg
+from evalhydra.analysis.selection import DURATION_SQL, PASSED_SQL, STATUS_SQL, Selection
+from evalhydra.analysis.zigstats import SCHEMA_VERSION, LevelStats, percentile_buckets_sql
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = ["evals_and_targets"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from evalhydra.reports.selection import Selection
+from evalhydra.analysis.selection import Selection
 
 __all__ = ["grader_rows"]
 

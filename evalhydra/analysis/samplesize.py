@@ -1,4 +1,5 @@
-"""``evalhydra power``: how many cases × trials a comparison needs to catch a drop.
+"""``evalhydra power``'s figures: how many cases × trials a comparison needs to catch a drop
+(:mod:`evalhydra.reports.power` prints them).
 
 The variance of one case's paired difference comes from what is stored
 (:mod:`evalhydra.stats.power` has the model and the formulas):
@@ -9,25 +10,22 @@ The variance of one case's paired difference comes from what is stored
   two models' per-case pass probabilities (``--correlation``);
 * nothing: assumptions alone (``--pass-rate``, ``--case-sd``, ``--correlation``).
 
-For each trial count it prints the cases needed to detect a drop of
+For each trial count it gives the cases needed to detect a drop of
 ``--drop`` at ``--power`` with the gate's one-sided 5% test.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tabulate import tabulate
-
+from evalhydra.analysis.compare import Side
+from evalhydra.analysis.comparison import Target, compare, side_of
+from evalhydra.analysis.selection import PASSED_SQL
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.reports.compare import Side
-from evalhydra.reports.comparecmd import Target, compare, side_of
-from evalhydra.reports.selection import PASSED_SQL
 from evalhydra.stats.power import (
     DEFAULT_CORRELATION,
     DEFAULT_POWER,
@@ -40,7 +38,7 @@ from evalhydra.stats.power import (
 )
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
-__all__ = ["Assumptions", "power_report", "render_power"]
+__all__ = ["Assumptions", "power_report"]
 
 DEFAULT_TRIALS = (1, 3, 5, 10)
 
@@ -142,33 +140,3 @@ def _row(trials: int, sd: float, cases: int) -> dict[str, Any]:
                 "beyond": MAX_CASES}
     return {"trials": trials, "case_sd": sd, "cases": cases, "results_per_side": cases * trials,
             "beyond": None}
-
-
-def _counts(row: dict[str, Any]) -> list[str]:
-    """A row's cases and results per side as printed."""
-    if row["beyond"] is not None:
-        return [f"more than {row['beyond']:,}", f"more than {row['beyond'] * row['trials']:,}"]
-    return [f"{row['cases']:,}", f"{row['results_per_side']:,}"]
-
-
-def render_power(doc: dict[str, Any], fmt: str = "text") -> str:
-    """The report as ``text`` or ``json``."""
-    if fmt == "json":
-        return json.dumps(doc, indent=2)
-    table = tabulate([[r["trials"], f"{r['case_sd']:.3f}", *_counts(r)] for r in doc["rows"]],
-                     headers=["trials/case", "SD of a case's Δ", "cases needed", "results per side"],
-                     tablefmt="simple", disable_numparse=True)
-    lines = [f"to detect a drop of {doc['drop'] * 100:g} points at {doc['power']:.0%} power"
-             " (the gate's one-sided 5% test, case-clustered):", f"variance from: {doc['source']}", "", table]
-    if not doc["separable"]:
-        lines.append("one trial per case: within- and between-case variance cannot be told apart, so"
-                     " more trials are assumed not to help (store a run with trials > 1 to see how they do)")
-    now = doc["now"]
-    if now and now["min_detectable"] is None:
-        lines.append(f"now: {now['cases']} cases cannot reach p < 0.05 whatever the drop"
-                     f" (at least {now['cases_needed']} are needed)")
-    elif now:
-        lines.append(f"now: {now['cases']} cases × {now['trials']} trial(s) detect drops of"
-                     f" {now['min_detectable'] * 100:.1f} points or more")
-    return "\n".join(lines)
-

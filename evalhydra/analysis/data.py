@@ -1,7 +1,7 @@
 """Gather everything a report needs from the store, in a bounded number of queries.
 
 :func:`collect` returns a :class:`ReportData` holding aggregates only (plus
-at most :data:`~evalhydra.reports.aggregate.CAP_TRIALS` trial rows), so
+at most :data:`~evalhydra.analysis.aggregate.CAP_TRIALS` trial rows), so
 ``report.md``, ``trials.json``, ``summary.md`` and the CI gates are pure
 functions of it, whatever the number of stored results.
 """
@@ -13,15 +13,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalhydra.analysis import aggregate as agg
+from evalhydra.analysis.calibration import calibration_docs
+from evalhydra.analysis.compare import adjust_family, baseline_comparisons_sql
+from evalhydra.analysis.evalstats import evals_and_targets
+from evalhydra.analysis.graders import grader_rows
+from evalhydra.analysis.judges import has_labels
+from evalhydra.analysis.selection import Selection
+from evalhydra.analysis.ttft import FirstToken, first_token_latency
 from evalhydra.core import strictjson
-from evalhydra.reports import aggregate as agg
-from evalhydra.reports.calibration import calibration_docs
-from evalhydra.reports.compare import adjust_family, baseline_comparisons_sql
-from evalhydra.reports.evalstats import evals_and_targets
-from evalhydra.reports.graders import grader_rows
-from evalhydra.reports.judges import has_labels
-from evalhydra.reports.selection import Selection
-from evalhydra.reports.ttft import FirstToken, first_token_latency
 
 __all__ = ["ReportData", "collect", "sweep_baseline_of", "target_comparisons"]
 
@@ -140,7 +140,7 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
         baseline_service: Baseline for service comparisons (default: the first
             service, alphabetically, when there are several).
         baseline_models: Baseline model per service (default: first seen).
-        case_rows: Returns :func:`~evalhydra.reports.aggregate.case_rows` for ``sel``
+        case_rows: Returns :func:`~evalhydra.analysis.aggregate.case_rows` for ``sel``
             when another thread runs that query (default: run it here, after the totals).
         summary: The run summary of ``sel``, which names the targets' judges (default: found
             in the results).

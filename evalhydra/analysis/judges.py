@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evalhydra.analysis.aggregate import Target
+from evalhydra.analysis.selection import PASSED_SQL, Selection
 from evalhydra.core import strictjson
-from evalhydra.reports.aggregate import Target
-from evalhydra.reports.selection import PASSED_SQL, Selection
 from evalhydra.stats.clustered import CaseHistogram, pass_rate_interval, rate_variance
 from evalhydra.stats.judge import Agreement, agreement, corrected_rate, self_consistency
 from evalhydra.store.labels import labels_by_output, output_sha256
