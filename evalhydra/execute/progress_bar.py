@@ -1,10 +1,12 @@
-"""The terminal progress bar: ``rich`` draws it, :class:`evalhydra.execute.progress.Progress` feeds it."""
+"""The terminal progress bar: ``rich`` draws it, :class:`evalhydra.execute.progress.Progress` feeds
+it (through :class:`Counts`, so this module imports nothing of the one that loads it)."""
 
 from __future__ import annotations
 
 import textwrap
 import time
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Callable
+from typing import Protocol, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,10 +20,22 @@ from rich.progress import (
 )
 from rich.progress import Progress as RichProgress
 
-if TYPE_CHECKING:
-    from evalhydra.execute.progress import Progress
+__all__ = ["Counts", "TerminalBar"]
 
-__all__ = ["TerminalBar"]
+
+class Counts(Protocol):
+    """What the bar shows: the cells done, passed, failed, errored and resumed since ``started``."""
+
+    started: float
+    done: int
+    passed: int
+    errors: int
+    skipped: int
+    extra: Callable[[], str] | None
+
+    @property
+    def failed(self) -> int:
+        """Cells scored and not passed."""
 
 
 #: Widths the counts take: in full (rate, passed, failed, errors, resumed) and compact (✓ ✗ !).
@@ -30,7 +44,7 @@ _MIN_BAR, _MAX_BAR = 10, 40
 
 
 class TerminalBar:
-    """The terminal bar: ``rich`` redraws it; :class:`Progress` feeds it the counts.
+    """The terminal bar: ``rich`` redraws it; the run's progress feeds it the counts.
 
     It fits the terminal: as the width shrinks, the bar narrows, the counts become compact,
     then go; the label (a service name is data, not markup), the count of cells, the elapsed
@@ -55,7 +69,7 @@ class TerminalBar:
         self.task = self.progress.add_task("cells", total=total, counts="")
         self.progress.start()
 
-    def show(self, state: Progress) -> None:
+    def show(self, state: Counts) -> None:
         """Redraw the bar with ``state``'s counts."""
         elapsed = max(time.monotonic() - state.started, 1e-9)
         if self.counts == "full":

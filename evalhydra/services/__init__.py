@@ -15,8 +15,9 @@
   request a service sends.
 * :mod:`~evalhydra.services.responses_api`: openAI's Responses API (``POST /v1/responses``) as a
   translation of Chat Completions.
-* :mod:`~evalhydra.services.retry`: retries: policy, backoff, ``Retry-After``, error classification
-  and the attempt loop.
+* :mod:`~evalhydra.services.retry`: retries: policy, backoff, ``Retry-After``, error classification.
+* :mod:`~evalhydra.services.attempts`: the attempt loop: one call's attempts, timeouts, deadline,
+  the endpoint's gate, backoff, 429s waited out.
 * :mod:`~evalhydra.services.batch`: batch mode: chat cells answered through a provider's batch jobs
   (``service.batch``).
 * :mod:`~evalhydra.services.mock`: the built-in OpenAI-compatible mock chat-completions server.

@@ -1,4 +1,5 @@
-"""Retries: policy, backoff, ``Retry-After``, error classification and the attempt loop.
+"""Retries: policy, backoff, ``Retry-After`` and error classification (the attempt loop is
+:mod:`evalhydra.services.attempts`).
 
 Seed behaviour (zig_eval) with the defaults:
 
@@ -43,15 +44,13 @@ A mid-body reset is a ``server_error`` (retried) rather than
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 import trio
@@ -59,12 +58,9 @@ import trio
 from evalhydra.config.schema import RetryConfig
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.values import AttemptRecord, ErrorKind
-from evalhydra.services.adaptive import EndpointSilent, Feedback, silent_reason
 
 __all__ = [
     "DEADLINE_REASON",
-    "RATE_LIMIT_BACKOFF_S",
-    "AttemptGate",
     "TIMEOUT_REASON",
     "AttemptResult",
     "RetryOutcome",
@@ -72,10 +68,8 @@ __all__ = [
     "classify_exception",
     "classify_status",
     "error_name",
-    "feedback_of",
     "parse_retry_after",
     "retry_after_header",
-    "run_with_retries",
 ]
 
 T = TypeVar("T")
@@ -314,180 +308,3 @@ class RetryOutcome(Generic[T]):
     started: float = 0.0
 
 
-async def _attempt_once(
-    fn: Callable[[int], Awaitable[AttemptResult[T]]], attempt: int, timeout_s: float | None,
-    timeout_in_fn: bool,
-) -> AttemptResult[T]:
-    try:
-        if timeout_in_fn or not timeout_s:
-            return await fn(attempt)
-        # A bare CancelScope, not fail_after: fail_after adds a second layer on top of it.
-        with trio.CancelScope(deadline=trio.current_time() + timeout_s):
-            return await fn(attempt)
-        exc: BaseException = trio.TooSlowError()  # the scope's deadline ended the attempt
-    except (httpx.TransportError, httpx.HTTPError, httpx.InvalidURL, trio.TooSlowError) as error:
-        exc = error
-    return AttemptResult(
-        error_kind=classify_exception(exc),
-        error_message=error_name(exc),
-        transport=isinstance(exc, httpx.TransportError | trio.TooSlowError),
-        detail=str(exc) or None,
-    )
-
-
-class AttemptGate(Protocol):
-    """Lets attempts through to an endpoint and learns from their outcomes (adaptive concurrency)."""
-
-    async def acquire(self) -> float:
-        """Wait for a slot; return a token for :meth:`release`."""
-
-    def release(self, sent_at: float, feedback: Feedback) -> None:
-        """Give the slot back with what the attempt showed."""
-
-    def cancel(self) -> None:
-        """Give the slot back after an attempt that was cancelled."""
-
-
-_ANSWERED = Feedback()  # a success without budget headers: the common case, made once
-
-
-def feedback_of(result: AttemptResult[Any], retry_after_cap_s: float = math.inf) -> Feedback:
-    """What an attempt tells an :class:`AttemptGate`: a 429, a 503 or a refused connection
-    is the endpoint saying it is over its limit (its ``Retry-After`` capped as a retry's is)."""
-    if result.status_code == 200 and result.limit_headers is None:
-        return _ANSWERED
-    refused = (result.status_code in (429, 503)
-               or (result.error_kind is ErrorKind.CONNECT_ERROR and result.error_message == "ConnectError"))
-    wait = result.retry_after_s
-    return Feedback(ok=result.status_code is not None, refused=refused,
-                    rate_limited=result.status_code == 429, timed_out=result.error_kind is ErrorKind.TIMEOUT,
-                    retry_after_s=None if wait is None else min(wait, retry_after_cap_s),
-                    headers=result.limit_headers)
-
-
-#: A rate-limited attempt's own wait when the endpoint names none: this times 2^n, capped.
-RATE_LIMIT_BACKOFF_S = 0.1
-_RATE_LIMIT_BACKOFF_CAP_S = 5.0
-#: With a ``Retry-After``, the refused request's own backoff is a floor of at most this.
-_RETRY_AFTER_FLOOR_CAP_S = 1.0
-
-
-async def run_with_retries(
-    fn: Callable[[int], Awaitable[AttemptResult[T]]],
-    policy: RetryPolicy,
-    *,
-    timeout_s: float | None,
-    deadline_s: float | None = None,
-    before_attempt: Callable[[], Awaitable[None]] | None = None,
-    rng: random.Random | None = None,
-    timeout_in_fn: bool = False,
-    now: Callable[[], float] = trio.current_time,
-    gate: AttemptGate | None = None,
-    rate_limit_timeout_s: float | None = None,
-) -> RetryOutcome[T]:
-    """Run ``fn(attempt)`` until it succeeds, fails for good, or time runs out.
-
-    Each attempt runs under ``trio.fail_after(timeout_s)``, or, with
-    ``timeout_in_fn``, ``fn`` itself raises ``trio.TooSlowError`` once
-    ``timeout_s`` has passed since it started (the lean transport's deadline:
-    a cancel scope per attempt is a cell's largest fixed cost); transport errors
-    and timeouts raised by ``fn`` become results. ``before_attempt`` (e.g. a
-    rate-limit wait) runs before each attempt, outside its timeout. The
-    deadline and the latency start when the first attempt starts. When the
-    next sleep would pass the deadline, the loop stops at once with the last
-    failure; when the deadline ends an attempt, that attempt is recorded as
-    ``timeout``/``DeadlineExceeded``. Cancellation from outside propagates.
-
-    Args:
-        fn: Makes one attempt; ``attempt`` is 1-based.
-        policy: The retry policy.
-        timeout_s: Per-attempt bound (None or 0: none).
-        deadline_s: Bound on all attempts and sleeps (None: none).
-        before_attempt: Awaited before each attempt.
-        rng: Jitter source (default: a fresh ``random.Random()``).
-        timeout_in_fn: ``fn`` keeps ``timeout_s`` itself (no scope per attempt).
-        now: Reads the run's time (a :class:`~evalhydra.core.trio_util.RunClock`'s, which is cheaper).
-        gate: Taken before each attempt and told its outcome (adaptive concurrency); it holds
-            the attempt back while the endpoint is paused or at its limit.
-        rate_limit_timeout_s: With it (> 0), a 429 is the endpoint asking to wait, not the cell
-            failing: it uses up no attempt, and is sent again (after the endpoint's pause, or
-            a short backoff of its own) until the endpoint has refused this cell for that long.
-            A 429 whose ``Retry-After`` is longer than that (a spent daily quota) ends the cell
-            ``rate_limited`` at once.
-
-    Returns:
-        The outcome with every attempt recorded.
-    """
-    rng = rng or random.Random()
-    records: list[AttemptRecord] = []
-    last: AttemptResult[T] | None = None
-    start = t0 = 0.0
-    in_attempt = False
-    deadline = math.inf
-    refused_since: float | None = None  # the first 429 of the current run of them
-    # No deadline, no scope: a cancel scope per call costs more than the rest of the loop.
-    deadline_scope = trio.CancelScope() if deadline_s is not None else None
-    with deadline_scope or contextlib.nullcontext():
-        attempt = 0  # attempts that count against max_attempts
-        while attempt < policy.max_attempts:
-            attempt += 1
-            if before_attempt is not None:
-                await before_attempt()
-            try:
-                sent_at = await gate.acquire() if gate is not None else 0.0
-            except EndpointSilent:  # never answered, and its probe timed out: no cell waits for it
-                last = AttemptResult(error_kind=ErrorKind.TIMEOUT, error_message=silent_reason(timeout_s))
-                start = now()
-                records.append(last.record(len(records) + 1, 0.0))
-                t0 = t0 if len(records) > 1 else start
-                break
-            start = now()
-            if not records:
-                t0 = start
-                if deadline_scope is not None and deadline_s is not None:
-                    deadline = deadline_scope.deadline = t0 + deadline_s
-            in_attempt = True
-            try:
-                last = await _attempt_once(fn, len(records) + 1, timeout_s, timeout_in_fn)
-            except BaseException:
-                if gate is not None:
-                    gate.cancel()
-                raise
-            in_attempt = False
-            end = now()
-            if gate is not None:
-                gate.release(sent_at, feedback_of(last, policy.retry_after_cap_ms / 1000.0))
-            records.append(last.record(len(records) + 1, (end - start) * 1000.0))
-            if rate_limit_timeout_s and last.status_code == 429:
-                refused_since = end if refused_since is None else refused_since
-                if last.retry_after_s is not None and last.retry_after_s > rate_limit_timeout_s:
-                    break  # a spent quota: no retry within the bound can succeed
-                if end - refused_since < rate_limit_timeout_s:
-                    attempt -= 1  # waiting for the limit is not the cell's failure
-                    # the refused request's own wait: at least what it was asked (capped), and never
-                    # sooner than its own backoff (a provider asking for milliseconds is not
-                    # stormed by every refused cell at once)
-                    delay = min(_RATE_LIMIT_BACKOFF_CAP_S, RATE_LIMIT_BACKOFF_S * 2 ** min(len(records), 16))
-                    delay = rng.uniform(0.5 * delay, delay)
-                    if last.retry_after_s is not None:  # the floor is at most a second
-                        asked = min(last.retry_after_s, policy.retry_after_cap_ms / 1000.0)
-                        delay = max(min(delay, _RETRY_AFTER_FLOOR_CAP_S), asked)
-                    if end + delay >= deadline:
-                        break
-                    if delay > 0:
-                        await trio.sleep(delay)
-                    continue
-            else:
-                refused_since = None
-            if attempt >= policy.max_attempts or not policy.retries(last):
-                break
-            delay = policy.delay_s(attempt, last.retry_after_s, rng)
-            if end + delay >= deadline:
-                break
-            if delay > 0:
-                await trio.sleep(delay)
-    end = now()
-    if in_attempt or last is None:  # the deadline ended an attempt
-        last = AttemptResult(error_kind=ErrorKind.TIMEOUT, error_message=DEADLINE_REASON)
-        records.append(last.record(len(records) + 1, (end - start) * 1000.0))
-    return RetryOutcome(last, records, (end - t0) * 1000.0, t0 if records else end)

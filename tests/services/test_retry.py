@@ -12,6 +12,7 @@ import trio
 from evalhydra.config.schema import RetryConfig
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.values import ErrorKind
+from evalhydra.services.attempts import run_with_retries
 from evalhydra.services.retry import (
     DEADLINE_REASON,
     TIMEOUT_REASON,
@@ -21,7 +22,6 @@ from evalhydra.services.retry import (
     classify_status,
     error_name,
     parse_retry_after,
-    run_with_retries,
 )
 
 REQ = httpx.Request("POST", "http://x/v1/chat/completions")

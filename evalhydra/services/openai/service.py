@@ -42,6 +42,7 @@ from evalhydra.http.body import aclose_response, read_capped
 from evalhydra.http.deadlines import DEADLINE
 from evalhydra.http.pool import TransportPool, tls_context
 from evalhydra.services.adaptive import EndpointController, controller_for
+from evalhydra.services.attempts import run_with_retries
 from evalhydra.services.cache import TRIAL, USE_CACHE, CacheEntry, ResponseCache, cache_key, request_scope
 from evalhydra.services.openai.embeddings import request_embeddings
 from evalhydra.services.openai.payload import (
@@ -84,7 +85,6 @@ from evalhydra.services.retry import (
     RetryPolicy,
     classify_status,
     retry_after_header,
-    run_with_retries,
 )
 
 __all__ = ["MAX_RESPONSE_BYTES", "OpenAICompatService"]
