@@ -1,7 +1,8 @@
 """The SQLite store: every run, result and attempt; the one source of every report and resume.
 
 * :mod:`~evalhydra.store.rows`: the typed result row and the rules that classify it.
-* :mod:`~evalhydra.store.schema`: tables, views and numbered migrations.
+* :mod:`~evalhydra.store.schema`: tables and numbered migrations, in order;
+  :mod:`~evalhydra.store.views`: the views, made after any migration runs.
 * :mod:`~evalhydra.store.db`: :class:`~evalhydra.store.db.Store` (batched writes, resume reads).
 * :mod:`~evalhydra.store.merge`: exact merge of shard stores.
 * :mod:`~evalhydra.store.batches`: the ``batches`` table: every batch job a run sent, so no rerun

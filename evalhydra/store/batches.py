@@ -22,7 +22,7 @@ from typing import Any
 
 from evalhydra.store.db import connect, immediate
 from evalhydra.store.rows import now_iso
-from evalhydra.store.schema import latest_version_sql
+from evalhydra.store.views import latest_version_sql
 
 __all__ = ["BatchLedger", "BatchRecord", "list_batches"]
 

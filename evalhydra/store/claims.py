@@ -29,7 +29,7 @@ from pathlib import Path
 
 from evalhydra.store.db import connect, immediate, insert_rows
 from evalhydra.store.rows import INFRA_ERROR_SQL
-from evalhydra.store.schema import latest_version_sql
+from evalhydra.store.views import latest_version_sql
 
 __all__ = ["LEASE_S", "ClaimResult", "Claims"]
 

@@ -35,8 +35,9 @@ from evalhydra.store.rows import (
     row_values,
     storable,
 )
-from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION, VERSION_JOIN, latest_version_sql
+from evalhydra.store.schema import MIGRATIONS, SCHEMA_VERSION
 from evalhydra.store.sqlite_lib import disable_memory_statistics
+from evalhydra.store.views import VERSION_JOIN, create_views, latest_version_sql
 
 __all__ = ["Batch", "Store", "connect", "immediate", "insert_present", "insert_rows", "migrate", "open_store",
            "process_gone"]
@@ -349,6 +350,8 @@ def migrate(db: sqlite_utils.Database) -> None:
         for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
             step(db)
             db.conn.execute(f"pragma user_version = {number}")
+        if version < len(MIGRATIONS):
+            create_views(db)  # as they are now: views are not migrations (store/views.py)
 
 
 _RESULT_COLUMNS = tuple(f'"{c}"' for c in RESULT_FIELDS)  # quoted: ``group`` is a keyword

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 import evalhydra
-from evalhydra.store.schema import latest_version_sql
+from evalhydra.store.views import latest_version_sql
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import (
     chat_requests,

@@ -23,7 +23,7 @@ from evalhydra.plan.build import build_plan
 from evalhydra.plan.cells import count_cells, planned_cells
 from evalhydra.store.db import Batch, open_store
 from evalhydra.store.merge import merge_stores
-from evalhydra.store.schema import latest_version_sql
+from evalhydra.store.views import latest_version_sql
 from tests.helpers import (
     chat_requests,
     installed_script,
