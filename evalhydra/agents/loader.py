@@ -12,10 +12,7 @@ trial runs, as one :class:`~evalhydra.core.errors.EvalHydraError`.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
-import re
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +21,7 @@ from typing import Any
 from evalhydra.agents.models import ValidatorProtocol
 from evalhydra.agents.zrb_compat import provide_zrb_names
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.usercode import UserCodeImportError, import_file
 
 __all__ = ["AgentCase", "CaseLoadError", "load_cases", "load_validator"]
 
@@ -230,18 +228,8 @@ def load_validator(path: Path) -> ValidatorProtocol:
 
 
 def _import_file(path: Path) -> Any:
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
-    slug = re.sub(r"\W", "_", path.parent.name)
-    module_name = f"evalhydra_agent_validator_{slug}_{digest}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise EvalHydraError(f"Cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
     provide_zrb_names()  # validators written for zrb import zrb_llm_evaluator's names
-    sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # user code: any error is a load error
-        sys.modules.pop(module_name, None)
-        raise EvalHydraError(f"{path} failed to import: {type(exc).__name__}: {exc}") from exc
-    return module
+        return import_file(path, "evalhydra_agent_validator_")
+    except UserCodeImportError as exc:
+        raise EvalHydraError(f"{path} {exc}") from None

@@ -7,13 +7,13 @@ import csv
 import json
 import sqlite3
 import sys
-import time
 from typing import Any
 
 from evalhydra.cli.store_access import add_format, format_rows, open_read_only
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.text import visible
 from evalhydra.job.exit_codes import ExitCode
+from evalhydra.store.timelimit import interrupted, time_limit
 
 __all__ = ["cmd_query", "configure_query"]
 
@@ -56,34 +56,33 @@ def cmd_query(args: argparse.Namespace) -> int:
     """
     store = open_read_only(args)
     store.conn.set_authorizer(_authorize)
-    _time_limit(store.conn, args.timeout)
     try:
-        cursor = store.conn.execute(args.sql)
-        names = [d[0] for d in cursor.description or ()]
-        if not names:
-            print("(no result set)")
-        elif args.format in ("csv", "json", "jsonl"):
-            _stream(cursor, names, args.format)
-        else:
-            rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchmany(args.max_rows + 1)]
-            print(format_rows(rows[: args.max_rows], args.format))
-            if len(rows) > args.max_rows:
-                print(f"… stopped at {args.max_rows:,} rows: use --format csv, json or jsonl for all",
-                      file=sys.stderr)
+        with time_limit(store.conn, args.timeout):
+            _print_query(store.conn, args)
     except sqlite3.Error as exc:
         raise _query_error(exc, args) from None
     return ExitCode.OK
 
 
-def _time_limit(conn: sqlite3.Connection, seconds: float) -> None:
-    """Stop any statement of ``conn`` after ``seconds`` (SQLite's progress handler interrupts it)."""
-    deadline = time.monotonic() + seconds
-    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+def _print_query(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
+    """Run the query and print its rows as ``--format`` asks."""
+    cursor = conn.execute(args.sql)
+    names = [d[0] for d in cursor.description or ()]
+    if not names:
+        print("(no result set)")
+    elif args.format in ("csv", "json", "jsonl"):
+        _stream(cursor, names, args.format)
+    else:
+        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchmany(args.max_rows + 1)]
+        print(format_rows(rows[: args.max_rows], args.format))
+        if len(rows) > args.max_rows:
+            print(f"… stopped at {args.max_rows:,} rows: use --format csv, json or jsonl for all",
+                  file=sys.stderr)
 
 
 def _query_error(exc: sqlite3.Error, args: argparse.Namespace) -> EvalHydraError:
     what = f"SQL error: {str(exc).rstrip('.')}"
-    if str(exc) == "interrupted":
+    if interrupted(exc):
         return EvalHydraError(f"The query ran longer than {args.timeout:g} s and was stopped.",
                               "Narrow it (WHERE, LIMIT), or allow longer with --timeout SECONDS.")
     if any(word in what for word in ("not authorized", "readonly", "may not be modified")):

@@ -10,19 +10,26 @@ Three rules, the same wherever evalhydra runs code it did not write:
   (:data:`USER_THREADS`), never trio's default one, which the store's writer and the end of a
   run use. A thread whose caller gave up (a timeout) cannot be stopped; it keeps running, holds a
   token of this limiter alone, and is counted as abandoned, so the summary can say so.
-* **Loading** (:func:`evalhydra.matchers.custom.locate`): whatever importing user code raises is
-  an import error naming what was loaded.
+* **Loading** (:func:`import_file` for a file, :func:`evalhydra.matchers.custom.locate` for a
+  dotted path): whatever importing user code raises is an import error naming what was loaded.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import re
+import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import TypeVar
 
 import trio
 
-__all__ = ["USER_THREADS", "USER_THREAD_LIMIT", "UserThreads", "describe", "passes_through"]
+__all__ = ["USER_THREADS", "USER_THREAD_LIMIT", "UserCodeImportError", "UserThreads", "describe",
+           "import_file", "passes_through"]
 
 #: Threads of user code running at once, per run.
 USER_THREAD_LIMIT = 64
@@ -117,3 +124,34 @@ class UserThreads:
 
 #: The process's user-code threads (a process runs one trio run at a time).
 USER_THREADS = UserThreads()
+
+
+class UserCodeImportError(ImportError):
+    """A user's file that cannot be imported; ``args[0]`` says what it raised (the caller names
+    the file)."""
+
+
+def import_file(path: Path, prefix: str) -> ModuleType:
+    """Import the Python file ``path`` as a module of its own (named ``prefix`` + its folder and a
+    hash of its path, registered in ``sys.modules`` as dataclasses and pickling need).
+
+    Raises:
+        UserCodeImportError: It cannot be loaded, or importing it raised anything (a
+            ``SystemExit`` too); a real Ctrl-C and trio's cancellation pass through.
+    """
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    folder = re.sub(r"\W", "_", path.parent.name)
+    name = f"{prefix}{folder}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UserCodeImportError("cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        sys.modules.pop(name, None)
+        if passes_through(exc):
+            raise
+        raise UserCodeImportError(f"failed to import: {describe(exc)}") from None
+    return module

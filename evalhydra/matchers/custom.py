@@ -21,7 +21,6 @@ A matcher that raises becomes a ``matcher_error`` result (see the factory).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -29,11 +28,10 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.usercode import USER_THREADS, describe, passes_through
+from evalhydra.core.usercode import USER_THREADS, UserCodeImportError, describe, import_file, passes_through
 from evalhydra.core.values import PASSING, MatchResult
 from evalhydra.matchers.base import MatchContext, Matcher
 from evalhydra.matchers.common import is_number, is_unit_number
@@ -122,19 +120,10 @@ def load_validator(path: Path, name: str) -> Any:
     """
     key = (str(path), path.stat().st_mtime_ns)
     if key not in _validator_cache:
-        module_name = "evalhydra_validator_" + hashlib.sha1(key[0].encode()).hexdigest()[:12]
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise EvalHydraError(f"{name}: cannot load validator module")
-        module: ModuleType = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module  # dataclasses and pickling look modules up here
         try:
-            spec.loader.exec_module(module)
-        except BaseException as exc:
-            sys.modules.pop(module_name, None)
-            if passes_through(exc):
-                raise
-            raise EvalHydraError(f"{name}: validator.py failed to import: {describe(exc)}") from None
+            module = import_file(path, "evalhydra_validator_")
+        except UserCodeImportError as exc:
+            raise EvalHydraError(f"{name}: validator.py {exc}") from None
         validator = getattr(module, "validator", None)
         if not callable(getattr(validator, "validate", None)):
             raise EvalHydraError(

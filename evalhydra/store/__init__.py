@@ -17,6 +17,8 @@
   selection, its wall time.
 * :mod:`~evalhydra.store.sqlite_lib`: process-wide settings of the SQLite library: no memory
   statistics.
+* :mod:`~evalhydra.store.timelimit`: a time limit on a connection's statements (query, merge,
+  the viewer).
 """
 
 from evalhydra.store.db import Batch, Store, open_store

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +11,7 @@ from evalhydra.core.errors import EvalHydraError
 from evalhydra.store.db import immediate, open_store
 from evalhydra.store.rows import RESULT_FIELDS, infra_error_sql
 from evalhydra.store.schema import RESULT_COLUMNS, SCHEMA_VERSION
+from evalhydra.store.timelimit import interrupted, time_limit
 
 __all__ = ["SHARD_TIME_LIMIT_S", "TABLES", "check_shard", "merge_stores"]
 
@@ -93,18 +93,15 @@ def _columns(conn: sqlite3.Connection, schema: str, table: str) -> list[str]:
 @contextmanager
 def _time_limit(conn: sqlite3.Connection, seconds: float, shard: Path) -> Iterator[None]:
     """Interrupt ``conn``'s statements after ``seconds``; say which shard took too long."""
-    deadline = time.monotonic() + seconds
-    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
     try:
-        yield
+        with time_limit(conn, seconds):
+            yield
     except sqlite3.OperationalError as exc:
-        if str(exc) != "interrupted":
+        if not interrupted(exc):
             raise
         raise EvalHydraError(f"shard {shard}: still being read after {seconds:g} s; stopped.",
                              "Check the shard (sqlite3 SHARD 'pragma integrity_check') and merge the "
                              "others.") from None
-    finally:
-        conn.set_progress_handler(None, 0)
 
 
 def check_shard(shard: Path, time_limit_s: float = SHARD_TIME_LIMIT_S) -> None:

@@ -1,7 +1,9 @@
 """``evalhydra view``: a local web app over the store, read-only, live while a run writes.
 
-``app`` builds the Starlette application (token gate, pages, JSON for live updates),
-``queries`` the SQL behind the run list, ``serve`` runs it on hypercorn under trio.
+``app`` builds the Starlette application (pages, JSON for live updates; each request's queries
+under a time limit), ``gate`` lets through only requests with the token to a loopback host,
+``queries`` the SQL behind the run list, ``live`` running runs' summaries, ``serve`` runs it on
+hypercorn under trio.
 
 * :mod:`~evalhydra.viewer.export`: the grid as shown, every page of it, as CSV or JSONL.
 * :mod:`~evalhydra.viewer.grid`: the grid of cases × targets, a page at a time, and one case whole:

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import html
 import json
-import secrets
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -37,13 +36,12 @@ from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
     JSONResponse,
-    PlainTextResponse,
     RedirectResponse,
     Response,
     StreamingResponse,
 )
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from evalhydra.analysis.calibration import calibration_docs
 from evalhydra.analysis.comparison import Target, compare, parse_target
@@ -53,7 +51,9 @@ from evalhydra.analysis.selection import select_runs
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.html import STATUS_MARKS, chart
 from evalhydra.store.db import Store, open_store
+from evalhydra.store.timelimit import interrupted, time_limit
 from evalhydra.viewer.export import FORMATS, export_lines
+from evalhydra.viewer.gate import LABELS_PATH, LOOPBACK_HOSTS, TokenGate
 from evalhydra.viewer.grid import (
     CaseView,
     GridPage,
@@ -76,14 +76,8 @@ from evalhydra.viewer.queries import (
 )
 from evalhydra.viewer.render import DIFF_LINES, render_text
 
-__all__ = ["COOKIE", "create_app"]
+__all__ = ["create_app"]
 
-#: The cookie that carries the token after the first visit, suffixed by the server's port (two
-#: viewers in one browser keep their own).
-COOKIE = "evalhydra_view_token"
-#: Host names the viewer answers to besides the one it was started on (a DNS-rebinding page
-#: names another host and gets 421).
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 #: The highest page number a link may name (a larger one is the last page anyway).
 MAX_PAGE = 1_000_000
 #: The lists of cases a comparison row holds, and how a page names them.
@@ -92,11 +86,10 @@ CHANGE_LISTS = {"regressed": "regressed cases (lower pass fraction on the candid
                 "judge_flips": "judge flips (case#trial: same output, other verdict)"}
 #: Cases on one page of such a list.
 CHANGES_PAGE = 200
+#: The longest any page's queries may run (the store is read in SQL; a page never hangs).
+PAGE_QUERY_S = 30.0
 #: How often a live page asks for its run's status.
 POLL_MS = 2000
-#: The one path the viewer takes a POST on, and the header that must carry :func:`label_key`.
-LABELS_PATH = "/api/labels"
-LABEL_HEADER = "x-evalhydra-label"
 #: The largest label a page may send.
 MAX_LABEL_BYTES = 16_384
 
@@ -121,83 +114,12 @@ def create_app(store_path: Path, token: str, host: str = "127.0.0.1", labeller: 
     return TokenGate(app, token, LOOPBACK_HOSTS | {host, f"[{host}]"})
 
 
-class TokenGate:
-    """Lets through GET and HEAD requests to an allowed host that carry the token (query or
-    cookie), and a label's POST that carries the cookie and the label header; nothing else. Every
-    answer carries the security headers (:func:`_secure`)."""
-
-    def __init__(self, app: ASGIApp, token: str, hosts: frozenset[str] = LOOPBACK_HOSTS) -> None:
-        self.app = app
-        self.token = token.encode()
-        self.label_key = label_key(token).encode()
-        self.hosts = hosts
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        scope["state"] = {**scope.get("state", {}), "nonce": secrets.token_urlsafe(16)}
-
-        async def secured(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *_secure(scope)]}
-            await send(message)
-
-        request = Request(scope)
-        response = self._refusal(request, _cookie_name(scope))
-        if response is None:
-            await self.app(scope, receive, secured)
-        else:
-            await response(scope, receive, secured)
-
-    def _refusal(self, request: Request, cookie: str) -> Response | None:
-        host = (request.headers.get("host") or "").rpartition(":")[0] or request.headers.get("host", "")
-        if host.lower() not in self.hosts:  # a page of another site that rebound its name to us
-            return PlainTextResponse("this viewer answers on its own address only", status_code=421)
-        if request.method == "POST" and request.url.path == LABELS_PATH:
-            sent = request.headers.get(LABEL_HEADER, "").encode("utf-8", "surrogateescape")
-            if self._holds(request.cookies.get(cookie, "")) and secrets.compare_digest(sent, self.label_key):
-                return None
-            return PlainTextResponse("a label comes from a case page the viewer's URL opened",
-                                     status_code=403)
-        if request.method not in ("GET", "HEAD"):
-            return PlainTextResponse("the viewer only reads (and takes labels)", status_code=405,
-                                     headers={"allow": "GET, HEAD"})
-        given = request.query_params.get("token")
-        if given is not None and self._holds(given):
-            rest = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
-            redirect = RedirectResponse(request.url.path + (f"?{rest}" if rest else ""), status_code=303)
-            redirect.set_cookie(cookie, self.token.decode(), httponly=True, samesite="strict")
-            return redirect
-        if self._holds(request.cookies.get(cookie, "")):
-            return None
-        return PlainTextResponse("open the URL evalhydra view printed (it carries the token)",
-                                 status_code=403)
-
-    def _holds(self, given: str) -> bool:
-        """Whether ``given`` is the token (compared as bytes: any text may come in)."""
-        return secrets.compare_digest(given.encode("utf-8", "surrogateescape"), self.token)
-
-
-def _cookie_name(scope: Scope) -> str:
-    server = scope.get("server")
-    return f"{COOKIE}_{server[1]}" if server and server[1] else COOKIE
-
-
-def _secure(scope: Scope) -> list[tuple[bytes, bytes]]:
-    """The headers every answer carries: a policy allowing only this page's own nonced scripts and
-    styles, no framing, no referrer, no sniffing, no caching."""
-    nonce = scope["state"]["nonce"]
-    policy = (f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
-              "img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; "
-              "frame-ancestors 'none'")
-    return [(b"content-security-policy", policy.encode()), (b"referrer-policy", b"no-referrer"),
-            (b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store"),
-            (b"x-frame-options", b"DENY")]
-
-
 def _store_trouble(request: Request, exc: Exception) -> Response:
-    """A store that cannot be read (deleted, replaced, damaged): a page naming the problem."""
+    """A store that cannot be read (deleted, replaced, damaged), or a page whose queries ran past
+    :data:`PAGE_QUERY_S`: a page naming the problem."""
+    if interrupted(exc):
+        return _missing(f"this page's queries ran longer than {PAGE_QUERY_S:g} s and were stopped;"
+                        " narrow it (a filter, a search, fewer runs)", 503)
     detail = exc.message if isinstance(exc, EvalHydraError) else f"{type(exc).__name__}: {exc}"
     return _missing(f"the store cannot be read: {detail}", 503)
 
@@ -226,15 +148,19 @@ class _Pages:
         self.live = LiveSummaries()  # running runs' summaries, brought up to date on each request
         self.key, self.labeller, self.show_judge = key, labeller, show_judge
 
-    def _store(self) -> Store:
-        return open_store(self.store_path, read_only=True)
+    @contextmanager
+    def _store(self) -> Iterator[Store]:
+        """The store, read-only, for one request, its statements stopped past :data:`PAGE_QUERY_S`."""
+        with closing(open_store(self.store_path, read_only=True)) as store, \
+                time_limit(store.conn, PAGE_QUERY_S):
+            yield store
 
     def runs(self, request: Request) -> Response:
         """Every run, newest first: search with ``q``, filter with ``status``, page with ``page``."""
         query = request.query_params.get("q", "")
         page = _page_number(request.query_params.get("page", "0"))
         status = request.query_params.get("status", "")
-        with closing(self._store()) as store:
+        with self._store() as store:
             rows, more = runs_page(store.conn, query, page, status, self.live)
         return _render(request, "runs.html.j2", runs=rows, q=query, page=page, more=more, status=status,
                        running=any(r["status"] == "running" for r in rows), store=str(self.store_path))
@@ -242,7 +168,7 @@ class _Pages:
     def run(self, request: Request) -> Response:
         """A run, or several (a sweep): the summary, the chart and a page of the grid, live while it runs."""
         params = request.query_params
-        with closing(self._store()) as store:
+        with self._store() as store:
             ids = _resolve(store, request.path_params["ids"].split(","))
             if not ids:
                 return _missing(f"no run {request.path_params['ids']} in this store")
@@ -273,7 +199,7 @@ class _Pages:
         params = request.query_params
         back = urlencode(parse_qsl(params.get("back", "")))  # the grid's filter, sort, search and page
         grid = dict(parse_qsl(back))
-        with closing(self._store()) as store:
+        with self._store() as store:
             ids = _resolve(store, request.path_params["ids"].split(","))
             key = (params.get("eval", ""), params.get("case", ""))
             found = case_view(store.conn, ids, *key) if ids else None
@@ -314,7 +240,7 @@ class _Pages:
         """The label queue: the next output to label (``after``: past this position), opened on its
         case page; or how far the labelling got."""
         after = _position(request.query_params.get("after", ""))
-        with closing(self._store()) as store:
+        with self._store() as store:
             ids = _resolve(store, request.path_params["ids"].split(","))
             if not ids:
                 return _missing(f"no run {request.path_params['ids']} in this store")
@@ -345,7 +271,7 @@ class _Pages:
         fmt, params = request.path_params["fmt"], request.query_params
         if fmt not in FORMATS:
             return _missing("export as .csv or .jsonl", 404)
-        with closing(self._store()) as store:
+        with self._store() as store:
             ids = _resolve(store, request.path_params["ids"].split(","))
             if not ids:
                 return _missing(f"no run {request.path_params['ids']} in this store")
@@ -370,7 +296,7 @@ class _Pages:
         if not all(texts):
             return _missing("pick two runs to compare (base= and candidate=)", 400)
         corrected = params.get("judge_corrected") == "1"
-        with closing(self._store()) as store:
+        with self._store() as store:
             try:
                 base, cand = (_target(store, text) for text in texts)
                 comparison = compare(store.conn, base, cand, judge_corrected=corrected).to_json()
@@ -386,7 +312,7 @@ class _Pages:
 
     def changes(self, request: Request) -> Response:
         """One comparison row of a sweep's page (``row``): its whole list (``list``) of changed cases."""
-        with closing(self._store()) as store:
+        with self._store() as store:
             ids = _resolve(store, request.path_params["ids"].split(","))
             if not ids:
                 return _missing(f"no run {request.path_params['ids']} in this store")
@@ -408,7 +334,7 @@ class _Pages:
 
     def status(self, request: Request) -> Response:
         """The runs' status and counts, for a live page."""
-        with closing(self._store()) as store:
+        with self._store() as store:
             ids = _resolve(store, request.path_params["ids"].split(","))
             found = run_status(store.conn, ids, self.live) if ids else None
         return JSONResponse(found) if found is not None else JSONResponse({"error": "no such run"}, 404)

@@ -21,7 +21,7 @@ import pytest
 
 from evalhydra.store.db import immediate, open_store
 from evalhydra.store.labels import import_labels
-from evalhydra.viewer.app import COOKIE
+from evalhydra.viewer.gate import COOKIE
 from tests.helpers import numbered_registry, run_cli, start_cli, wait_for
 from tests.reports.support import result_row, write_run
 
@@ -163,6 +163,27 @@ def test_an_unreadable_store_answers_503_naming_it(tmp_path: Path) -> None:
     with TestClient(create_app(store, "t0k3n"), base_url="http://127.0.0.1") as client:
         answer = client.get("/?token=t0k3n")
     assert answer.status_code == 503 and "the store cannot be read" in answer.text
+
+
+def test_a_page_whose_queries_run_too_long_answers_503_saying_so(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 61, item 4: the viewer's queries run under a time limit (here none is left)."""
+    from starlette.testclient import TestClient
+
+    from evalhydra.store.db import open_store
+    from evalhydra.viewer import app
+    from tests.reports.support import result_row, write_run
+
+    path = tmp_path / "s.db"
+    store = open_store(path)
+    write_run(store, "eval-many-aaaaaaaa", [result_row("eval-many-aaaaaaaa", f"c{i}", cell_key=f"k{i}")
+                                           for i in range(400)])
+    store.close()
+    with TestClient(app.create_app(path, "t0k3n"), base_url="http://127.0.0.1") as client:
+        assert client.get("/?token=t0k3n").status_code == 200
+        monkeypatch.setattr(app, "PAGE_QUERY_S", 0.0)
+        answer = client.get("/runs/eval-many-aaaaaaaa")
+    assert answer.status_code == 503 and "queries ran longer than 0 s and were stopped" in answer.text
 
 
 @pytest.mark.slow
