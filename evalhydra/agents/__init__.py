@@ -34,7 +34,6 @@ from evalhydra.agents.command import (
 from evalhydra.agents.executor import TrialPaths, run_trial, trial_paths, verification_marker
 from evalhydra.agents.loader import AgentCase, load_cases, load_validator
 from evalhydra.agents.models import (
-    STATUSES,
     TERMINAL_STATUSES,
     ToolCallRecord,
     TrialResult,
@@ -47,7 +46,6 @@ from evalhydra.agents.trace import trace_from_history
 from evalhydra.agents.usage import TokenUsage, cost_usd, parse_usage
 
 __all__ = [
-    "STATUSES",
     "TEMPLATES",
     "TERMINAL_STATUSES",
     "AgentCase",

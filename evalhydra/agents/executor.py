@@ -35,7 +35,6 @@ import trio
 from evalhydra.agents.command import build_argv, build_env, safe_model_name, session_name, template_name
 from evalhydra.agents.loader import AgentCase
 from evalhydra.agents.models import (
-    VALIDATION_STATUSES,
     TrialResult,
     TrialTrace,
     ValidationCheck,
@@ -46,6 +45,7 @@ from evalhydra.agents.trace import trace_from_history
 from evalhydra.agents.usage import TokenUsage, UsageOutOfRange, cost_usd, last_json_object, parse_usage
 from evalhydra.agents.zrb_compat import trace_for_validator
 from evalhydra.config.schema import ServiceConfig
+from evalhydra.core.values import VALIDATION_STATUSES
 
 __all__ = ["TrialPaths", "run_trial", "trial_paths", "verification_marker"]
 

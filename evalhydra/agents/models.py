@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from evalhydra.core.values import STATUSES, VALIDATION_STATUSES
+
 __all__ = [
     "DEFAULT_CLI",
     "MIN_TIMEOUT_S",
-    "STATUSES",
     "TERMINAL_STATUSES",
-    "VALIDATION_STATUSES",
     "ToolCallRecord",
     "TrialResult",
     "TrialTrace",
@@ -31,10 +31,6 @@ __all__ = [
 DEFAULT_CLI = {"zrb": "zrb", "claude-code": "claude", "opencode": "opencode"}
 #: zrb's least trial timeout (seconds).
 MIN_TIMEOUT_S = 30.0
-#: Statuses a validator (or a ``VERIFICATION_RESULT:`` marker) may give.
-VALIDATION_STATUSES = ("EXCELLENT", "PASS", "FAIL")
-#: Every trial status, in the report's canonical order.
-STATUSES = ("EXCELLENT", "PASS", "FAIL", "TIMEOUT", "ERROR")
 #: A cell with one of these statuses is complete (all five are terminal).
 TERMINAL_STATUSES = frozenset(STATUSES)
 

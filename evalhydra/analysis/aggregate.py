@@ -23,6 +23,7 @@ from evalhydra.analysis.selection import (
     Selection,
 )
 from evalhydra.core import strictjson
+from evalhydra.core.values import PASSING
 from evalhydra.stats.rates import pass_at_k, pass_hat_k
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
@@ -34,7 +35,6 @@ __all__ = [
     "CAP_GRID",
     "CAP_TRIALS",
     "MAX_K",
-    "STATUSES",
     "CaseData",
     "TargetAgg",
     "CaseViews",
@@ -56,7 +56,6 @@ CAP_GRID = 30  # case columns of the Grid
 CAP_FLAKY = 20  # flaky cases listed per report.md
 CAP_FLAKY_JSON = 1000  # flaky cases per target in trials.json
 MAX_K = 5  # pass@k and pass^k for k = 1..min(trials, MAX_K)
-STATUSES = ("EXCELLENT", "PASS", "FAIL", "TIMEOUT", "ERROR")
 CATEGORIES = ("format", "content", "hallucination", "missing_field", "constraint_violation", "other")
 _ENUM = ", ".join(f"'{c}'" for c in CATEGORIES)
 
@@ -406,6 +405,6 @@ def case_views(conn: sqlite3.Connection, sel: Selection, by_case: Sequence[tuple
             counts[(e, c)].statuses[status] += 1
         if (e, c) in wanted_grid:
             icons.setdefault((s, m, e, c), []).append(status)
-        if (e, c) in wanted_best and status in ("PASS", "EXCELLENT"):
+        if (e, c) in wanted_best and status in PASSING:
             best[(e, c)] = _best(best.get((e, c)), row)
     return CaseViews(list(counts.items()), icons, best)

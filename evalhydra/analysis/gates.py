@@ -8,16 +8,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalhydra.analysis.selection import select_runs
+from evalhydra.analysis.targetstats import TargetStats
 from evalhydra.store.db import Store
 
-__all__ = ["Gates", "failing_stats", "threshold_for", "top_fix"]
+__all__ = ["GateFailure", "Gates", "failing_stats", "threshold_for", "top_fix"]
 
 
-def threshold_for(stat: Mapping[str, Any], fail_under: float | None,
+def threshold_for(stat: TargetStats, fail_under: float | None,
                   per_eval: Mapping[str, float] | None) -> float | None:
     """The minimum pass rate of one eval: its id's, else its group's, else ``fail_under``."""
     per_eval = per_eval or {}
-    for key in (stat.get("eval"), stat.get("group")):
+    for key in (stat.eval, stat.group):
         if key is not None and key in per_eval:
             return float(per_eval[key])
     return fail_under
@@ -65,40 +66,52 @@ class Gates:
                 or self.judged)
 
 
-def failing_stats(stats: Iterable[dict[str, Any]], gates: Gates) -> list[dict[str, Any]]:
-    """Targets under a gate, worst first, each with its ``metric``, ``value`` and ``threshold``.
+@dataclass(frozen=True, slots=True)
+class GateFailure:
+    """A target under one gate: what was measured (``metric``, ``value``; None when it could not
+    be), the gate's ``threshold``, and the format both are shown in (``shape``)."""
+
+    stat: TargetStats
+    metric: str
+    value: float | None
+    threshold: float
+    shape: str = ".1%"
+
+
+def failing_stats(stats: Iterable[TargetStats], gates: Gates) -> list[GateFailure]:
+    """Targets under a gate, worst first.
 
     A target with no scored cell has no pass rate: it is the "could not measure"
     exit, not a failed gate.
     """
     failing = []
     for s in stats:
-        if not s.get("scored", 1):
+        if not s.scored:
             continue
         limit = threshold_for(s, gates.fail_under, gates.per_eval)
-        if limit is not None and not s["pass_rate"] >= limit:  # written so that a NaN fails
-            failing.append({**s, "metric": "pass rate", "value": s["pass_rate"], "threshold": limit})
-        hat = s.get("pass_hat_k")
+        if limit is not None and not s.pass_rate >= limit:  # written so that a NaN fails
+            failing.append(GateFailure(s, "pass rate", s.pass_rate, limit))
+        hat = s.pass_hat_k
         if gates.pass_hat_k_under is not None and hat is not None and not hat >= gates.pass_hat_k_under:
-            failing.append({**s, "metric": f"pass^{s['k']}", "value": hat,
-                            "threshold": gates.pass_hat_k_under})
+            failing.append(GateFailure(s, f"pass^{s.k}", hat, gates.pass_hat_k_under))
         failing += _judge_failures(s, gates)
-    return sorted(failing, key=lambda s: (s["value"] is not None, (s["value"] or 0) - s["threshold"],
-                                          s["eval"], s["metric"]))
+    return sorted(failing, key=lambda f: (f.value is not None, (f.value or 0) - f.threshold,
+                                          f.stat.eval, f.metric))
 
 
-def _judge_failures(stat: dict[str, Any], gates: Gates) -> list[dict[str, Any]]:
+def _judge_failures(stat: TargetStats, gates: Gates) -> list[GateFailure]:
     """A judged target's judge gates: too few labels, or too little agreement with them."""
-    if "judge_labels" not in stat:
+    judged = stat.judged
+    if judged is None:
         return []
     out = []
-    labels, kappa = stat["judge_labels"], stat["judge_kappa"]
-    if gates.require_judge_labels is not None and labels < gates.require_judge_labels:
-        out.append({**stat, "metric": f"judge labels ({stat['judge'] or 'several judges'})", "value": labels,
-                    "threshold": gates.require_judge_labels, "shape": "d"})
+    who = judged.judge or "several judges"
+    if gates.require_judge_labels is not None and judged.judge_labels < gates.require_judge_labels:
+        out.append(GateFailure(stat, f"judge labels ({who})", judged.judge_labels, gates.require_judge_labels,
+                               "d"))
+    kappa = judged.judge_kappa
     if gates.min_judge_kappa is not None and not (kappa is not None and kappa >= gates.min_judge_kappa):
-        out.append({**stat, "metric": f"judge kappa ({stat['judge'] or 'several judges'})", "value": kappa,
-                    "threshold": gates.min_judge_kappa, "shape": ".3f"})
+        out.append(GateFailure(stat, f"judge kappa ({who})", kappa, gates.min_judge_kappa, ".3f"))
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from evalhydra.analysis.aggregate import case_histograms
@@ -18,19 +19,92 @@ from evalhydra.stats.clustered import pass_rate_interval
 from evalhydra.stats.rates import pass_hat_k as pass_hat_k_of
 from evalhydra.store.db import Store
 
-__all__ = ["consistency", "store_stats"]
+__all__ = ["JudgeFields", "TargetStats", "consistency", "store_stats"]
+
+
+@dataclass(slots=True)
+class JudgeFields:
+    """What a judged target adds (:func:`~evalhydra.analysis.judges.judge_report`): its judge, the
+    judge's labels and agreement, and the pass rate corrected for the judge's errors."""
+
+    judge: str | None
+    judge_labels: int
+    judge_kappa: float | None
+    judge_sensitivity: float | None
+    judge_specificity: float | None
+    judge_self_consistency: float | None
+    corrected_pass_rate: float | None
+    corrected_ci_low: float | None
+    corrected_ci_high: float | None
+    corrected_ci_method: str | None
+    corrected_problem: str | None
+
+
+@dataclass(slots=True)
+class TargetStats:
+    """One eval × service × model's figures.
+
+    ``pass_rate`` is the mean over cases of each case's pass fraction (0 without a scored cell:
+    read ``scored`` first), ``ci_low``/``ci_high`` its 95 % interval clustered by case
+    (``ci_method``); ``scored`` counts the results without an infrastructure error;
+    ``pass_hat_k``: of a random case, the chance that ``k`` trials all pass; ``judged``: the
+    judge's fields of a target a judge scored, when the store holds labels (or a judge gate asks).
+    """
+
+    group: str
+    eval: str
+    service: str
+    model: str | None
+    n: int
+    passed: int
+    errors: int
+    scored: int
+    input_tokens: int
+    output_tokens: int
+    pass_rate: float
+    ci_low: float
+    ci_high: float
+    ci_method: str
+    n_cases: int
+    pass_hat_k: float | None
+    k: int
+    p50_ms: int
+    p95_ms: int
+    reasoning_tokens: int
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    first_answer_p50_ms: float | None
+    first_answer_p95_ms: float | None
+    retried: int
+    cost_usd: float
+    judged: JudgeFields | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """(group, eval, service, model or "")."""
+        return self.group, self.eval, self.service, self.model or ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures as one flat mapping, the judge's fields beside them when judged: the shape
+        of ``evaluate().stats`` and the JSON documents."""
+        out = {f: getattr(self, f) for f in _FLAT}
+        if self.judged is not None:
+            out.update({f: getattr(self.judged, f) for f in _JUDGE})
+        return out
+
+
+_FLAT = tuple(f.name for f in fields(TargetStats) if f.name != "judged")
+_JUDGE = tuple(f.name for f in fields(JudgeFields))
 
 
 def store_stats(store: Store, run_ids: Sequence[str], *, pass_hat_k: int | None = None,
-                judges: bool | None = None, summary: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                judges: bool | None = None, summary: Mapping[str, Any] | None = None) -> list[TargetStats]:
     """Per eval × service × model: counts, pass rate with its interval, pass^k, latency, errors, cost.
 
     The pass rate is the mean over cases of each case's pass fraction, its 95%
     interval clustered by case (:func:`~evalhydra.stats.clustered.pass_rate_interval`).
     A target a judge scored also gets the judge's fields and its pass rate corrected for the
-    judge's errors (:func:`~evalhydra.analysis.judges.judge_report`: ``judge``, ``judge_labels``,
-    ``judge_kappa``, ``corrected_pass_rate``, ``corrected_ci_low``/``high``,
-    ``corrected_ci_method``, ``corrected_problem``).
+    judge's errors (:class:`JudgeFields`).
 
     Args:
         store: The store.
@@ -53,32 +127,31 @@ def store_stats(store: Store, run_ids: Sequence[str], *, pass_hat_k: int | None 
                 t, hist = targets[key], histograms.get(key, Counter())
                 rate = pass_rate_interval(hist)
                 k, hat = consistency(hist, pass_hat_k)
-                latency = model["stats"]["latency"]
-                out.append({
-                    "group": ev["group"], "eval": ev["eval_id"], "service": svc["service_name"],
-                    "model": model["model"], "n": t.n, "passed": t.passed, "errors": t.errors,
-                    "scored": t.n - t.errors, "input_tokens": t.input_tokens,
-                    "output_tokens": t.output_tokens, "pass_rate": rate.estimate, "ci_low": rate.low,
-                    "ci_high": rate.high, "ci_method": rate.method, "n_cases": rate.n_cases,
-                    "pass_hat_k": hat, "k": k,
-                    "p50_ms": latency["p50_ms"], "p95_ms": latency["p95_ms"],
-                    "reasoning_tokens": t.reasoning_tokens, **_first_token(first_token.get(key)),
-                    "retried": model["stats"]["retries"]["retried_runs"], "cost_usd": t.cost_usd})
+                latency, ttft = model["stats"]["latency"], _first_token(first_token.get(key))
+                out.append(TargetStats(
+                    ev["group"], ev["eval_id"], svc["service_name"], model["model"], n=t.n, passed=t.passed,
+                    errors=t.errors, scored=t.n - t.errors, input_tokens=t.input_tokens,
+                    output_tokens=t.output_tokens, pass_rate=rate.estimate, ci_low=rate.low,
+                    ci_high=rate.high, ci_method=rate.method, n_cases=rate.n_cases, pass_hat_k=hat, k=k,
+                    p50_ms=latency["p50_ms"], p95_ms=latency["p95_ms"], reasoning_tokens=t.reasoning_tokens,
+                    ttft_p50_ms=ttft[0], ttft_p95_ms=ttft[1], first_answer_p50_ms=ttft[2],
+                    first_answer_p95_ms=ttft[3], retried=model["stats"]["retries"]["retried_runs"],
+                    cost_usd=t.cost_usd))
     if judges or (judges is None and has_labels(store.conn)):
         if summary is None:
             summary = saved_summary_of(store.conn, run_ids)
-        fields = judge_report(store.conn, sel, histograms, summary=summary).targets
+        found = judge_report(store.conn, sel, histograms, summary=summary).targets
         for stat in out:
-            stat.update(fields.get((stat["group"], stat["eval"], stat["service"], stat["model"] or ""), {}))
+            if stat.key in found:
+                stat.judged = JudgeFields(**found[stat.key])
     return out
 
 
-def _first_token(first: FirstToken | None) -> dict[str, float | None]:
-    """A target's time-to-first-token percentiles (None without streamed answers)."""
+def _first_token(first: FirstToken | None) -> tuple[float | None, ...]:
+    """A target's time-to-first-token and first-answer percentiles (None without streamed answers)."""
     if first is None:
-        return dict.fromkeys(("ttft_p50_ms", "ttft_p95_ms", "first_answer_p50_ms", "first_answer_p95_ms"))
-    return {"ttft_p50_ms": first.p50_ms, "ttft_p95_ms": first.p95_ms,
-            "first_answer_p50_ms": first.answer_p50_ms, "first_answer_p95_ms": first.answer_p95_ms}
+        return None, None, None, None
+    return first.p50_ms, first.p95_ms, first.answer_p50_ms, first.answer_p95_ms
 
 
 def consistency(hist: Mapping[tuple[int, int], int], k: int | None) -> tuple[int, float | None]:

@@ -134,7 +134,8 @@ def rejudge(run_id: str, overrides: Sequence[str] = (), /, *, store: str | Path 
         EvalHydraError: An unknown run, an invalid config or judge (before any call).
     """
     result = rejudge_run(store, run_id, overrides, out=Path(out) if out is not None else None)
-    return EvalResult(run_id=result.run_id, exit_code=result.exit_code, stats=result.stats,
+    return EvalResult(run_id=result.run_id, exit_code=result.exit_code,
+                      stats=[s.as_dict() for s in result.stats],
                       store_path=Path(store).expanduser().resolve())
 
 
@@ -148,7 +149,8 @@ def _evaluate(items: list[str]) -> EvalResult:
         raise error from None
     plan = build_plan(config, items)
     job = run_job(plan)
-    return EvalResult(run_id=job.run_id, exit_code=job.exit_code, stats=job.stats, store_path=plan.store_path)
+    return EvalResult(run_id=job.run_id, exit_code=job.exit_code, stats=[s.as_dict() for s in job.stats],
+                      store_path=plan.store_path)
 
 
 def _value(value: Any) -> str:

@@ -15,7 +15,11 @@ from typing import Any, TypeVar, dataclass_transform, overload
 
 __all__ = [
     "MAX_TOKEN_COUNT",
+    "ERROR_STATUSES",
     "PASSING",
+    "STATUSES",
+    "VALIDATION_STATUSES",
+    "Status",
     "immutable",
     "Attachment",
     "AttemptRecord",
@@ -56,8 +60,25 @@ def immutable(cls: type[_T] | None = None, /, *, kw_only: bool = False) -> Any:
     return make if cls is None else make(cls)
 
 
+class Status(StrEnum):
+    """A result's status (``results.status``): chat cells PASS, FAIL or ERROR; agent trials
+    zrb's five, in its reports' canonical order. The tuples below are spelled from it."""
+
+    EXCELLENT = "EXCELLENT"
+    PASS = "PASS"
+    FAIL = "FAIL"
+    TIMEOUT = "TIMEOUT"
+    ERROR = "ERROR"
+
+
+#: Every status, in the canonical order (plain strings: they are spelled into SQL and reports).
+STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
 #: The statuses that pass: zig_eval's PASS and the agent validators' EXCELLENT and PASS.
-PASSING = frozenset({"EXCELLENT", "PASS"})
+PASSING = frozenset({Status.EXCELLENT.value, Status.PASS.value})
+#: Statuses that are infrastructure errors (zrb's ERROR and TIMEOUT): neither pass nor fail.
+ERROR_STATUSES: tuple[str, ...] = (Status.ERROR.value, Status.TIMEOUT.value)
+#: Statuses a validator (or an agent's ``VERIFICATION_RESULT:`` marker) may give.
+VALIDATION_STATUSES: tuple[str, ...] = (Status.EXCELLENT.value, Status.PASS.value, Status.FAIL.value)
 
 
 #: The largest token count a reply or an agent may report: far past any real call, and small enough

@@ -9,10 +9,10 @@ CI gate.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from evalhydra.analysis.selection import select_runs
+from evalhydra.analysis.targetstats import TargetStats
 from evalhydra.core.envfiles import env_source
 from evalhydra.plan.cells import endpoint_of
 from evalhydra.plan.model import RunPlan
@@ -48,20 +48,20 @@ def fix_hints(plan: RunPlan, store: Store, run_id: str) -> list[str]:
     return hints
 
 
-def unmeasured(stats: Sequence[Mapping[str, Any]], max_error_rate: float) -> list[str]:
+def unmeasured(stats: Sequence[TargetStats], max_error_rate: float) -> list[str]:
     """Why the run could not measure (empty when it could): each target with no scored
     cell, and the run's error share when it is above ``max_error_rate``."""
-    empty: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    empty: dict[tuple[str, str | None], list[TargetStats]] = {}
     for s in stats:
-        if s["n"] and not s["scored"]:
-            empty.setdefault((s["service"], s["model"]), []).append(s)
+        if s.n and not s.scored:
+            empty.setdefault((s.service, s.model), []).append(s)
     reasons = []
     for (service, model), group in empty.items():
-        errors, n = sum(s["errors"] for s in group), sum(s["n"] for s in group)
-        where = group[0]["eval"] if len(group) == 1 else f"{len(group)} evals"
+        errors, n = sum(s.errors for s in group), sum(s.n for s in group)
+        where = group[0].eval if len(group) == 1 else f"{len(group)} evals"
         reasons.append(f"{where} on {service}/{model}: no scored cell ({errors} of {n} errored)")
-    total = sum(s["n"] for s in stats)
-    errors = sum(s["errors"] for s in stats)
+    total = sum(s.n for s in stats)
+    errors = sum(s.errors for s in stats)
     if total and not reasons and errors / total > max_error_rate:
         reasons.append(f"{errors} of {total} cells are infrastructure errors "
                        f"({errors / total:.0%} > run.max_error_rate={max_error_rate:g})")

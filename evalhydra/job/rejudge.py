@@ -32,6 +32,7 @@ from typing import Any
 
 import trio
 
+from evalhydra.analysis.targetstats import TargetStats
 from evalhydra.compose.compose import compose_config
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
@@ -54,7 +55,7 @@ class RejudgeResult:
     outcome: RunOutcome
     tally: RejudgeTally
     exit_code: ExitCode
-    stats: list[dict[str, Any]]
+    stats: list[TargetStats]
 
 
 def rejudge(store_path: str | Path, run_id: str, overrides: Sequence[str] = (), *,

@@ -20,9 +20,10 @@ from typing import Any
 
 import trio
 
-from evalhydra.analysis.gates import Gates
+from evalhydra.analysis.gates import GateFailure, Gates
 from evalhydra.analysis.runfacts import failing_cases
 from evalhydra.analysis.runsummary import run_summary
+from evalhydra.analysis.targetstats import TargetStats
 from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.execute.progress import Progress
@@ -60,7 +61,7 @@ class JobResult:
 
     exit_code: ExitCode
     run_id: str | None = None
-    stats: list[dict[str, Any]] = field(default_factory=list)
+    stats: list[TargetStats] = field(default_factory=list)
 
 
 def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
@@ -153,7 +154,7 @@ def finish_job(plan: RunPlan, store: Store, outcome: RunOutcome, out: Path, *, h
     return JobResult(code, outcome.run_id, stats)
 
 
-def _exit_code(plan: RunPlan, outcome: RunOutcome, stats: list[dict[str, Any]], gate_failed: bool,
+def _exit_code(plan: RunPlan, outcome: RunOutcome, stats: list[TargetStats], gate_failed: bool,
                resume_hint: str) -> ExitCode:
     if outcome.interrupted:
         print(f"interrupted: {outcome.executed} results stored; {resume_hint}.", file=sys.stderr)
@@ -214,7 +215,7 @@ def plan_gates(plan: RunPlan) -> Gates:
 
 def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequence[str], gates: Gates,
                 header: str | None = None, hints: Sequence[str] = (),
-                summary: Mapping[str, Any] | None = None) -> tuple[bool, list[dict[str, Any]]]:
+                summary: Mapping[str, Any] | None = None) -> tuple[bool, list[TargetStats]]:
     """Write a finished run's reports, print its summary and apply the gates (all in SQL).
 
     ``summary`` (the run's :func:`~evalhydra.analysis.runsummary.run_summary`) names the targets'
@@ -233,7 +234,7 @@ def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequen
     return bool(failing), stats
 
 
-def add_gate_verdict(out: Path, failing: Sequence[Mapping[str, Any]],
+def add_gate_verdict(out: Path, failing: Sequence[GateFailure],
                      cases: Sequence[Mapping[str, Any]]) -> None:
     """Append the gates' verdict to the run's ``summary.md`` (when that format was written)."""
     summary = out / "summary.md"

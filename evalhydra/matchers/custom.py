@@ -32,7 +32,7 @@ from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.usercode import USER_THREADS, UserCodeImportError, describe, import_file, passes_through
-from evalhydra.core.values import PASSING, MatchResult
+from evalhydra.core.values import PASSING, VALIDATION_STATUSES, MatchResult
 from evalhydra.matchers.base import MatchContext, Matcher
 from evalhydra.matchers.common import is_number, is_unit_number
 from evalhydra.matchers.paths import resolve_registry_path
@@ -47,7 +47,6 @@ __all__ = [
     "validation_to_result",
 ]
 
-_STATUSES = ("EXCELLENT", "PASS", "FAIL")
 _validator_cache: dict[tuple[str, int], Any] = {}
 
 
@@ -207,7 +206,7 @@ def validation_to_result(result: Any) -> MatchResult:
     """
     status = _field(result, "status")
     status = str(getattr(status, "value", status)).upper()
-    if status not in _STATUSES:
+    if status not in VALIDATION_STATUSES:
         raise ValueError(f"validator returned unknown status {status!r}")
     checks: list[dict[str, Any]] = [
         {

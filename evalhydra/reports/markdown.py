@@ -28,6 +28,7 @@ from evalhydra.analysis.compare import is_improvement, is_regression
 from evalhydra.analysis.comparison import in_points
 from evalhydra.analysis.data import ReportData
 from evalhydra.core.text import visible
+from evalhydra.core.values import STATUSES
 from evalhydra.plan.selection import selection_in
 from evalhydra.reports.zrb import STATUS_ICONS, status_label, summary_row, trial_details
 from evalhydra.reports.zrb_markdown import failing_section
@@ -355,19 +356,19 @@ def _trials(data: ReportData) -> str:
 
 
 def _counts(statuses: Any) -> list[str]:
-    return [str(statuses[s]) for s in agg.STATUSES]
+    return [str(statuses[s]) for s in STATUSES]
 
 
-_ICON_HEADERS = [STATUS_ICONS[s] for s in agg.STATUSES]
+_ICON_HEADERS = [STATUS_ICONS[s] for s in STATUSES]
 #: What the status icons of the By Model, By Test Case and Grid tables mean.
-STATUS_LEGEND = "Legend: " + " · ".join(f"{STATUS_ICONS[s]} {s}" for s in agg.STATUSES)
+STATUS_LEGEND = "Legend: " + " · ".join(f"{STATUS_ICONS[s]} {s}" for s in STATUSES)
 
 
 def _overall(data: ReportData) -> str:
     total = data.cases.total
     statuses = data.cases.overall().statuses
     rows = [[status_label(s), str(n), f"{n / total * 100:.1f}"]
-            for s in (*agg.STATUSES, *sorted(set(statuses) - set(agg.STATUSES))) if (n := statuses[s])]
+            for s in (*STATUSES, *sorted(set(statuses) - set(STATUSES))) if (n := statuses[s])]
     return (f"**Total trials**: {total:,}\n\n## Overall Status\n\n"
             + _table(rows, ["Status", "Count", "%"]))
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from evalhydra.analysis.gates import Gates, failing_stats, top_fix
+from evalhydra.analysis.gates import GateFailure, Gates, failing_stats, top_fix
 from evalhydra.analysis.graders import grader_rows
 from evalhydra.analysis.runfacts import (
     Reasons,
@@ -31,7 +31,7 @@ from evalhydra.analysis.runfacts import (
     reused_results,
 )
 from evalhydra.analysis.selection import select_runs
-from evalhydra.analysis.targetstats import store_stats
+from evalhydra.analysis.targetstats import TargetStats, store_stats
 from evalhydra.core.text import command_line, visible
 from evalhydra.core.usercode import USER_THREADS
 from evalhydra.stats.clustered import CLUSTERED_WILSON
@@ -54,33 +54,33 @@ __all__ = [
 DASH = "—"
 
 
-def _table(stats: Sequence[dict[str, Any]], tablefmt: str) -> str:
-    streamed = any(s.get("ttft_p50_ms") is not None for s in stats)
-    table = [[s["eval"], s["service"], s["model"], s["n"], s["n_cases"], *_rate_cells(s), s["p50_ms"],
-              s["p95_ms"], *(_ttft_cells(s) if streamed else []), s["retried"], s["errors"]] for s in stats]
+def _table(stats: Sequence[TargetStats], tablefmt: str) -> str:
+    streamed = any(s.ttft_p50_ms is not None for s in stats)
+    table = [[s.eval, s.service, s.model, s.n, s.n_cases, *_rate_cells(s), s.p50_ms,
+              s.p95_ms, *(_ttft_cells(s) if streamed else []), s.retried, s.errors] for s in stats]
     headers = ["eval", "service", "model", "n", "cases", "pass", "95% CI", "p50 ms", "p95 ms",
                *(["ttft p50", "ttft p95"] if streamed else []), "retried", "errors"]
     return tabulate(table, headers=headers, tablefmt=tablefmt)
 
 
-def _ttft_cells(stat: Mapping[str, Any]) -> list[str]:
+def _ttft_cells(stat: TargetStats) -> list[str]:
     """Time to first token next to the latency (a target that did not stream has none)."""
-    if stat.get("ttft_p50_ms") is None:
+    if stat.ttft_p50_ms is None or stat.ttft_p95_ms is None:
         return [DASH, DASH]
-    return [f"{stat['ttft_p50_ms']:.0f}", f"{stat['ttft_p95_ms']:.0f}"]
+    return [f"{stat.ttft_p50_ms:.0f}", f"{stat.ttft_p95_ms:.0f}"]
 
 
-def _rate_cells(stat: Mapping[str, Any]) -> list[str]:
+def _rate_cells(stat: TargetStats) -> list[str]:
     """Pass rate and interval; a target with no scored cell has neither (not 0 %)."""
-    if not stat["scored"]:
+    if not stat.scored:
         return [DASH, DASH]
-    return [f"{stat['pass_rate']:.1%}", f"[{stat['ci_low']:.1%}, {stat['ci_high']:.1%}]"]
+    return [f"{stat.pass_rate:.1%}", f"[{stat.ci_low:.1%}, {stat.ci_high:.1%}]"]
 
 
 def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str | None = None,
                       hints: Sequence[str] = (), pass_hat_k: int | None = None,
                       judges: bool | None = None,
-                      summary: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                      summary: Mapping[str, Any] | None = None) -> list[TargetStats]:
     """Print a run's one-screen summary (computed in SQL); return the stats for :func:`run_gate`.
 
     In order: ``header`` (the registry and store used), the per-target table, the
@@ -93,7 +93,7 @@ def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str 
     if header:
         print(header)
     print(visible(_table(stats, "simple")))
-    if any(s["ci_method"] == CLUSTERED_WILSON for s in stats):
+    if any(s.ci_method == CLUSTERED_WILSON for s in stats):
         print("pass rate: mean over cases of each case's pass fraction; 95% CI clustered by case")
     _print_graders(grader_rows(store.conn, select_runs(store.conn, [outcome.run_id])))
     print_corrected(stats)
@@ -106,22 +106,23 @@ def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str 
     return stats
 
 
-def corrected_rows(stats: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def corrected_rows(stats: Sequence[TargetStats]) -> list[dict[str, Any]]:
     """Per judged target: the judge, its labels and κ, the judged and the corrected pass rate."""
     rows = []
     for s in stats:
-        if "corrected_pass_rate" not in s or not s["scored"]:
+        j = s.judged
+        if j is None or not s.scored:
             continue
-        fixed = (f"{s['corrected_pass_rate']:.1%} [{s['corrected_ci_low']:.1%}, {s['corrected_ci_high']:.1%}]"
-                 if s["corrected_pass_rate"] is not None else s["corrected_problem"] or DASH)
-        rows.append({"eval": s["eval"], "target": f"{s['service']}/{s['model'] or ''}",
-                     "judge": s["judge"] or DASH, "labels": s["judge_labels"],
-                     "kappa": DASH if s["judge_kappa"] is None else f"{s['judge_kappa']:.2f}",
-                     "judged pass": f"{s['pass_rate']:.1%}", "corrected [95% CI]": fixed})
+        fixed = (f"{j.corrected_pass_rate:.1%} [{j.corrected_ci_low:.1%}, {j.corrected_ci_high:.1%}]"
+                 if j.corrected_pass_rate is not None else j.corrected_problem or DASH)
+        rows.append({"eval": s.eval, "target": f"{s.service}/{s.model or ''}",
+                     "judge": j.judge or DASH, "labels": j.judge_labels,
+                     "kappa": DASH if j.judge_kappa is None else f"{j.judge_kappa:.2f}",
+                     "judged pass": f"{s.pass_rate:.1%}", "corrected [95% CI]": fixed})
     return rows
 
 
-def print_corrected(stats: Sequence[Mapping[str, Any]]) -> None:
+def print_corrected(stats: Sequence[TargetStats]) -> None:
     """The judge-corrected pass rates, when a judge scored a target and the store holds labels."""
     rows = corrected_rows(stats)
     if not rows:
@@ -192,12 +193,12 @@ def both_sides(row: Mapping[str, Any]) -> str:
     return f" (expected {_quoted(ideal)}{joint} output {_quoted(output)})"
 
 
-def _print_totals(store: Store, outcome: Any, stats: Sequence[Mapping[str, Any]]) -> None:
-    total, passed = sum(s["n"] for s in stats), sum(s["passed"] for s in stats)
-    errors = sum(s["errors"] for s in stats)
-    tokens = sum(s["input_tokens"] + s["output_tokens"] for s in stats)
-    thinking = sum(s["reasoning_tokens"] for s in stats)
-    cost = sum(s["cost_usd"] for s in stats)
+def _print_totals(store: Store, outcome: Any, stats: Sequence[TargetStats]) -> None:
+    total, passed = sum(s.n for s in stats), sum(s.passed for s in stats)
+    errors = sum(s.errors for s in stats)
+    tokens = sum(s.input_tokens + s.output_tokens for s in stats)
+    thinking = sum(s.reasoning_tokens for s in stats)
+    cost = sum(s.cost_usd for s in stats)
     duration = duration_s(store, outcome.run_id)
     print(f"\nrun {outcome.run_id}: {plural(total, 'cell')}, {passed} passed, {total - passed - errors} "
           f"failed, {plural(errors, 'error')} ({outcome.executed} run now, {outcome.skipped} resumed from "
@@ -276,14 +277,14 @@ def append_step_summary(out_dir: Path) -> bool:
     return True
 
 
-def gate_verdict_md(failing: Sequence[Mapping[str, Any]], cases: Sequence[Mapping[str, Any]]) -> str:
+def gate_verdict_md(failing: Sequence[GateFailure], cases: Sequence[Mapping[str, Any]]) -> str:
     """The gates' verdict as Markdown for ``summary.md``: passed, or what failed and the first
     failing cases."""
     if not failing:
         return "\n**Gates passed.**\n"
     lines = ["", f"**Gate failed** ({plural(len(failing), 'target')} under a threshold):", ""]
-    lines += [f"- `{escape_md(s['eval'])}` on `{escape_md(s['service'])}/{escape_md(s['model'] or '')}`: "
-              f"{gate_text(s)}" for s in failing[:10]]
+    lines += [f"- `{escape_md(f.stat.eval)}` on `{escape_md(f.stat.service)}/"
+              f"{escape_md(f.stat.model or '')}`: {gate_text(f)}" for f in failing[:10]]
     if cases:
         lines += ["", "Failing cases:", ""]
         lines += [f"- `{escape_md(c['eval_id'])}` `{escape_md(c['case_id'])}` trial {c['run_index']}: "
@@ -297,17 +298,16 @@ def escape_md(value: Any) -> str:
     return visible(str(value), lines=False).replace("`", "'")
 
 
-def gate_text(failed: Mapping[str, Any]) -> str:
+def gate_text(failed: GateFailure) -> str:
     """``pass rate 50.0% < 90.0%``, ``judge labels 12 < 50``: what a failing gate measured."""
-    shape = failed.get("shape", ".1%")
-    value = DASH if failed["value"] is None else format(failed["value"], shape)
-    return f"{failed['metric']} {value} < {format(failed['threshold'], shape)}"
+    value = DASH if failed.value is None else format(failed.value, failed.shape)
+    return f"{failed.metric} {value} < {format(failed.threshold, failed.shape)}"
 
 
-def print_gate_failures(failing: Sequence[dict[str, Any]], top_fix: str | None) -> None:
+def print_gate_failures(failing: Sequence[GateFailure], top_fix: str | None) -> None:
     """Print the worst failing gates (at most five) and the most common suggested fix."""
-    for s in failing[:5]:
-        print(visible(f"⚠ {s['eval']} on {s['service']}/{s['model']}: {gate_text(s)}", lines=False),
+    for f in failing[:5]:
+        print(visible(f"⚠ {f.stat.eval} on {f.stat.service}/{f.stat.model}: {gate_text(f)}", lines=False),
               file=sys.stderr)
     if len(failing) > 5:
         print(f"⚠ … and {len(failing) - 5} more below their threshold", file=sys.stderr)
@@ -316,7 +316,7 @@ def print_gate_failures(failing: Sequence[dict[str, Any]], top_fix: str | None) 
 
 
 def run_gate(store: Store, run_ids: Sequence[str], gates: Gates,
-             stats: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+             stats: list[TargetStats] | None = None) -> list[GateFailure]:
     """Targets under a gate (worst first, see :func:`failing_stats`); prints them and the
     most common suggested fix. Exit 1 when this returns anything."""
     if stats is None:

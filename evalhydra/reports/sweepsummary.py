@@ -15,7 +15,7 @@ from evalhydra.analysis.data import sweep_baseline_of, target_comparisons
 from evalhydra.analysis.evalstats import evals_and_targets
 from evalhydra.analysis.gates import Gates, failing_stats
 from evalhydra.analysis.selection import select_runs
-from evalhydra.analysis.targetstats import store_stats
+from evalhydra.analysis.targetstats import TargetStats, store_stats
 from evalhydra.reports.summary import DASH, gate_text
 from evalhydra.store.db import Store
 
@@ -29,11 +29,11 @@ def sweep_summary(store: Store, run_ids: Sequence[str]) -> str:
     """The sweep's table (evals down, targets across, ``pass [95% CI]`` in each cell) and a line
     per job that did not exit 0."""
     stats = store_stats(store, run_ids)
-    targets = _in_order_swept(store, run_ids, [f"{s['service']}:{s['model']}" for s in stats])
-    evals = list(dict.fromkeys(s["eval"] for s in stats))
+    targets = _in_order_swept(store, run_ids, [f"{s.service}:{s.model}" for s in stats])
+    evals = list(dict.fromkeys(s.eval for s in stats))
     rows_of = _comparisons(store, run_ids, [tuple(t.split(":", 1)) for t in targets])
     moved = _moves(rows_of, targets)
-    cell = {(s["eval"], f"{s['service']}:{s['model']}"): _rate(s) for s in stats}
+    cell = {(s.eval, f"{s.service}:{s.model}"): _rate(s) for s in stats}
     rows = [[ev, *(cell.get((ev, t), DASH) + moved.get((ev, t), "") for t in targets)] for ev in evals]
     lines = [tabulate(rows, headers=["eval", *targets]), _verdict_line(rows_of)]
     lines += [_job_line(store, run_id) for run_id in run_ids]
@@ -100,10 +100,10 @@ def _verdict_line(rows: Sequence[Mapping[str, Any]]) -> str:
     return f"verdict: no significant change against {base} (no Holm-adjusted p-value below 0.05)"
 
 
-def _rate(stat: Mapping[str, Any]) -> str:
-    if not stat["scored"]:
+def _rate(stat: TargetStats) -> str:
+    if not stat.scored:
         return DASH
-    return f"{stat['pass_rate']:.1%} [{stat['ci_low']:.1%}, {stat['ci_high']:.1%}]"
+    return f"{stat.pass_rate:.1%} [{stat.ci_low:.1%}, {stat.ci_high:.1%}]"
 
 
 def _job_line(store: Store, run_id: str) -> str:
@@ -119,7 +119,7 @@ def _job_line(store: Store, run_id: str) -> str:
     if int(code) == 1:
         gates = _gates(config)
         failed = failing_stats(store_stats(store, [run_id], judges=gates.judged or None), gates)
-        why += ": " + "; ".join(f"{s['eval']} {gate_text(s)}" for s in failed[:3])
+        why += ": " + "; ".join(f"{f.stat.eval} {gate_text(f)}" for f in failed[:3])
     return f"job {job_num} ({swept or run_id}): exit {code}, {why}"
 
 

@@ -15,9 +15,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from evalhydra.agents.models import STATUSES
 from evalhydra.core.text import visible
-from evalhydra.core.values import PASSING
+from evalhydra.core.values import PASSING, STATUSES
 from evalhydra.reports.zrb import STATUS_ICONS, trial_details
 
 __all__ = ["failing_section", "render_zrb_report"]

@@ -18,8 +18,9 @@ from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 from typing import Any
 
+from evalhydra.core.values import ERROR_STATUSES, STATUSES
+
 __all__ = [
-    "ERROR_STATUSES",
     "INFRA_ERROR_SQL",
     "MAX_STORED_OUTPUT_CHARS",
     "RESULT_STATUSES",
@@ -33,10 +34,8 @@ __all__ = [
     "verdict_sql",
 ]
 
-#: Agent statuses that are infrastructure errors (zrb's ERROR and TIMEOUT).
-ERROR_STATUSES = ("ERROR", "TIMEOUT")
 #: Every value of ``results.status``: chat cells PASS/FAIL/ERROR, agent trials zrb's five.
-RESULT_STATUSES = ("EXCELLENT", "PASS", "FAIL", "TIMEOUT", "ERROR")
+RESULT_STATUSES = STATUSES
 
 
 def is_infra_error(error_kind: str | None, status: str | None) -> bool:

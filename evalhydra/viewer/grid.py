@@ -16,6 +16,7 @@ from typing import Any
 
 from evalhydra.analysis.selection import STATUS_SQL, Selection, select_runs
 from evalhydra.core import strictjson
+from evalhydra.core.values import PASSING
 from evalhydra.matchers.composite import matcher_parts
 from evalhydra.reports.html import log_tail, store_folder
 from evalhydra.store.labels import output_sha256
@@ -232,9 +233,9 @@ def _cases(conn: sqlite3.Connection, sel: Selection, keys: list[tuple[str, str]]
         case["input"] = case["input"] or _excerpt(text)
         case["n"] += 1
         case["errors"] += err
-        case["passed"] += status in ("PASS", "EXCELLENT")
+        case["passed"] += status in PASSING
         rate = case["rates"].setdefault(target, [0, 0])
-        rate[0] += status in ("PASS", "EXCELLENT")
+        rate[0] += status in PASSING
         rate[1] += not err
         case["targets"].setdefault(target, []).append(  # an error has its kind, and no score
             {"trial": index, "status": status, "score": None if err else score, "output": _excerpt(output),

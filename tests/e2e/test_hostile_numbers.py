@@ -20,6 +20,7 @@ from evalhydra.store.db import Batch, open_store
 from evalhydra.store.rows import ResultRow, checked_row
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import numbered_registry, run_cli
+from tests.reports.support import target_stats
 
 
 def strict_json_has_no(name: str) -> None:
@@ -68,8 +69,8 @@ def test_cosine_of_vectors_near_the_float_range_is_a_number() -> None:
 
 
 def test_a_nan_pass_rate_never_passes_a_gate() -> None:
-    stat = {"eval": "g.e", "group": "g", "service": "s", "model": "m", "pass_rate": math.nan, "scored": 3}
-    assert [s["metric"] for s in failing_stats([stat], Gates(0.5, {}, None, None))] == ["pass rate"]
+    stat = target_stats(pass_rate=math.nan)
+    assert [f.metric for f in failing_stats([stat], Gates(0.5, {}, None, None))] == ["pass rate"]
 
 
 def test_a_number_past_64_bits_from_any_path_keeps_the_cell_as_an_error(tmp_path: Path) -> None:

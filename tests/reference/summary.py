@@ -10,8 +10,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evalhydra.analysis.gates import Gates, failing_stats
-from evalhydra.analysis.targetstats import consistency
+from evalhydra.analysis.gates import GateFailure, Gates, failing_stats
+from evalhydra.analysis.targetstats import TargetStats, consistency
 from evalhydra.reports.summary import print_gate_failures
 from evalhydra.stats.clustered import pass_rate_interval
 from evalhydra.stats.rates import nearest_rank
@@ -70,7 +70,7 @@ def _case_histogram(scored: list[dict[str, Any]]) -> Counter[tuple[int, int]]:
 
 def gate_failures(rows: list[dict[str, Any]], threshold: float | None,
                   per_eval: Mapping[str, float] | None = None,
-                  pass_hat_k_under: float | None = None) -> list[dict[str, Any]]:
+                  pass_hat_k_under: float | None = None) -> list[GateFailure]:
     """Evals whose pass rate is below their threshold; prints the worst and the top fix.
 
     Args:
@@ -81,7 +81,8 @@ def gate_failures(rows: list[dict[str, Any]], threshold: float | None,
     Returns:
         The failing stats (worst first), each with its ``threshold``.
     """
-    failing = failing_stats(group_stats(rows), Gates(threshold, dict(per_eval or {}), pass_hat_k_under))
+    stats = [TargetStats(**stat) for stat in group_stats(rows)]
+    failing = failing_stats(stats, Gates(threshold, dict(per_eval or {}), pass_hat_k_under))
     fixes = [r["suggested_fix"] for r in rows if r.get("suggested_fix") and not r.get("passed")]
     print_gate_failures(failing, max(sorted(set(fixes)), key=fixes.count) if fixes else None)
     return failing

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from evalhydra.analysis.targetstats import TargetStats
 from evalhydra.store.db import Batch, Store, open_store
 from tests.conftest import AIWG_FIXTURE
 
@@ -131,3 +132,14 @@ def summary_keys() -> list[str]:
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Every line of a JSONL file, parsed."""
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def target_stats(**fields: Any) -> TargetStats:
+    """A :class:`TargetStats` of one scored target, ``fields`` over plain defaults."""
+    base: dict[str, Any] = {
+        "group": "g", "eval": "g.e", "service": "svc", "model": "m", "n": 3, "passed": 3, "errors": 0,
+        "scored": 3, "input_tokens": 0, "output_tokens": 0, "pass_rate": 1.0, "ci_low": 0.4, "ci_high": 1.0,
+        "ci_method": "wilson", "n_cases": 3, "pass_hat_k": 1.0, "k": 1, "p50_ms": 1, "p95_ms": 1,
+        "reasoning_tokens": 0, "ttft_p50_ms": None, "ttft_p95_ms": None, "first_answer_p50_ms": None,
+        "first_answer_p95_ms": None, "retried": 0, "cost_usd": 0.0}
+    return TargetStats(**{**base, **fields})

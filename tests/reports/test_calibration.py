@@ -118,13 +118,14 @@ def test_the_summary_stats_carry_the_corrected_rate_and_the_judge(tmp_path: Path
     """``store_stats`` (what the summary, ``evaluate().stats`` and the gates read) adds the judge's
     fields to a judged target once the store holds labels; the method is named."""
     store = _store(tmp_path / "s.db")
-    (stat,) = store_stats(store, [RUN])
+    (found,) = store_stats(store, [RUN])
+    stat = found.as_dict()
     assert stat["judge"] == "mock/judge-m" and stat["judge_labels"] == 10
     assert stat["pass_rate"] == pytest.approx(0.7)
     assert stat["corrected_pass_rate"] == pytest.approx(0.6)
     assert stat["corrected_ci_low"] < 0.6 < stat["corrected_ci_high"]
     assert stat["corrected_ci_method"].startswith("Rogan-Gladen") and stat["ci_method"] == "wilson"
-    (row,) = corrected_rows([stat])
+    (row,) = corrected_rows([found])
     assert row["judge"] == "mock/judge-m" and row["corrected [95% CI]"].startswith("60.0% [")
     store.close()
 
@@ -132,9 +133,9 @@ def test_the_summary_stats_carry_the_corrected_rate_and_the_judge(tmp_path: Path
 def test_judge_gates_refuse_too_few_labels_or_too_little_agreement(tmp_path: Path) -> None:
     store = _store(tmp_path / "s.db")
     stats = store_stats(store, [RUN])
-    kappa = stats[0]["judge_kappa"]
+    kappa = stats[0].as_dict()["judge_kappa"]
     failing = failing_stats(stats, Gates(require_judge_labels=50, min_judge_kappa=0.6))
-    assert [f["metric"] for f in failing] == ["judge labels (mock/judge-m)", "judge kappa (mock/judge-m)"]
+    assert [f.metric for f in failing] == ["judge labels (mock/judge-m)", "judge kappa (mock/judge-m)"]
     assert gate_text(failing[0]) == "judge labels (mock/judge-m) 10 < 50"
     assert gate_text(failing[1]) == f"judge kappa (mock/judge-m) {kappa:.3f} < 0.600"
     assert failing_stats(stats, Gates(require_judge_labels=10, min_judge_kappa=kappa)) == []
@@ -148,9 +149,9 @@ def test_an_unlabelled_judge_fails_the_label_gate(tmp_path: Path) -> None:
     write_run(store, RUN, [result_row(RUN, f"c{i}", judge_model="judge-m", judge_service="mock")
                            for i in range(3)]
               + [result_row(RUN, "c0", eval_id="g.plain", cell_key="plain")])
-    assert all("judge" not in s for s in store_stats(store, [RUN]))  # nothing labelled: nothing added
+    assert all(s.judged is None for s in store_stats(store, [RUN]))  # nothing labelled: nothing added
     failing = run_gate(store, [RUN], Gates(require_judge_labels=1, min_judge_kappa=0.0))
-    assert [(f["eval"], f["value"]) for f in failing] == [("g.e", None), ("g.e", 0)]
+    assert [(f.stat.eval, f.value) for f in failing] == [("g.e", None), ("g.e", 0)]
     store.close()
 
 
@@ -253,7 +254,8 @@ def test_another_rubric_is_another_judge(tmp_path: Path) -> None:
     docs = calibration(store.conn, [RUN, other])
     assert [(d["judge_settings"], d["labels"]) for d in docs] == [("aaaa", 10), ("bbbb", 10)]
     assert docs[1]["agreement"]["false_pos"] == 4  # the lenient rubric passes c5, c6, c8 and c9
-    (stat,) = store_stats(store, [RUN, other])
+    (found,) = store_stats(store, [RUN, other])
+    stat = found.as_dict()
     assert stat["corrected_pass_rate"] is None and "matcher settings" in stat["corrected_problem"]
     views = store.conn.execute("select judge_settings, labels from judge_agreement order by 1").fetchall()
     assert [tuple(v) for v in views] == [("aaaa", 10), ("bbbb", 10)]
@@ -334,7 +336,7 @@ def test_the_reports_of_a_finished_run_name_its_judges_from_its_saved_summary(
     more = [result_row(RUN, "c10", judge_model="judge-m", judge_service="mock", output="answer 10")]
     store.write(Batch(results=more, members=[(RUN, r["cell_key"]) for r in more]))  # the summary is stale
     (stat,) = store_stats(store, [RUN])
-    assert len(looked) == 1 and stat["n"] == 11
+    assert len(looked) == 1 and stat.n == 11
     store.close()
 
 

@@ -13,7 +13,7 @@ from evalhydra.job.run import publish_run
 from evalhydra.reports.summary import append_step_summary, print_run_summary, run_gate
 from evalhydra.store.db import open_store
 from tests.reference.summary import gate_failures, group_stats
-from tests.reports.support import result_row, write_run
+from tests.reports.support import result_row, target_stats, write_run
 
 RUN = "eval-gate-aaaaaaaa"
 
@@ -31,7 +31,7 @@ def _rows() -> list[dict[str, object]]:
     return rows
 
 def test_threshold_prefers_eval_then_group_then_fail_under() -> None:
-    stat = {"eval": "g.b", "group": "g"}
+    stat = target_stats(eval="g.b", group="g")
     assert threshold_for(stat, 0.9, None) == 0.9
     assert threshold_for(stat, 0.9, {"g": 0.5}) == 0.5
     assert threshold_for(stat, 0.9, {"g": 0.5, "g.b": 0.2}) == 0.2
@@ -40,18 +40,18 @@ def test_threshold_prefers_eval_then_group_then_fail_under() -> None:
 def test_gate_failures_prints_the_worst_evals_and_the_top_fix(capsys: pytest.CaptureFixture[str]) -> None:
     rows = _rows()
     failing = gate_failures(rows, 0.9)
-    assert [f["eval"] for f in failing] == ["g.b", "h.c"]  # g.a is 3/3: the error is left out
+    assert [f.stat.eval for f in failing] == ["g.b", "h.c"]  # g.a is 3/3: the error is left out
     err = capsys.readouterr().err
     assert "⚠ g.b on svc/m: pass rate 25.0% < 90.0%" in err
     assert "top suggested fix: Say only the number." in err
-    assert [f["eval"] for f in gate_failures(rows, None, {"h": 0.6})] == ["h.c"]
+    assert [f.stat.eval for f in gate_failures(rows, None, {"h": 0.6})] == ["h.c"]
     assert gate_failures(rows, 0.9, {"g.b": 0.2, "h": 0.5}) == []
 
 def test_the_sql_gate_equals_the_row_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = _rows()
     store = open_store(tmp_path / "s.db")
     write_run(store, RUN, rows)
-    assert store_stats(store, [RUN]) == group_stats(store.run_rows([RUN]))
+    assert [s.as_dict() for s in store_stats(store, [RUN])] == group_stats(store.run_rows([RUN]))
     for threshold, per_eval in ((0.9, None), (None, {"g": 0.8}), (0.1, None)):
         expected = gate_failures(list(store.run_rows([RUN])), threshold, per_eval)
         first = capsys.readouterr().err
