@@ -15,6 +15,7 @@ from typing import Any, TypeVar, dataclass_transform, overload
 
 __all__ = [
     "MAX_TOKEN_COUNT",
+    "NOT_FINISHED",
     "ERROR_STATUSES",
     "PASSING",
     "STATUSES",
@@ -23,6 +24,9 @@ __all__ = [
     "immutable",
     "Attachment",
     "AttemptRecord",
+    "CallContext",
+    "CallCount",
+    "NO_CELL",
     "Case",
     "ChatRequest",
     "Completion",
@@ -81,6 +85,9 @@ ERROR_STATUSES: tuple[str, ...] = (Status.ERROR.value, Status.TIMEOUT.value)
 VALIDATION_STATUSES: tuple[str, ...] = (Status.EXCELLENT.value, Status.PASS.value, Status.FAIL.value)
 
 
+#: The reason a cell fails when a reasoning model's thinking was cut before any answer.
+NOT_FINISHED = "ReasoningNotFinished"
+
 #: The largest token count a reply or an agent may report: far past any real call, and small enough
 #: that the store's sums over millions of cells stay within SQLite's 64-bit integers.
 MAX_TOKEN_COUNT = 10**12
@@ -107,6 +114,7 @@ class ErrorKind(StrEnum):
     BATCH_FAILED = "batch_failed"  # the provider refused the whole batch (validation)
     BATCH_CANCELLED = "batch_cancelled"  # the batch was cancelled before the line was answered
     TOOL_SERVER_ERROR = "tool_server_error"  # a loop's MCP server did not start, died or lost its transport
+    ENDPOINT_SILENT = "endpoint_silent"  # connected, but the endpoint never replied: its waiting cells end
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +246,44 @@ class ChatRequest:
     tools: tuple[ToolSpec, ...] = ()
     params: dict[str, Any] | None = None
     messages: tuple[dict[str, Any], ...] | None = None
+    case_id: str | None = None  # the case asked (a recorded service names it)
+    sample: Any = None  # the case's recorded sample, when its dataset holds one (``service=recorded``)
+
+
+class CallCount:
+    """How many calls a cell has made: batch mode names the first after the cell, the next
+    ``key#1``, ``key#2`` … (a judge's call, a refinement's)."""
+
+    __slots__ = ("made",)
+
+    def __init__(self) -> None:
+        self.made = 0
+
+
+@immutable
+class CallContext:
+    """Who a service call is for, passed with it (never ambient state).
+
+    ``cell_key`` names the cell (a batch line's ``custom_id``), ``trial`` its trial (the response
+    cache keeps trial k of a case as trial k), ``use_cache`` whether the response cache may answer
+    (a judge's call skips it unless ``cache.judge``); ``count`` is shared by every call of the cell.
+    """
+
+    cell_key: str | None = None
+    trial: int | None = None
+    use_cache: bool = True
+    count: CallCount = field(default_factory=CallCount, compare=False, hash=False)
+
+    def custom_id(self) -> str | None:
+        """This call's batch name (None outside a cell), counting it as made."""
+        if self.cell_key is None:
+            return None
+        made, self.count.made = self.count.made, self.count.made + 1
+        return self.cell_key if made == 0 else f"{self.cell_key}#{made}"
+
+
+#: The context of a call made outside any cell (a check, a test).
+NO_CELL = CallContext()
 
 
 @immutable

@@ -15,9 +15,18 @@ from typing import Any
 import trio
 
 from evalhydra.config.schema import ServiceConfig
+from evalhydra.core.masking import mask_text
 from evalhydra.core.messages import as_text
 from evalhydra.core.trio_util import RunClock
-from evalhydra.core.values import Case, ChatRequest, Completion, ErrorKind, MatchResult
+from evalhydra.core.values import (
+    NOT_FINISHED,
+    CallContext,
+    Case,
+    ChatRequest,
+    Completion,
+    ErrorKind,
+    MatchResult,
+)
 from evalhydra.execute.mcp_tools import McpTools, McpUnavailable, SharedServers, open_mcp
 from evalhydra.execute.rows import attempt_row, chat_row
 from evalhydra.execute.toolbox import Toolbox
@@ -30,11 +39,6 @@ from evalhydra.plan.model import EvalPlan
 from evalhydra.plan.tools import LoopPlan, McpServerPlan
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import Service
-from evalhydra.services.batch import start_cell
-from evalhydra.services.cache import TRIAL
-from evalhydra.services.openai.reasoning import NOT_FINISHED
-from evalhydra.services.openai.secrets import mask_text
-from evalhydra.services.recorded import RecordedService
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow
 
@@ -79,12 +83,13 @@ class ChatCellRunner:
 
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Execute one cell; return its result row and its attempt rows."""
-        TRIAL.set(job.trial)  # the response cache keeps trial k of a case as trial k
-        start_cell(job.key)  # batch mode: the cell's lines are named after it
+        # every call of the cell is made for it: its trial keys the response cache (trial k of a
+        # case stays trial k), its key names its batch lines
+        call = CallContext(job.key, job.trial)
         if job.eval.loop is not None:
-            return await self._run_loop(job, job.eval.loop)
+            return await self._run_loop(job, job.eval.loop, call)
         if job.eval.refinement_attempts == 1:
-            return await self._run_once(job)
+            return await self._run_once(job, call)
         started = self._clock.now()
         history: list[dict[str, Any]] = []
         calls: list[tuple[str, Completion]] = []
@@ -92,10 +97,11 @@ class ChatCellRunner:
         text = _input_text(job.case)
         feedback = ""
         for attempt in range(1, job.eval.refinement_attempts + 1):
-            completion = await self._generate(job, None if attempt == 1 else refinement_input(feedback, text))
+            asked = None if attempt == 1 else refinement_input(feedback, text)
+            completion = await self._generate(job, call, asked)
             calls.append(("candidate", completion))
             labels.append(f"candidate{attempt}")
-            match = await self._score(job, completion)
+            match = await self._score(job, completion, call)
             if match.judge is not None:
                 calls.append(("judge", match.judge))
                 labels.append(f"judge{attempt}")
@@ -117,11 +123,11 @@ class ChatCellRunner:
                        latency_ms=latency)
         return row, self._attempt_rows(job, calls, labels if len(history) > 1 else None)
 
-    async def _run_once(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
+    async def _run_once(self, job: CellJob, call: CallContext) -> tuple[ResultRow, list[dict[str, Any]]]:
         """A cell of an eval without refinement: one generation, scored (no attempt history)."""
         started = self._clock.now()
-        completion = await self._generate(job)
-        match = await self._score(job, completion)
+        completion = await self._generate(job, call)
+        match = await self._score(job, completion, call)
         calls = [("candidate", completion)]
         if match.judge is not None:
             calls.append(("judge", match.judge))
@@ -133,21 +139,22 @@ class ChatCellRunner:
                        self._judge_names(job.eval), attempts=1, history=None, latency_ms=latency)
         return row, self._attempt_rows(job, calls, None)
 
-    async def _run_loop(self, job: CellJob, loop: LoopPlan) -> tuple[ResultRow, list[dict[str, Any]]]:
+    async def _run_loop(self, job: CellJob, loop: LoopPlan,
+                        call: CallContext) -> tuple[ResultRow, list[dict[str, Any]]]:
         """A tool loop's cell: the conversation run to its end, the answer and the path scored."""
         started = self._clock.now()
         try:
             request = await render_request(job.case, job.eval.tools, self.root, job.eval.params)
         except RenderError as exc:
-            return await self._failed(job, render_error_completion(exc, self.model), started)
+            return await self._failed(job, render_error_completion(exc, self.model), started, call)
         try:
-            outcome = await self._loop_with_servers(request, loop, job)
+            outcome = await self._loop_with_servers(request, loop, job, call)
         except McpUnavailable as exc:  # a tool server down is the cell's infrastructure error
             down = Completion(output="", model=self.model, error_kind=ErrorKind.TOOL_SERVER_ERROR,
                               error_message=mask_text(str(exc), self.secrets))
-            return await self._failed(job, down, started)
+            return await self._failed(job, down, started, call)
         trajectory = self._masked(outcome.trajectory())
-        match = await self._score(job, outcome.completion, trajectory)
+        match = await self._score(job, outcome.completion, call, trajectory)
         match = replace(match, details={**(match.details or {}), "trajectory": trajectory})
         calls = [("candidate", turn) for turn in outcome.turns]
         labels = [f"turn{i}" for i in range(1, len(calls) + 1)]
@@ -159,11 +166,11 @@ class ChatCellRunner:
                        latency_ms=(self._clock.now() - started) * 1000)
         return row, self._attempt_rows(job, calls, labels)
 
-    async def _failed(self, job: CellJob, completion: Completion,
-                      started: float) -> tuple[ResultRow, list[dict[str, Any]]]:
+    async def _failed(self, job: CellJob, completion: Completion, started: float,
+                      call: CallContext) -> tuple[ResultRow, list[dict[str, Any]]]:
         """The row of a loop's cell that failed before its conversation could run."""
         row = chat_row(job, self.run_id, self.config.name, self.model, completion,
-                       await self._score(job, completion), [("candidate", completion)],
+                       await self._score(job, completion, call), [("candidate", completion)],
                        self._judge_names(job.eval), attempts=1, history=None,
                        latency_ms=(self._clock.now() - started) * 1000)
         return row, []
@@ -176,10 +183,11 @@ class ChatCellRunner:
         masked = json.loads(mask_text(json.dumps(trajectory, ensure_ascii=False), self.secrets) or "{}")
         return masked if isinstance(masked, dict) else trajectory
 
-    async def _loop_with_servers(self, request: ChatRequest, loop: LoopPlan, job: CellJob) -> LoopOutcome:
+    async def _loop_with_servers(self, request: ChatRequest, loop: LoopPlan, job: CellJob,
+                                 call: CallContext) -> LoopOutcome:
         """The loop, with the eval's MCP servers started for this cell (their tools offered too)."""
         if not loop.mcp:
-            return await run_loop(self.service, request, loop, Toolbox(loop, job.eval.tools, self.root))
+            return await run_loop(self.service, request, loop, Toolbox(loop, job.eval.tools, self.root), call)
         if self._mcp_processes is None:
             self._mcp_processes = trio.CapacityLimiter(loop.max_processes)
         taken = {t.name for t in job.eval.tools}
@@ -190,7 +198,7 @@ class ChatCellRunner:
             servers = servers.joined(run_tools)
             tools = (*job.eval.tools, *servers.specs)
             outcome = await run_loop(self.service, replace(request, tools=tools), loop,
-                                     Toolbox(loop, tools, self.root, servers))
+                                     Toolbox(loop, tools, self.root, servers), call)
             outcome.stderr = servers.stderr_tails()
             return outcome
 
@@ -202,27 +210,25 @@ class ChatCellRunner:
             raise McpUnavailable("scope: run needs a runner that holds the run's sessions")
         return await self.shared.tools(shared, taken)
 
-    async def _generate(self, job: CellJob, refinement: str | None = None) -> Completion:
+    async def _generate(self, job: CellJob, call: CallContext, refinement: str | None = None) -> Completion:
         """Ask the service the case's own input, or ``refinement`` (a refinement attempt's) in its
         place; read the answer as the eval's wire does (:func:`as_wired`)."""
-        return as_wired(job.eval.wire, await self._ask(job, refinement))
+        return as_wired(job.eval.wire, await self._ask(job, call, refinement))
 
-    async def _ask(self, job: CellJob, refinement: str | None) -> Completion:
-        if isinstance(self.service, RecordedService):  # an output produced elsewhere, graded as it is
-            return self.service.answer(job.case)
+    async def _ask(self, job: CellJob, call: CallContext, refinement: str | None) -> Completion:
         case = job.case if refinement is None else _with_input(job.case, refinement)
         rendered = self._rendered
         if refinement is None and rendered is not None and rendered[0] is case and rendered[1] is job.eval:
-            return await self.service.complete(rendered[2])
+            return await self.service.complete(rendered[2], call)
         try:
             request = await render_request(case, job.eval.tools, self.root, job.eval.params)
         except RenderError as exc:
             return render_error_completion(exc, self.model)
         if refinement is None:
             self._rendered = (case, job.eval, request)
-        return await self.service.complete(request)
+        return await self.service.complete(request, call)
 
-    async def _score(self, job: CellJob, completion: Completion,
+    async def _score(self, job: CellJob, completion: Completion, call: CallContext,
                      trajectory: dict[str, Any] | None = None) -> MatchResult:
         if not completion.ok:
             details = {"error_detail": completion.error_detail} if completion.error_detail else None
@@ -231,7 +237,7 @@ class ChatCellRunner:
         if not completion.reasoning_finished:  # thinking cut by max_tokens: no answer to score
             return MatchResult(passed=False, score=0.0, reason=NOT_FINISHED)
         ctx = MatchContext(case=job.case, output=completion.output, tool_calls=completion.tool_calls,
-                           reasoning=completion.reasoning, trajectory=trajectory)
+                           reasoning=completion.reasoning, trajectory=trajectory, call=call)
         match = await self.matchers[job.eval.id](ctx)
         if not self.secrets or not (match.reason or match.feedback or match.suggested_fix):
             return match

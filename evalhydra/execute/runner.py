@@ -39,7 +39,9 @@ import trio
 from evalhydra.agents.command import cli_version
 from evalhydra.agents.loader import load_cases
 from evalhydra.config.redact import redact_overrides
+from evalhydra.core.masking import mask_value
 from evalhydra.core.usercode import USER_THREADS, passes_through
+from evalhydra.core.values import ErrorKind
 from evalhydra.core.version import __version__
 from evalhydra.execute.agent_cell import AgentCellRunner
 from evalhydra.execute.chat_cell import ChatCellRunner
@@ -52,9 +54,9 @@ from evalhydra.execute.writer import RowSink, store_writer
 from evalhydra.matchers.factory import judge_settings
 from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
-from evalhydra.services.adaptive import SILENT_PREFIX, EndpointReport, limits_status, refused_endpoints
+from evalhydra.services.adaptive import EndpointReport, limits_status, refused_endpoints
 from evalhydra.services.batch import BatchDeferred, batch_status
-from evalhydra.services.openai.secrets import mask_value, secrets_of
+from evalhydra.services.openai.secrets import secrets_of
 from evalhydra.store.claims import Claims
 from evalhydra.store.db import Store
 from evalhydra.store.rows import ResultRow, now_iso
@@ -269,7 +271,7 @@ class _Work:
 #: Cells that must all fail to connect (or time out), with none answered, before a run stops
 #: sending to a dead endpoint (``run.fail_fast``).
 FAIL_FAST_CELLS = 20
-_DEAD = frozenset({"connect_error", "timeout"})
+_DEAD = frozenset({ErrorKind.CONNECT_ERROR, ErrorKind.TIMEOUT, ErrorKind.ENDPOINT_SILENT})
 
 
 @dataclass
@@ -281,6 +283,7 @@ class DeadEndpointWatch:
     failed: int = 0
     answered: bool = False
     reason: str = ""
+    silent: bool = False  # the endpoint said nothing at all (its reason says so, and wins)
 
     def saw(self, row: ResultRow) -> bool:
         """Count a finished cell; True when the endpoint is now known to be dead."""
@@ -291,8 +294,9 @@ class DeadEndpointWatch:
             return False
         self.failed += 1
         reason = row.failure_reason or row.error_kind or ""
-        if not self.reason or reason.startswith(SILENT_PREFIX):  # the silent endpoint's words win
-            self.reason = reason
+        silent = row.error_kind == ErrorKind.ENDPOINT_SILENT
+        if not self.reason or silent:  # the silent endpoint's words win
+            self.reason, self.silent = reason, self.silent or silent
         return self.failed >= self.threshold
 
 
@@ -467,7 +471,7 @@ async def _worker(work: _Work, jobs: JobQueue[CellJob]) -> None:
         work.progress.advance(passed=bool(row.passed), error=is_error)
         await rows.put((row,), ((work.run_id, job.key),), attempts)
         if work.watch.saw(row):
-            outcome.dead_endpoint = (f"{work.watch.reason}" if work.watch.reason.startswith(SILENT_PREFIX)
+            outcome.dead_endpoint = (f"{work.watch.reason}" if work.watch.silent
                                      else f"the first {work.watch.failed} cells all failed to connect or "
                                           f"timed out ({work.watch.reason}) and none was answered")
             work.stop.cancel()

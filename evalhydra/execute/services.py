@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 import trio
 
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.core.values import ChatRequest, Completion, ErrorKind
+from evalhydra.core.values import NO_CELL, CallContext, ChatRequest, Completion, ErrorKind
 from evalhydra.matchers.base import Matcher
 from evalhydra.matchers.factory import build_matcher
 from evalhydra.plan.model import RunPlan
-from evalhydra.services.base import Service
+from evalhydra.services.base import Embedder, Service
 from evalhydra.services.batch import open_batching
-from evalhydra.services.cache import USE_CACHE, ResponseCache
+from evalhydra.services.cache import ResponseCache
 from evalhydra.services.mock.server import serve
 from evalhydra.services.mock.settings import MockSettings
 from evalhydra.services.openai import OpenAICompatService
@@ -38,21 +39,17 @@ class JudgeServices:
                     texts: list[str]) -> tuple[list[list[float]] | None, Completion]:
         """Embed ``texts`` with the named service's embeddings endpoint (an HTTP service's only)."""
         service = self.services[service_name]
-        embed = getattr(service, "embed", None)
-        if embed is None:
+        if not isinstance(service, Embedder):
             return None, Completion(output="", model=model, error_kind=ErrorKind.CLIENT_ERROR,
                                     error_message=f"service '{service_name}' has no embeddings endpoint")
-        return await embed(model, texts)
+        return await service.embed(model, texts)
 
-    async def judge(self, service_name: str, request: ChatRequest) -> Completion:
-        """Send a judge request to the named service."""
-        if self.cached:
-            return await self.services[service_name].complete(request)
-        token = USE_CACHE.set(False)
-        try:
-            return await self.services[service_name].complete(request)
-        finally:
-            USE_CACHE.reset(token)
+    async def judge(self, service_name: str, request: ChatRequest,
+                    context: CallContext = NO_CELL) -> Completion:
+        """Send a judge request to the named service, for ``context``'s cell (out of the response
+        cache unless ``cache.judge``)."""
+        return await self.services[service_name].complete(
+            request, context if self.cached else replace(context, use_cache=False))
 
 
 def build_matchers(plan: RunPlan, judges: JudgeServices) -> dict[str, Matcher]:

@@ -26,7 +26,16 @@ from typing import Any
 
 import trio
 
-from evalhydra.core.values import ChatRequest, Completion, ToolCall, ToolSpec, Usage, arguments_or_empty
+from evalhydra.core.values import (
+    NO_CELL,
+    CallContext,
+    ChatRequest,
+    Completion,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    arguments_or_empty,
+)
 from evalhydra.execute.toolbox import Toolbox, ToolOutcome
 from evalhydra.plan.tools import TOOL_CHOICES, LoopPlan
 from evalhydra.services.base import Service
@@ -112,7 +121,7 @@ def _first_messages(request: ChatRequest) -> list[dict[str, Any]]:
 
 
 async def run_loop(service: Service, request: ChatRequest, loop: LoopPlan,
-                   toolbox: Toolbox) -> LoopOutcome:
+                   toolbox: Toolbox, context: CallContext = NO_CELL) -> LoopOutcome:
     """Run the loop of one cell from its first request.
 
     Args:
@@ -120,12 +129,13 @@ async def run_loop(service: Service, request: ChatRequest, loop: LoopPlan,
         request: The cell's rendered request (its conversation, tools and parameters).
         loop: The limits and choices.
         toolbox: The cell's tools.
+        context: The cell every request is made for.
     """
     params = {**(request.params or {}), **_request_params(loop, request.tools)}
     outcome = LoopOutcome(Completion(output="", model=""), messages=_first_messages(request))
     with trio.move_on_after(loop.cell_timeout_s if loop.cell_timeout_s else math.inf) as scope:
         outcome.stop_reason = await _turns(service, replace(request, params=params or None), loop, toolbox,
-                                           outcome)
+                                           outcome, context)
     if scope.cancelled_caught:
         outcome.stop_reason = "time_limit"
     outcome.state = await toolbox.final_state()
@@ -134,10 +144,10 @@ async def run_loop(service: Service, request: ChatRequest, loop: LoopPlan,
 
 
 async def _turns(service: Service, request: ChatRequest, loop: LoopPlan, toolbox: Toolbox,
-                 outcome: LoopOutcome) -> str | None:
+                 outcome: LoopOutcome, context: CallContext) -> str | None:
     for turn in range(1, loop.max_turns + 1):
         started = time.perf_counter()
-        answer = await service.complete(replace(request, messages=tuple(outcome.messages)))
+        answer = await service.complete(replace(request, messages=tuple(outcome.messages)), context)
         outcome.turns.append(answer)
         outcome.turn_rows.append(_turn_row(turn, answer, (time.perf_counter() - started) * 1000))
         if answer.error_kind is not None:

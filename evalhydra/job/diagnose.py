@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from evalhydra.analysis.selection import select_runs
 from evalhydra.analysis.targetstats import TargetStats
 from evalhydra.core.envfiles import env_source
+from evalhydra.core.values import ErrorKind
 from evalhydra.plan.cells import endpoint_of
 from evalhydra.plan.model import RunPlan
-from evalhydra.services.adaptive import SILENT_PREFIX
 from evalhydra.store.db import Store
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
@@ -38,7 +38,7 @@ def fix_hints(plan: RunPlan, store: Store, run_id: str) -> list[str]:
     if counts.get("rate_limited"):
         hints.append(f"{counts['rate_limited']} cells were rate limited (429); set service.rate_limit.rpm "
                      "or lower run.concurrency, then run again.")
-    if counts.get("silent"):
+    if counts.get(ErrorKind.ENDPOINT_SILENT):
         hints.append(f"service '{svc.name}': the server accepted connections but never replied; check its "
                      "log (a hung worker, a model still loading) and that it answers one request "
                      "(evalhydra check with the same overrides), then run again.")
@@ -84,12 +84,10 @@ def _unauthorized(plan: RunPlan, n: int) -> str:
 def _error_counts(store: Store, run_id: str) -> dict[str, int]:
     """Infrastructure errors of the cells this run sent, by error kind (and ``"401"``)."""
     sel = select_runs(store.conn, [run_id])
-    sql = (f"select error_kind, status_code, failure_reason like ? || '%', count(*) from {sel.table} "
-           f"where ({sel.where}) and {INFRA_ERROR_SQL} and run_id = ? group by 1, 2, 3")
+    sql = (f"select error_kind, status_code, count(*) from {sel.table} "
+           f"where ({sel.where}) and {INFRA_ERROR_SQL} and run_id = ? group by 1, 2")
     counts: dict[str, int] = {}
-    for kind, status, silent, n in store.conn.execute(sql, [SILENT_PREFIX, *sel.params, run_id]):
+    for kind, status, n in store.conn.execute(sql, [*sel.params, run_id]):
         key = "401" if status == 401 else str(kind)
         counts[key] = counts.get(key, 0) + int(n)
-        if silent:
-            counts["silent"] = counts.get("silent", 0) + int(n)
     return counts

@@ -11,7 +11,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from evalhydra.core.values import Case, ChatRequest, Completion, MatchResult, ToolCall, immutable
+from evalhydra.core.values import (
+    NO_CELL,
+    CallContext,
+    Case,
+    ChatRequest,
+    Completion,
+    MatchResult,
+    ToolCall,
+    immutable,
+)
 
 __all__ = ["JudgeClient", "MatchContext", "Matcher", "SyncMatcher", "sync_matcher"]
 
@@ -31,6 +40,8 @@ class MatchContext:
             only with ``include_reasoning``).
         trajectory: A tool loop's path: ``{"stop_reason", "turns", "tool_calls", "state",
             "transcript"}`` (:class:`evalhydra.execute.toolloop.LoopOutcome`), else None.
+        call: The cell the output is scored for: a judge's call is made for it (its trial keys
+            the response cache, its key names a batch line).
     """
 
     case: Case
@@ -41,6 +52,7 @@ class MatchContext:
     log_content: str = ""
     reasoning: str | None = None
     trajectory: dict[str, Any] | None = None
+    call: CallContext = NO_CELL
 
 
 class JudgeClient(Protocol):
@@ -50,8 +62,10 @@ class JudgeClient(Protocol):
         """Names of every service a judge may use."""
         ...
 
-    async def judge(self, service_name: str, request: ChatRequest) -> Completion:
-        """Call ``service_name`` with ``request``; never raises for call errors."""
+    async def judge(self, service_name: str, request: ChatRequest,
+                    context: CallContext = NO_CELL) -> Completion:
+        """Call ``service_name`` with ``request`` for ``context``'s cell (the output's:
+        :attr:`MatchContext.call`); never raises for call errors."""
         ...
 
     async def embed(self, service_name: str, model: str,

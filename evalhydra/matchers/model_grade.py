@@ -131,6 +131,6 @@ def build_model_grade(spec: dict[str, Any], judges: JudgeClient | None) -> Match
             effective_ideal(ctx.case.ideal),
         )
         request = ChatRequest(user_content=prompt, model=model, system_prompt=None)
-        return grade_reply(await client.judge(service, request), pass_score)
+        return grade_reply(await client.judge(service, request, ctx.call), pass_score)
 
     return match

@@ -44,7 +44,7 @@ from evalhydra.core.openai_templates import (
     render,
     text_parts,
 )
-from evalhydra.core.values import ChatRequest, Completion, MatchResult
+from evalhydra.core.values import NO_CELL, CallContext, ChatRequest, Completion, MatchResult
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, merge_judges, require_judge
 from evalhydra.matchers.python_grader import (
@@ -340,19 +340,20 @@ class _Grading:
         self.timeout_s = float(options.get("python_timeout_s", DEFAULT_TIMEOUT_S))
         self.judges = judges
 
-    async def grade(self, grader: Mapping[str, Any], ns: Mapping[str, Any]) -> _Outcome:
+    async def grade(self, grader: Mapping[str, Any], ns: Mapping[str, Any],
+                    call: CallContext = NO_CELL) -> _Outcome:
         kind = grader["type"]
         if kind == "string_check":
             return _string_check(grader, ns)
         if kind == "text_similarity":
             return await self._similarity(grader, ns)
         if kind == "score_model":
-            return await self._score_model(grader, ns)
+            return await self._score_model(grader, ns, call)
         if kind == "label_model":
-            return await self._label_model(grader, ns)
+            return await self._label_model(grader, ns, call)
         if kind == "python":
             return await self._python(grader, ns)
-        return await self._multi(grader, ns)
+        return await self._multi(grader, ns, call)
 
     async def _similarity(self, grader: Mapping[str, Any], ns: Mapping[str, Any]) -> _Outcome:
         text, reference = render(grader["input"], ns), render(grader["reference"], ns)
@@ -381,11 +382,12 @@ class _Grading:
     def _judges(self) -> JudgeClient:
         return require_judge(self.judges, str(self.service), "openai_graders")
 
-    async def _score_model(self, grader: Mapping[str, Any], ns: Mapping[str, Any]) -> _Outcome:
+    async def _score_model(self, grader: Mapping[str, Any], ns: Mapping[str, Any],
+                           call: CallContext) -> _Outcome:
         low, high = _range(grader)
         schema = {"type": "json_schema",
                   "json_schema": {"name": "score", "strict": True, "schema": _SCORE_SCHEMA}}
-        completion = await self._judges().judge(str(self.service), self._request(grader, ns, schema))
+        completion = await self._judges().judge(str(self.service), self._request(grader, ns, schema), call)
         if completion.error_kind is not None:
             return _Outcome(0.0, False, failure=judge_call_failed(completion))
         given = _reply_number(completion.output)
@@ -397,12 +399,13 @@ class _Grading:
             outcome.reason = f"the score model answered no number ({completion.output[:80]!r}): 0"
         return outcome
 
-    async def _label_model(self, grader: Mapping[str, Any], ns: Mapping[str, Any]) -> _Outcome:
+    async def _label_model(self, grader: Mapping[str, Any], ns: Mapping[str, Any],
+                           call: CallContext) -> _Outcome:
         labels = list(grader["labels"])
         schema = {"type": "json_schema", "json_schema": {"name": "label", "strict": True, "schema": {
             "type": "object", "additionalProperties": False, "required": ["result"],
             "properties": {"result": {"type": "string", "enum": labels}}}}}
-        completion = await self._judges().judge(str(self.service), self._request(grader, ns, schema))
+        completion = await self._judges().judge(str(self.service), self._request(grader, ns, schema), call)
         if completion.error_kind is not None:
             return _Outcome(0.0, False, failure=judge_call_failed(completion))
         label = _reply_label(completion.output, labels)
@@ -421,11 +424,11 @@ class _Grading:
             return _Outcome(0.0, False, reason=f"python grader: {exc}")
         return _threshold(grader, score, [])
 
-    async def _multi(self, grader: Mapping[str, Any], ns: Mapping[str, Any]) -> _Outcome:
+    async def _multi(self, grader: Mapping[str, Any], ns: Mapping[str, Any], call: CallContext) -> _Outcome:
         scores: dict[str, float] = {}
         calls: list[Completion] = []
         for key, sub in _sub_graders(grader).items():
-            outcome = await self.grade(sub, ns)
+            outcome = await self.grade(sub, ns, call)
             if outcome.failure is not None or outcome.error is not None:
                 return outcome
             scores[key], calls = outcome.score, [*calls, *outcome.calls]
@@ -505,7 +508,7 @@ def build_openai_graders(spec: Mapping[str, Any], judges: JudgeClient | None) ->
         outcomes = {}
         for grader in criteria:
             try:
-                outcome = await grading.grade(grader, ns)
+                outcome = await grading.grade(grader, ns, ctx.call)
             except (TemplateError, _FormulaError) as exc:  # this grader, on this item: its result errors
                 outcome = _Outcome(0.0, False, error=str(exc), reason=f"errored: {exc}")
             if outcome.failure is not None:  # a judge that did not answer: the cell measured nothing

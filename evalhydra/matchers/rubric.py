@@ -208,7 +208,8 @@ def build_rubric(
     thinking, transcript = bool(spec.get("include_reasoning")), bool(spec.get("include_transcript"))
 
     async def match(ctx: MatchContext) -> MatchResult:
-        completion = await client.judge(service, rubric_request(prompt, ctx, model, thinking, transcript))
+        request = rubric_request(prompt, ctx, model, thinking, transcript)
+        completion = await client.judge(service, request, ctx.call)
         return rubric_result(completion, weights, threshold)
 
     return match

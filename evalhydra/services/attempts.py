@@ -182,7 +182,7 @@ class _Attempts(Generic[T]):
         try:
             sent_at = await gate.acquire() if gate is not None else 0.0
         except EndpointSilent:  # never answered, and its probe timed out: no cell waits for it
-            self.last = AttemptResult(error_kind=ErrorKind.TIMEOUT,
+            self.last = AttemptResult(error_kind=ErrorKind.ENDPOINT_SILENT,
                                       error_message=silent_reason(self.timeout_s))
             self.start = self.now()
             self.records.append(self.last.record(len(self.records) + 1, 0.0))

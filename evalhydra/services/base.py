@@ -1,9 +1,12 @@
 """The seam between the runner and whatever answers a case.
 
 A :class:`Service` turns a :class:`~evalhydra.core.values.ChatRequest` into a
-:class:`~evalhydra.core.values.Completion`. It never raises for a per-call problem
-(HTTP error, timeout, bad body): those become a Completion with ``error_kind``
-set, so one failure never cancels its siblings.
+:class:`~evalhydra.core.values.Completion`, told whom the call is for by a
+:class:`~evalhydra.core.values.CallContext` (the cell, its trial, whether the response cache may
+answer): everything a call needs travels with it, never in ambient variables. It never raises for
+a per-call problem (HTTP error, timeout, bad body): those become a Completion with ``error_kind``
+set, so one failure never cancels its siblings. A service that also embeds texts is an
+:class:`Embedder`.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.core.values import ChatRequest, Completion
+from evalhydra.core.values import NO_CELL, CallContext, ChatRequest, Completion
 
-__all__ = ["Service"]
+__all__ = ["Embedder", "Service"]
 
 
 @runtime_checkable
@@ -27,10 +30,19 @@ class Service(Protocol):
         """The service's name (``ServiceConfig.name``)."""
         ...
 
-    async def complete(self, request: ChatRequest) -> Completion:
-        """Send one request (with retries) and return its outcome; never raises."""
+    async def complete(self, request: ChatRequest, context: CallContext = NO_CELL) -> Completion:
+        """Send one request (with retries) for ``context``'s cell and return its outcome; never raises."""
         ...
 
     async def aclose(self) -> None:
         """Release connections."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A service with an embeddings endpoint (graders that compare texts by meaning use it)."""
+
+    async def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]] | None, Completion]:
+        """The texts' vectors (None when the call failed) and the call's completion; never raises."""
         ...

@@ -27,7 +27,6 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,14 +37,8 @@ from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.strictjson import loads_plain
 from evalhydra.store.db import use_wal
 
-__all__ = ["BATCH", "CACHE_SCHEMA_VERSION", "TRIAL", "USE_CACHE", "CacheEntry", "ResponseCache", "cache_key",
+__all__ = ["BATCH", "CACHE_SCHEMA_VERSION", "CacheEntry", "ResponseCache", "cache_key",
            "cache_stats", "default_cache_path", "parse_expiry", "prune", "request_scope"]
-
-#: The trial index of the cell a task is running (set by the chat cell runner): the cache keys
-#: the candidate's request and its judges' by it, so trials stay independent samples.
-TRIAL: ContextVar[int | None] = ContextVar("evalhydra_trial", default=None)
-#: False while a call must not use the cache (a judge's, with ``cache.judge=false``).
-USE_CACHE: ContextVar[bool] = ContextVar("evalhydra_use_cache", default=True)
 
 #: Entries written in one transaction (and the most a killed run can lose).
 BATCH = 32

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.core.values import Case, ChatRequest, Completion, ErrorKind, ToolCall, Usage
+from evalhydra.core.values import NO_CELL, CallContext, ChatRequest, Completion, ErrorKind, ToolCall, Usage
 from evalhydra.services.openai.response import InvalidResponseError, parse_usage
 from evalhydra.services.responses_api import chat_usage
 
@@ -37,27 +37,24 @@ class RecordedService:
         """The service's name."""
         return self.config.name
 
-    def answer(self, case: Case) -> Completion:
-        """The completion a case's sample records."""
+    async def complete(self, request: ChatRequest, context: CallContext = NO_CELL) -> Completion:
+        """The completion the request's case's sample records (an error naming the case without one)."""
+        del context  # nothing is sent
         model = self.config.model or self.config.default_model
-        sample = case.sample
+        sample, case = request.sample, request.case_id
         if not isinstance(sample, dict):
-            return _failed(model, f"case '{case.id}' has no recorded sample to grade")
+            return _failed(model, f"case '{case}' has no recorded sample to grade" if case
+                           else "the recorded service answers cases from their samples only")
         output = _output_text(sample)
         if output is None:
-            return _failed(model, f"case '{case.id}': its sample records no output text")
+            return _failed(model, f"case '{case}': its sample records no output text")
         try:
             usage = _usage(sample.get("usage"))
         except InvalidResponseError as exc:
-            return _failed(model, f"case '{case.id}': {exc.args[0]}")
+            return _failed(model, f"case '{case}': {exc.args[0]}")
         recorded = sample.get("model")
         return Completion(output=output, model=recorded if isinstance(recorded, str) and recorded else model,
                           tool_calls=_tool_calls(sample), usage=usage, status_code=200)
-
-    async def complete(self, request: ChatRequest) -> Completion:
-        """A request without its case cannot be answered from a recording."""
-        return _failed(request.model or self.config.default_model,
-                       "the recorded service answers cases from their samples only")
 
     async def aclose(self) -> None:
         """Nothing to close."""

@@ -100,7 +100,7 @@ def build_chat_request(case: Case, tools: tuple[ToolSpec, ...], root: Path,
         params: The eval's generation parameters.
 
     Returns:
-        The request.
+        The request (naming its case, and carrying the case's recorded sample for ``service=recorded``).
 
     Raises:
         RenderError: When an attachment cannot be rendered; the runner records
@@ -113,9 +113,10 @@ def build_chat_request(case: Case, tools: tuple[ToolSpec, ...], root: Path,
         last = max(i for i, m in enumerate(messages) if m["role"] == "user")
         content = _with_attachments(messages[last]["content"], case.attachments, root)
         messages[last] = {**messages[last], "content": content}
-        return ChatRequest(user_content=content, tools=tools, params=params, messages=tuple(messages))
+        return ChatRequest(user_content=content, tools=tools, params=params, messages=tuple(messages),
+                           case_id=case.id, sample=case.sample)
     content = render_user_content(_input_text(case.input), case.attachments, root)
-    return ChatRequest(user_content=content, tools=tools, params=params)
+    return ChatRequest(user_content=content, tools=tools, params=params, case_id=case.id, sample=case.sample)
 
 
 def _with_attachments(content: Any, attachments: Sequence[Attachment], root: Path) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from evalhydra.core.values import ChatRequest, Completion, ErrorKind
+from evalhydra.core.values import NO_CELL, CallContext, ChatRequest, Completion, ErrorKind
 
 __all__ = ["ScriptedJudge", "judge_error", "judge_reply"]
 
@@ -63,8 +63,10 @@ class ScriptedJudge:
         return None, Completion(output="", model=model, error_kind=ErrorKind.CLIENT_ERROR,
                                 error_message="a scripted judge has no embeddings endpoint")
 
-    async def judge(self, service_name: str, request: ChatRequest) -> Completion:
+    async def judge(self, service_name: str, request: ChatRequest,
+                    context: CallContext = NO_CELL) -> Completion:
         """Record the call and return the next scripted completion."""
+        del context
         self.calls.append((service_name, request))
         index = min(len(self.calls), len(self.replies)) - 1
         return self.replies[index]

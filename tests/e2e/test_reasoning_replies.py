@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import evalhydra
-from evalhydra.services.openai.reasoning import NOT_FINISHED, split_reasoning
+from evalhydra.core.values import NOT_FINISHED
+from evalhydra.services.openai.reasoning import split_reasoning
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import mock_call
 

@@ -12,7 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.core.values import AttemptRecord, Case, ChatRequest, Completion, ErrorKind, MatchResult, Usage
+from evalhydra.core.values import (
+    NO_CELL,
+    AttemptRecord,
+    CallContext,
+    Case,
+    ChatRequest,
+    Completion,
+    ErrorKind,
+    MatchResult,
+    Usage,
+)
 from evalhydra.execute.chat_cell import ChatCellRunner
 from evalhydra.matchers.base import MatchContext
 from evalhydra.plan.cells import CellJob
@@ -32,7 +42,7 @@ class ScriptedService:
     def name(self) -> str:
         return self.config.name
 
-    async def complete(self, request: ChatRequest) -> Completion:
+    async def complete(self, request: ChatRequest, context: CallContext = NO_CELL) -> Completion:
         self.requests.append(request)
         return self.answers.pop(0)
 

@@ -1,8 +1,8 @@
 """Batch mode as a :class:`~evalhydra.services.base.Service`: a cell's request waits on a batch job.
 
-:class:`BatchingService` wraps the chat service. A request made while a cell runs
-(:func:`start_cell` names it) becomes a batch line whose ``custom_id`` is the cell
-key (a cell's later calls, its judge's or a refinement's, are ``KEY#1``, ``KEY#2`` …
+:class:`BatchingService` wraps the chat service. A request made for a cell (its
+:class:`~evalhydra.core.values.CallContext` names it) becomes a batch line whose ``custom_id`` is the
+cell key (a cell's later calls, its judge's or a refinement's, are ``KEY#1``, ``KEY#2`` …
 in the order the cell makes them, the same on every rerun); its answer is read
 as the online reply would be, priced at ``pricing.batch_discount``. Requests made
 outside a cell (a re-judge) and, with ``batch.enabled=false``, every request
@@ -11,15 +11,13 @@ that no adopted batch holds, go online.
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import trio
 
 from evalhydra.config.schema import ServiceConfig
-from evalhydra.core.values import AttemptRecord, ChatRequest, Completion, ErrorKind
+from evalhydra.core.values import NO_CELL, AttemptRecord, CallContext, ChatRequest, Completion, ErrorKind
 from evalhydra.services.batch.api import BatchApi, api_base
 from evalhydra.services.batch.queue import BatchDeferred, BatchQueue, LineOutcome, estimate_line_usd
 from evalhydra.services.openai import OpenAICompatService
@@ -27,31 +25,11 @@ from evalhydra.services.openai.response import InvalidResponseError
 from evalhydra.services.pricing import cost_usd
 from evalhydra.store.batches import BatchLedger
 
-__all__ = ["BatchingService", "batch_status", "open_batching", "start_cell"]
+__all__ = ["BatchingService", "batch_status", "open_batching"]
 
 
-@dataclass
-class _CellCalls:
-    key: str
-    made: int = 0
-
-
-_CALLS: ContextVar[_CellCalls | None] = ContextVar("evalhydra_batch_calls", default=None)
 #: Every batch queue of the current run, for the progress line.
 _QUEUES: trio.lowlevel.RunVar[list[BatchQueue]] = trio.lowlevel.RunVar("evalhydra_batch_queues")
-
-
-def start_cell(key: str) -> None:
-    """Name the cell whose requests follow (its first is ``key``, then ``key#1`` …)."""
-    _CALLS.set(_CellCalls(key))
-
-
-def _next_custom_id() -> str | None:
-    calls = _CALLS.get()
-    if calls is None:
-        return None
-    made, calls.made = calls.made, calls.made + 1
-    return calls.key if made == 0 else f"{calls.key}#{made}"
 
 
 def batch_status() -> str:
@@ -96,16 +74,17 @@ class BatchingService:
         """Embeddings go online: the Batch API's lines here are chat completions only."""
         return await self.inner.embed(model, texts)
 
-    async def complete(self, request: ChatRequest) -> Completion:
-        """The request's batch line as a completion (online when it is not a batch's).
+    async def complete(self, request: ChatRequest, context: CallContext = NO_CELL) -> Completion:
+        """The request's batch line (named after ``context``'s cell) as a completion (online when it
+        is not a batch's).
 
         Raises:
             BatchDeferred: The line's batch is still pending at the provider (or was held back
                 by ``run.max_cost_usd``): the cell must not be stored.
         """
-        custom_id = _next_custom_id()
+        custom_id = context.custom_id()
         if custom_id is None or not self._batched(custom_id):
-            return await self.inner.complete(request)
+            return await self.inner.complete(request, context)
         encoded = self.inner.encode(request)
         if isinstance(encoded, Completion):
             return encoded

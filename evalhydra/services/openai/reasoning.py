@@ -10,8 +10,8 @@ Servers return thinking in one of three shapes:
   before it is the thinking.
 
 A reply whose thinking never ends (an opening tag without its close, the reply cut by
-``max_tokens``) has no answer: :data:`NOT_FINISHED` says so, and the cell fails for that
-reason instead of scoring the half-thought as a wrong answer.
+``max_tokens``) has no answer: :data:`~evalhydra.core.values.NOT_FINISHED` says so, and the cell
+fails for that reason instead of scoring the half-thought as a wrong answer.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NOT_FINISHED", "Split", "split_reasoning"]
+__all__ = ["Split", "split_reasoning"]
 
 #: The failure reason of a reply whose thinking was cut before its answer.
-NOT_FINISHED = "ReasoningNotFinished"
 
 
 @dataclass(frozen=True, slots=True)

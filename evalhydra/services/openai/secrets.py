@@ -12,21 +12,18 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.masking import mask_text
 from evalhydra.core.values import Completion
 from evalhydra.services.openai.payload import plain
 
 __all__ = [
     "ENV_REF",
-    "MASK",
     "MIN_SECRET_LENGTH",
     "check_header_values",
     "mask_secrets",
-    "mask_text",
-    "mask_value",
     "missing_api_key_warning",
     "read_env",
     "resolve_header",
@@ -50,7 +47,6 @@ def read_env(name: str | None) -> str | None:
 
 #: Shorter values are not masked (masking "1" would garble every number in a reply).
 MIN_SECRET_LENGTH = 6
-MASK = "***"
 
 
 def mask_secrets(completion: Completion, secrets: list[str]) -> Completion:
@@ -75,30 +71,6 @@ def secrets_of(configs: list[ServiceConfig]) -> list[str]:
         found += [read_env(name) for _, template in dynamic for name in ENV_REF.findall(template)]
         values.update(v for v in found if v and len(v) >= MIN_SECRET_LENGTH)
     return sorted(values, key=len, reverse=True)
-
-
-def mask_text(text: str | None, secrets: list[str]) -> str | None:
-    """``text`` with every one of ``secrets`` replaced by ``***``."""
-    if not text:
-        return text
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
-
-
-def mask_value(value: Any, secrets: list[str]) -> Any:
-    """``value`` with every one of ``secrets`` masked in each string it holds: dict keys and values,
-    list and tuple items, at any depth (:func:`mask_text` on each); other values as they are."""
-    if not secrets:
-        return value
-    if isinstance(value, str):
-        return mask_text(value, secrets)
-    if isinstance(value, dict):
-        return {mask_value(k, secrets): mask_value(v, secrets) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(mask_value(v, secrets) for v in value)
-    return value
 
 
 def check_header_values(config: ServiceConfig) -> None:

@@ -36,14 +36,24 @@ import trio
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core import trio_util
-from evalhydra.core.values import MAX_TOKEN_COUNT, ChatRequest, Completion, ErrorKind, ToolCall, Usage
+from evalhydra.core.masking import mask_text, mask_value
+from evalhydra.core.values import (
+    MAX_TOKEN_COUNT,
+    NO_CELL,
+    CallContext,
+    ChatRequest,
+    Completion,
+    ErrorKind,
+    ToolCall,
+    Usage,
+)
 from evalhydra.core.version import __version__
 from evalhydra.http.body import aclose_response, read_capped
 from evalhydra.http.deadlines import DEADLINE
 from evalhydra.http.pool import TransportPool, tls_context
 from evalhydra.services.adaptive import EndpointController, controller_for
 from evalhydra.services.attempts import run_with_retries
-from evalhydra.services.cache import TRIAL, USE_CACHE, CacheEntry, ResponseCache, cache_key, request_scope
+from evalhydra.services.cache import CacheEntry, ResponseCache, cache_key, request_scope
 from evalhydra.services.openai.embeddings import request_embeddings
 from evalhydra.services.openai.payload import (
     api_base,
@@ -63,8 +73,6 @@ from evalhydra.services.openai.secrets import (
     ENV_REF,
     MIN_SECRET_LENGTH,
     mask_secrets,
-    mask_text,
-    mask_value,
     read_env,
     resolve_header,
     split_headers,
@@ -240,11 +248,13 @@ class OpenAICompatService:
         n_images, image_chars = count_image_chars(request.user_content)
         return estimate_tokens(len(body) - image_chars, n_images)
 
-    async def complete(self, request: ChatRequest) -> Completion:
+    async def complete(self, request: ChatRequest, context: CallContext = NO_CELL) -> Completion:
         """Send one request with retries and return its outcome; never raises for call errors.
 
         Args:
             request: The rendered request.
+            context: Whom it is for: its trial keys the response cache, which answers unless
+                ``context.use_cache`` is off.
 
         Returns:
             The Completion (``error_kind`` set on failure).
@@ -254,8 +264,8 @@ class OpenAICompatService:
             return encoded
         model, body = encoded
         key = None
-        if self._cache is not None and USE_CACHE.get():
-            key = cache_key(self._cache_endpoint(), model, body, TRIAL.get(), self.config.system_prompt,
+        if self._cache is not None and context.use_cache:
+            key = cache_key(self._cache_endpoint(), model, body, context.trial, self.config.system_prompt,
                             self._cache_scope())
             hit = self._cache.get(key)
             cached = self._cached(hit) if hit is not None else None
