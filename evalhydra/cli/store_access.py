@@ -18,7 +18,8 @@ from evalhydra.analysis.comparison import Target, parse_target
 from evalhydra.config.defaults import DEFAULT_STORE_PATH
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.text import visible
-from evalhydra.store.db import Store, open_store, read_only_uri
+from evalhydra.store.connection import read_only_uri
+from evalhydra.store.db import Store, open_store
 from evalhydra.store.schema import SCHEMA_VERSION
 
 __all__ = ["add_format", "add_store", "format_rows", "fraction", "open_read_only", "target_of"]

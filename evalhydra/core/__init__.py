@@ -22,4 +22,5 @@
   under a cell's containment.
 * :mod:`~evalhydra.core.version`: the package's version (``evalhydra.__version__``), kept in the
   foundation so every layer can name it.
+* :mod:`~evalhydra.core.masking`: every secret a run sends replaced by ``***`` in text and values.
 """

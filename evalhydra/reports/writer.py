@@ -52,7 +52,8 @@ from evalhydra.reports.trials import trials_json
 from evalhydra.reports.zig import format_text_report
 from evalhydra.reports.zrb import experiment_from_store, write_agent_artifacts
 from evalhydra.reports.zrb_markdown import render_zrb_report
-from evalhydra.store.db import Store, read_only_uri
+from evalhydra.store.connection import read_only_uri
+from evalhydra.store.db import Store
 
 __all__ = [
     "ALL_FORMATS",

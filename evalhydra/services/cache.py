@@ -35,7 +35,7 @@ import trio
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.strictjson import loads_plain
-from evalhydra.store.db import use_wal
+from evalhydra.store.connection import use_wal
 
 __all__ = ["BATCH", "CACHE_SCHEMA_VERSION", "CacheEntry", "ResponseCache", "cache_key",
            "cache_stats", "default_cache_path", "parse_expiry", "prune", "request_scope"]

@@ -19,6 +19,8 @@
   statistics.
 * :mod:`~evalhydra.store.timelimit`: a time limit on a connection's statements (query, merge,
   the viewer).
+* :mod:`~evalhydra.store.connection`: opening the file (WAL, busy timeout, read-only URI,
+  ``BEGIN IMMEDIATE``); :mod:`~evalhydra.store.inserts`: writing rows in few statement shapes.
 """
 
 from evalhydra.store.db import Batch, Store, open_store

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalhydra.store.db import connect, immediate
+from evalhydra.store.connection import connect, immediate
 from evalhydra.store.rows import now_iso
 from evalhydra.store.views import latest_version_sql
 

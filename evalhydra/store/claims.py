@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalhydra.store.db import connect, immediate, insert_rows
+from evalhydra.store.connection import connect, immediate
+from evalhydra.store.inserts import insert_rows
 from evalhydra.store.rows import INFRA_ERROR_SQL
 from evalhydra.store.views import latest_version_sql
 

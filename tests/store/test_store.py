@@ -197,7 +197,7 @@ def test_batches_of_any_size_store_every_row_and_member(tmp_path: Path, size: in
 
 
 def test_insert_statements_come_in_few_shapes() -> None:
-    from evalhydra.store.db import _chunk_sizes
+    from evalhydra.store.inserts import _chunk_sizes
 
     shapes = set()
     for total in range(0, 2000):
@@ -309,7 +309,7 @@ def test_now_iso_is_utc_with_milliseconds_and_follows_the_clock() -> None:
 
 def test_inserts_name_a_bounded_number_of_column_selections(tmp_path: Path) -> None:
     # Each selection of columns brings its own cached statements (the largest ~0.8 MB).
-    from evalhydra.store.db import _SHAPES
+    from evalhydra.store.inserts import _SHAPES
 
     store = open_store(tmp_path / "s.db")
     statements: list[str] = []
