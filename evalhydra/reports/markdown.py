@@ -16,7 +16,6 @@ clock: the same store gives the same bytes.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,51 +27,23 @@ from evalhydra.analysis.compare import is_improvement, is_regression
 from evalhydra.analysis.comparison import in_points
 from evalhydra.analysis.data import ReportData
 from evalhydra.core.text import visible
-from evalhydra.core.values import STATUSES
 from evalhydra.plan.selection import selection_in
-from evalhydra.reports.zrb import STATUS_ICONS, status_label, summary_row, trial_details
-from evalhydra.reports.zrb_markdown import failing_section
+from evalhydra.reports.markdown_cases import (
+    by_case_section,
+    by_model_section,
+    details_section,
+    failing_trials_section,
+    grid_section,
+    overall_section,
+    stability_section,
+    summary_section,
+)
+from evalhydra.reports.mdcells import DASH, case_name, escape_cell, md_table, more_note, pct, target_name
 from evalhydra.stats.clustered import pass_rate_interval
 
-__all__ = ["comparison_table", "escape_cell", "render_markdown", "render_summary_md", "verdict"]
+__all__ = ["comparison_table", "render_markdown", "render_summary_md", "verdict"]
 
-DASH = "—"
 Section = Callable[[ReportData], str]
-
-
-def escape_cell(value: Any, limit: int = 120) -> str:
-    """Make any value safe inside a Markdown table cell (or a one-line bullet)."""
-    text = "" if value is None else str(value)
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    text = visible(html.escape(text, quote=False).replace("\r", " "))
-    return text.replace("|", r"\|").replace("\n", "<br>")
-
-
-def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str], numeric: Sequence[int] = ()) -> str:
-    """A GitHub table; columns listed in ``numeric`` hold numbers and are right-aligned."""
-    text_columns = [i for i in range(len(headers)) if i not in numeric]
-    return tabulate(rows, headers=list(headers), tablefmt="github",
-                    disable_numparse=text_columns if numeric else True)
-
-
-def _pct(value: float) -> str:
-    return f"{value:.1%}"
-
-
-def _target(service: str, model: str) -> str:
-    return f"{service}/{model}" if model else service
-
-
-def _case(eval_id: str, case_id: str) -> str:
-    return f"{eval_id}/{case_id}"
-
-
-def _more(shown: int, total: int, what: str) -> str:
-    if total <= shown:
-        return ""
-    return (f"\n\n_Showing the first {shown:,} of {total:,} {what}; query the store for the rest"
-            " (`evalhydra results`, `evalhydra query`)._")
 
 
 # --- header and results -------------------------------------------------------
@@ -104,7 +75,7 @@ def _header(data: ReportData) -> str:
     lines.append(f"- **Generated**: {_generated(data.runs)}")
     t = data.cases.overall()
     scored = t.n - t.errors
-    rate = _pct(t.passed / scored) if scored else DASH
+    rate = pct(t.passed / scored) if scored else DASH
     hits = f"; {t.cached:,} from the response cache" if t.cached else ""
     lines.append(f"- **Results**: {t.n:,}, passed {t.passed:,}, failed {scored - t.passed:,},"
                  f" errors {t.errors:,}; pass rate {rate}; cost ${t.cost_usd:.4f}{hits}")
@@ -117,8 +88,8 @@ def _results_row(data: ReportData, t: agg.TargetAgg) -> list[Any]:
     scored = t.n - t.errors
     rate = pass_rate_interval(t.hist)
     return [escape_cell(t.key[1]), escape_cell(t.key[2]), escape_cell(t.key[3]), t.n, t.passed,
-            scored - t.passed, t.errors, _pct(rate.estimate) if rate.n_cases else DASH,
-            f"[{_pct(rate.low)}, {_pct(rate.high)}]" if rate.n_cases else DASH, rate.method or DASH,
+            scored - t.passed, t.errors, pct(rate.estimate) if rate.n_cases else DASH,
+            f"[{pct(rate.low)}, {pct(rate.high)}]" if rate.n_cases else DASH, rate.method or DASH,
             f"{lat['mean_ms']:.1f}", lat["p50_ms"], lat["p95_ms"],
             stats["retries"]["retried_runs"], stats["retries"]["total_attempts"],
             f"{t.score / t.n:.3f}" if t.n else DASH, t.input_tokens, t.output_tokens,
@@ -162,7 +133,7 @@ def _results(data: ReportData) -> str:
             " 95% CI is Wilson's, on the effective sample size when trials repeat cases (clustered"
             " by case). `evals.json` keeps zig_eval's passed / N and Wilson interval over results.")
     extra = range(18, len(headers) - 1)  # thinking tokens, first-token times
-    table = _table([_results_row(data, t) for t in targets], headers,
+    table = md_table([_results_row(data, t) for t in targets], headers,
                    numeric=(3, 4, 5, 6, 11, 12, 13, 14, 16, 17, *extra))
     return f"## Results\n\n{note}\n\n{table}"
 
@@ -171,14 +142,14 @@ def _graders(data: ReportData) -> str:
     """Each OpenAI Evals criterion's pass rate and mean score per target (none: no section)."""
     if not data.graders:
         return ""
-    rows = [[g["eval"], _target(g["service"], g["model"]), g["grader"], g["n"], g["passed"],
-             _pct(g["pass_rate"]), DASH if g["mean_score"] is None else f"{g['mean_score']:.4g}"]
+    rows = [[g["eval"], target_name(g["service"], g["model"]), g["grader"], g["n"], g["passed"],
+             pct(g["pass_rate"]), DASH if g["mean_score"] is None else f"{g['mean_score']:.4g}"]
             for g in data.graders]
     note = ("Each testing criterion of an OpenAI Evals suite (openai_graders), by its name: the results"
             " it graded, how many passed it, and its mean score (on the grader's own scale). A result"
             " passes when every criterion passes.")
     headers = ["Eval", "Target", "Grader", "Results", "Passed", "Pass rate", "Mean score"]
-    return "## Graders\n\n" + note + "\n\n" + _table(rows, headers, numeric=(3, 4, 5, 6))
+    return "## Graders\n\n" + note + "\n\n" + md_table(rows, headers, numeric=(3, 4, 5, 6))
 
 
 def _judge_cell(value: float | None, ci: Any = None) -> str:
@@ -207,7 +178,7 @@ def _judges(data: ReportData) -> str:
             " it repeats a verdict when rejudged. Pass rates are corrected for its errors by Rogan and"
             " Gladen's estimator; the 95% interval carries the cases' and the labels' variance.")
     return ("## Judges\n\n" + note + "\n\n"
-            + _table([[escape_cell(c) for c in r] for r in rows],
+            + md_table([[escape_cell(c) for c in r] for r in rows],
                      ["Eval", "Judge", "Labels", "Sensitivity", "Specificity", "κ", "α", "Self-consistency"],
                      numeric=(2,))
             + "\n\n" + _corrected_table(data.judges))
@@ -218,12 +189,12 @@ def _corrected_table(judges: list[dict[str, Any]], limit: int | None = None) -> 
     rows = []
     for doc in judges:
         for t in doc["targets"]:
-            fixed = (f"{_pct(t['corrected_pass_rate'])} [{_pct(t['corrected_ci_low'])},"
-                     f" {_pct(t['corrected_ci_high'])}]" if t["corrected_pass_rate"] is not None
+            fixed = (f"{pct(t['corrected_pass_rate'])} [{pct(t['corrected_ci_low'])},"
+                     f" {pct(t['corrected_ci_high'])}]" if t["corrected_pass_rate"] is not None
                      else t["problem"] or DASH)
-            rows.append([doc["eval"], _target(t["service"], t["model"]), t["cases"],
-                         _pct(t["raw_pass_rate"]), fixed])
-    return _table([[escape_cell(c) for c in r] for r in rows[:limit]],
+            rows.append([doc["eval"], target_name(t["service"], t["model"]), t["cases"],
+                         pct(t["raw_pass_rate"]), fixed])
+    return md_table([[escape_cell(c) for c in r] for r in rows[:limit]],
                   ["Eval", "Target", "Cases", "Judged pass rate", "Corrected [95% CI]"], numeric=(2, 3))
 
 
@@ -324,23 +295,23 @@ def _pass_k(data: ReportData) -> str:
         cells = [f"{at[k]:.3f}" if k in at else DASH for k in range(1, width + 1)]
         cells += [f"{hat[k]:.3f}" if k in hat else DASH for k in range(1, width + 1)]
         v = t.verdicts
-        table.append([escape_cell(t.key[1]), escape_cell(_target(*t.key[2:])), str(t.cases),
+        table.append([escape_cell(t.key[1]), escape_cell(target_name(*t.key[2:])), str(t.cases),
                       f"{t.n / t.cases:.1f}" if t.cases else DASH, *cells,
                       str(v["STABLE"]), str(v["FLAKY"]), str(v["BROKEN"])])
     headers = ["Eval", "Target", "Cases", "Trials/case",
                *(f"pass@{k}" for k in range(1, width + 1)),
                *(f"pass^{k}" for k in range(1, width + 1)), "🟢 Stable", "🟡 Flaky", "🔴 Broken"]
-    return _table(table, headers)
+    return md_table(table, headers)
 
 
 def _flaky(data: ReportData) -> str:
     if not data.cases.flaky:
         return "No flaky cases."
-    rows = [[escape_cell(_target(s, m)), escape_cell(_case(e, c)), f"{p}/{n}", f"{f:.2f}"]
+    rows = [[escape_cell(target_name(s, m)), escape_cell(case_name(e, c)), f"{p}/{n}", f"{f:.2f}"]
             for f, s, m, e, c, p, n in data.cases.flaky]
     total = sum(t.verdicts["FLAKY"] for t in data.cases.targets.values())
-    return (_table(rows, ["Target", "Case", "Passed", "Flakiness"])
-            + _more(len(rows), total, "flaky cases"))
+    return (md_table(rows, ["Target", "Case", "Passed", "Flakiness"])
+            + more_note(len(rows), total, "flaky cases"))
 
 
 def _trials(data: ReportData) -> str:
@@ -355,180 +326,10 @@ def _trials(data: ReportData) -> str:
 # --- zrb sections -----------------------------------------------------------------
 
 
-def _counts(statuses: Any) -> list[str]:
-    return [str(statuses[s]) for s in STATUSES]
-
-
-_ICON_HEADERS = [STATUS_ICONS[s] for s in STATUSES]
-#: What the status icons of the By Model, By Test Case and Grid tables mean.
-STATUS_LEGEND = "Legend: " + " · ".join(f"{STATUS_ICONS[s]} {s}" for s in STATUSES)
-
-
-def _overall(data: ReportData) -> str:
-    total = data.cases.total
-    statuses = data.cases.overall().statuses
-    rows = [[status_label(s), str(n), f"{n / total * 100:.1f}"]
-            for s in (*STATUSES, *sorted(set(statuses) - set(STATUSES))) if (n := statuses[s])]
-    return (f"**Total trials**: {total:,}\n\n## Overall Status\n\n"
-            + _table(rows, ["Status", "Count", "%"]))
-
-
-def _by_model(data: ReportData) -> str:
-    rows = [[escape_cell(_target(s, m)), str(t.n), *_counts(t.statuses), f"{t.duration / t.n:.1f}"]
-            for (s, m), t in data.cases.by_label().items()]
-    return "## By Model\n\n" + _table(rows, ["Model", "Trials", *_ICON_HEADERS, "Avg dur (s)"])
-
-
-def _by_case(data: ReportData) -> str:
-    rows = [[escape_cell(_case(e, c)), str(t.n), *_counts(t.statuses)] for (e, c), t in data.cases.by_case]
-    return ("## By Test Case\n\n" + _table(rows, ["Test Case", "Trials", *_ICON_HEADERS])
-            + _more(len(rows), data.cases.cases_total, "test cases"))
-
-
-def _grid(data: ReportData) -> str:
-    labels = list(data.cases.by_label())
-    rows = []
-    for s, m in labels:
-        cells = []
-        for e, c in data.grid_cases:
-            statuses = data.grid.get((s, m, e, c))
-            cells.append(" ".join(STATUS_ICONS.get(x, "?") for x in statuses) if statuses else DASH)
-        rows.append([escape_cell(_target(s, m)), *cells])
-    headers = ["Model", *(escape_cell(_case(e, c), 60) for e, c in data.grid_cases)]
-    return ("## Grid\n\n" + _table(rows, headers)
-            + _more(len(data.grid_cases), data.cases.cases_total, "test cases (columns)")
-            + "\n" + STATUS_LEGEND + "\n")
-
-
-def _stability(data: ReportData) -> str:
-    if data.cases.max_trials <= 1:
-        return ""
-    rows = []
-    for s, m, e, c, p, n in data.cases.stability:
-        verdict = "🟢 STABLE" if p == n else "🔴 BROKEN" if p == 0 else "🟡 FLAKY"
-        rows.append([escape_cell(_target(s, m)), escape_cell(_case(e, c)),
-                     f"{p}/{n} ({p / n * 100:.0f}%)", verdict])
-    note = ("Per-(model, test case) pass rate across trials. 🟢 stable = all trials passed;"
-            " 🟡 flaky = mixed; 🔴 broken = none passed.")
-    return (f"## Stability\n\n{note}\n\n" + _table(rows, ["Model", "Test Case", "Pass Rate", "Stability"])
-            + _more(len(rows), data.cases.stability_total, "(model, test case) cells"))
-
-
-def _failing(data: ReportData) -> str:
-    """zrb-llm-evaluator's Failing / Timeout Trials table (its bytes for names without a ``|``),
-    then why each failed."""
-    def label(text: str) -> str:  # zrb's bytes, but a "|" cannot break the table
-        return visible(html.escape(text, quote=False), lines=False).replace("|", r"\|")
-
-    agent = [r["kind"] == "agent" for r in data.failing]  # zrb names an agent trial by model and case
-    trials = [{"model": label(r["model"] if is_agent else _target(r["service_name"], r["model"])),
-               "test_case": label(r["case_id"] if is_agent else _case(r["eval_id"], r["case_id"])),
-               "trial_index": r["run_index"], "status": r["status"], "duration": r["duration"]}
-              for r, is_agent in zip(data.failing, agent, strict=True)]
-    section = failing_section(trials).lstrip("\n").rstrip("\n")
-    if not data.failing:
-        return section
-    rows = [[escape_cell(_target(r["service_name"], r["model"])),
-             escape_cell(_case(r["eval_id"], r["case_id"])), str(r["run_index"]),
-             escape_cell(r["error_kind"] or r["failure_reason"], 80), escape_cell(r["output"], 80)]
-            for r in data.failing[:agg.CAP_TRIALS]]
-    reasons = _table(rows, ["Model", "Test Case", "Trial", "Reason", "Output"])
-    return (section + _more(len(data.failing), data.failing_total, "failing trials")
-            + "\n\n### Why they failed\n\n" + reasons
-            + _more(len(rows), data.failing_total, "failing trials"))
-
-
-def _checks(details: Any) -> list[dict[str, Any]]:
-    """Validator checks stored in ``details`` (a verification result or a list of checks)."""
-    if isinstance(details, dict):
-        details = details.get("details")
-    if not isinstance(details, list):
-        return []
-    return [{"name": str(c.get("name", "")), "passed": bool(c.get("passed")),
-             "message": str(c.get("message") or "")} for c in details if isinstance(c, dict)]
-
-
-def _verdict_of(r: dict[str, Any]) -> dict[str, Any] | None:
-    """An agent trial's stored verification result; a chat result's score as one."""
-    if r["kind"] == "agent":
-        details = r["details"] if isinstance(r["details"], dict) else {}
-        found = details.get("verification_result")
-        if not isinstance(found, dict) or found.get("score") is None:
-            return None
-        return {**found, "score": float(r["score"]), "details": _checks(found)}
-    if r["score"] is None:
-        return None
-    return {"status": r["status"], "score": float(r["score"]), "details": []}
-
-
-def _zrb_row(r: dict[str, Any]) -> dict[str, Any]:
-    """A trial row in zrb's TrialResult shape (labels HTML-escaped; zrb escapes pipes).
-
-    The score is the stored ``score`` (for agents, the validator's), so the bold
-    best values computed in SQL compare equal.
-    """
-    verdict = _verdict_of(r)
-    return {
-        "model": html.escape(_target(r["service_name"], r["model"]), quote=False),
-        "test_case": html.escape(_case(r["eval_id"], r["case_id"]), quote=False),
-        "trial_index": r["run_index"], "status": r["status"], "duration": r["duration"],
-        "exit_code": r["exit_code"], "log_path": r["log_path"] or "",
-        "stdout_log_path": r["stdout_log_path"] or "", "verification_result": verdict,
-        "total_tokens": r["input_tokens"] + r["output_tokens"], "input_tokens": r["input_tokens"],
-        "output_tokens": r["output_tokens"], "cache_read_tokens": r["cache_read_tokens"],
-        "tool_calls": [html.escape(n, quote=False) for n in r["tool_names"]],
-        "tool_call_count": len(r["tool_names"]),
-    }
-
-
-_SUMMARY_HEADER = (
-    "| Model | Test Case | Trial | Status | Duration (s) | Score | "
-    "Total Tokens | Input | Output | Cache | Tool Calls |\n"
-    "|-------|-----------|-------|--------|-------------|-------|"
-    "--------------|-------|--------|-------|------------|\n"
-)
-
-
-def _summary(data: ReportData) -> str:
-    lines = [summary_row(_zrb_row(r), data.bests.get((r["eval_id"], r["case_id"])))
-             for r in data.trials]
-    note = "Best per test case among passing trials in **bold**."
-    return (f"## Summary\n\n{note}\n\n{_SUMMARY_HEADER}{''.join(lines).rstrip()}"
-            + _more(len(lines), data.trials_total, "trials"))
-
-
-def _chat_details(r: dict[str, Any]) -> list[str]:
-    head = (f"### {escape_cell(_target(r['service_name'], r['model']))} /"
-            f" {escape_cell(_case(r['eval_id'], r['case_id']))} / Trial {r['run_index']}\n\n")
-    lines = [head, f"- **Status**: {status_label(r['status'])}\n",
-             f"- **Latency**: {r['duration']:.2f}s (attempts {r['attempts'] or 1})\n",
-             *([f"- **Reply named model**: {escape_cell(r['reply_model'])}\n"]
-               if r.get("reply_model") and r["reply_model"] != r["model"] else []),
-             f"- **Score**: {float(r['score'] or 0.0):.2f}\n",
-             f"- **Tokens**: input={r['input_tokens']}, output={r['output_tokens']},"
-             f" cache={r['cache_read_tokens']}\n"]
-    if r["tool_names"]:
-        lines.append(f"- **Tool calls** ({len(r['tool_names'])}): "
-                     f"{escape_cell(', '.join(r['tool_names']), 300)}\n")
-    for label, key in (("Input", "input"), ("Expected", "ideal"), ("Output", "output"),
-                       ("Reason", "failure_reason"), ("Error", "error_kind"), ("Feedback", "feedback"),
-                       ("Suggested fix", "suggested_fix")):
-        if r[key] not in (None, ""):
-            lines.append(f"- **{label}**: {escape_cell(r[key], 500)}\n")
-    return [*lines, "\n"]
-
-
-def _details(data: ReportData) -> str:
-    lines: list[str] = []
-    for r in data.trials:
-        lines += trial_details(_zrb_row(r)) if r["kind"] == "agent" else _chat_details(r)
-    return ("## Per-Trial Details\n\n" + "".join(lines).rstrip()
-            + _more(len(data.trials), data.trials_total, "trials"))
-
-
 SECTIONS: list[Section] = [
-    _header, _results, _graders, _judges, _comparisons, _trials, _overall, _by_model, _by_case, _grid,
-    _stability, _failing, _summary, _details,
+    _header, _results, _graders, _judges, _comparisons, _trials, overall_section, by_model_section,
+    by_case_section, grid_section, stability_section, failing_trials_section, summary_section,
+    details_section,
 ]
 
 
@@ -554,18 +355,18 @@ def render_summary_md(data: ReportData) -> str:
     overall = c.overall()
     ids = ", ".join(f"`{escape_cell(r['run_id'])}`" for r in data.runs[:5])
     scored = overall.n - overall.errors
-    rate = _pct(overall.passed / scored) if scored else DASH
+    rate = pct(overall.passed / scored) if scored else DASH
     lines = [f"### evalhydra {ids}: {rate} passed ({overall.passed:,}/{scored:,};"
              f" {overall.errors:,} errors)", ""]
     rows = []
     for t in sorted(data.targets(), key=_scored_rate)[:SUMMARY_ROWS]:
         interval = pass_rate_interval(t.hist)
-        rows.append([escape_cell(t.key[1]), escape_cell(_target(*t.key[2:])), str(t.n),
-                     _pct(interval.estimate) if interval.n_cases else DASH,
-                     f"[{_pct(interval.low)}, {_pct(interval.high)}]" if interval.n_cases else DASH,
+        rows.append([escape_cell(t.key[1]), escape_cell(target_name(*t.key[2:])), str(t.n),
+                     pct(interval.estimate) if interval.n_cases else DASH,
+                     f"[{pct(interval.low)}, {pct(interval.high)}]" if interval.n_cases else DASH,
                      str(t.errors), f"{t.cost_usd:.4f}"])
     if rows:
-        lines.append(_table(rows, ["Eval", "Target", "N", "Pass rate", "95% CI", "Errors", "Cost USD"]))
+        lines.append(md_table(rows, ["Eval", "Target", "N", "Pass rate", "95% CI", "Errors", "Cost USD"]))
     if any(doc["targets"] for doc in data.judges):
         lines += ["", "**Judge-corrected pass rates** (Rogan-Gladen, from people's labels):", "",
                   _corrected_table(data.judges, SUMMARY_ROWS)]
