@@ -7,8 +7,9 @@
   from SQLite (zig_eval's JSON, aiwg's JSONL, JUnit).
 * :mod:`~evalhydra.reports.markdown`, :mod:`~evalhydra.reports.trials`: report.md / summary.md and
   trials.json (:mod:`~evalhydra.reports.markdown_cases` holds report.md's per-case sections,
-  :mod:`~evalhydra.reports.mdcells` its escaped cells and tables); :mod:`~evalhydra.reports.html`: ``report.html``, one self-contained page per run,
-  sweep or comparison; :mod:`~evalhydra.reports.openai_shape`: a run in the OpenAI Evals API's
+  :mod:`~evalhydra.reports.mdcells` its escaped cells and tables);
+  :mod:`~evalhydra.reports.html`: ``report.html``, one self-contained page per run, sweep or
+  comparison; :mod:`~evalhydra.reports.openai_shape`: a run in the OpenAI Evals API's
   shapes (the ``openai`` format).
 * :mod:`~evalhydra.reports.zrb`, :mod:`~evalhydra.reports.zrb_markdown`: zrb-llm-evaluator's
   results.json, experiment.json and report.md.
