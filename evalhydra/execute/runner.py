@@ -21,16 +21,10 @@ stored outputs with a runner that only calls judges
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import socket
-import threading
-import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
@@ -38,20 +32,19 @@ import trio
 
 from evalhydra.agents.command import cli_version
 from evalhydra.agents.loader import load_cases
-from evalhydra.config.redact import redact_overrides
-from evalhydra.core.masking import mask_value
 from evalhydra.core.usercode import USER_THREADS, passes_through
-from evalhydra.core.values import ErrorKind
-from evalhydra.core.version import __version__
 from evalhydra.execute.agent_cell import AgentCellRunner
 from evalhydra.execute.chat_cell import ChatCellRunner
+from evalhydra.execute.deadend import FAIL_FAST_CELLS, DeadEndpointWatch
 from evalhydra.execute.gcpace import RunGcPace
 from evalhydra.execute.jobqueue import JobQueue
+from evalhydra.execute.masked import masked_rows, run_secrets
 from evalhydra.execute.progress import HEARTBEAT_S, Progress
 from evalhydra.execute.rows import crashed_row
+from evalhydra.execute.runrecord import new_run_id, run_row
 from evalhydra.execute.services import build_matchers, open_services
+from evalhydra.execute.signals import watch_signals
 from evalhydra.execute.writer import RowSink, store_writer
-from evalhydra.matchers.factory import judge_settings
 from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
 from evalhydra.services.adaptive import EndpointReport, limits_status, refused_endpoints
@@ -66,10 +59,7 @@ __all__ = [
     "RunOutcome",
     "execute",
     "execute_cells",
-    "new_run_id",
     "open_plan_runner",
-    "run_row",
-    "watch_signals",
 ]
 
 
@@ -104,34 +94,6 @@ class CellRunner(Protocol):
 
 #: Opens a cell runner (and the services it calls) inside the run's helper nursery.
 OpenRunner = Callable[[trio.Nursery], AbstractAsyncContextManager[CellRunner]]
-
-
-def new_run_id(plan: RunPlan, prefix: str = "eval") -> str:
-    """``<prefix>-<slug>-<8 hex>`` (the aiwg run_id pattern)."""
-    name = plan.evals[0].group if len({e.group for e in plan.evals}) == 1 else "suite"
-    slug = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "run"
-    return f"{prefix}-{slug}-{uuid.uuid4().hex[:8]}"
-
-
-def run_row(plan: RunPlan, run_id: str, total: int) -> dict[str, Any]:
-    """The ``runs`` row of a new invocation (config already redacted)."""
-    return {
-        "run_id": run_id,
-        "kind": "agent" if plan.service.kind == "command" else "chat",
-        "started_at": now_iso(),
-        "status": "running",
-        "overrides": redact_overrides(plan.overrides),
-        "config": plan.config,
-        "fingerprint": plan.fingerprint,
-        "version": __version__,
-        "hostname": socket.gethostname(),
-        "pid": os.getpid(),
-        "cells_total": total,
-        "sweep_dir": plan.sweep_dir,
-        "job_num": plan.job_num,
-        "parent_run_id": None,
-        "judges": json.dumps({e.id: found for e in plan.evals if (found := judge_settings(e.matcher))}),
-    }
 
 
 async def execute(
@@ -266,38 +228,6 @@ class _Work:
     watch: DeadEndpointWatch = field(default_factory=lambda: DeadEndpointWatch(0))
     stop: trio.CancelScope = field(default_factory=trio.CancelScope)
     secrets: list[str] = field(default_factory=list)  # masked in every row before it is stored
-
-
-#: Cells that must all fail to connect (or time out), with none answered, before a run stops
-#: sending to a dead endpoint (``run.fail_fast``).
-FAIL_FAST_CELLS = 20
-_DEAD = frozenset({ErrorKind.CONNECT_ERROR, ErrorKind.TIMEOUT, ErrorKind.ENDPOINT_SILENT})
-
-
-@dataclass
-class DeadEndpointWatch:
-    """Decides that an endpoint is dead: its first ``threshold`` cells all failed to connect
-    or timed out and none of them got an answer. Once any cell is answered it never trips."""
-
-    threshold: int
-    failed: int = 0
-    answered: bool = False
-    reason: str = ""
-    silent: bool = False  # the endpoint said nothing at all (its reason says so, and wins)
-
-    def saw(self, row: ResultRow) -> bool:
-        """Count a finished cell; True when the endpoint is now known to be dead."""
-        if self.answered or not self.threshold:
-            return False
-        if row.error_kind not in _DEAD:
-            self.answered = True
-            return False
-        self.failed += 1
-        reason = row.failure_reason or row.error_kind or ""
-        silent = row.error_kind == ErrorKind.ENDPOINT_SILENT
-        if not self.reason or silent:  # the silent endpoint's words win
-            self.reason, self.silent = reason, self.silent or silent
-        return self.failed >= self.threshold
 
 
 async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRunner, outcome: RunOutcome,
@@ -495,35 +425,3 @@ async def _run_cell(work: _Work, job: CellJob) -> tuple[ResultRow, list[dict[str
         return crashed_row(job, work.run_id, plan.service.name, plan.model, exc), []
 
 
-def run_secrets(plan: RunPlan) -> list[str]:
-    """Every secret the run's services send (the candidate's and the judges'), masked out of
-    every row it stores."""
-    chat = [s for s in (plan.service, *plan.judges.values()) if s.kind == "openai"]
-    return secrets_of(chat)
-
-
-def masked_rows(row: ResultRow, attempts: list[dict[str, Any]],
-                secrets: list[str]) -> tuple[ResultRow, list[dict[str, Any]]]:
-    """A cell's rows with every secret masked in every string they hold: the one exit to the
-    store (and so to every report and the terminal summary) whatever put it there (an echoing
-    endpoint, a tool that returned it, a model that passed it on, an exception's text)."""
-    if not secrets:
-        return row, attempts
-    texts = {f.name: mask_value(value, secrets) for f in fields(row)
-             if isinstance(value := getattr(row, f.name), str | dict | list | tuple)}
-    return replace(row, **texts), [mask_value(a, secrets) for a in attempts]
-
-
-async def watch_signals(scope: trio.CancelScope) -> None:
-    """Cancel ``scope`` on the first SIGINT or SIGTERM (graceful stop: flush, mark interrupted).
-
-    Later signals (a second and third Ctrl-C while results are flushed) are received
-    and ignored for as long as the run lasts, so they cannot interrupt the flush.
-    Signals reach only the main thread; a run in another thread (the Python API called
-    from a running event loop) leaves them to its host.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            scope.cancel()

@@ -37,7 +37,8 @@ from evalhydra.compose.compose import compose_config
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.execute.rejudge_cell import RejudgeTally, open_rejudge_runner, rejudge_jobs
-from evalhydra.execute.runner import RunOutcome, execute_cells, new_run_id, run_row
+from evalhydra.execute.runner import RunOutcome, execute_cells
+from evalhydra.execute.runrecord import new_run_id, run_row
 from evalhydra.job.exit_codes import ExitCode
 from evalhydra.job.run import finish_job, preflight
 from evalhydra.plan.build import build_plan

@@ -133,7 +133,7 @@ def test_dataset_errors_stop_the_run_before_any_call(compose: Compose, tmp_path:
 
 
 def test_a_dead_endpoint_watch_trips_only_before_any_answer() -> None:
-    from evalhydra.execute.runner import DeadEndpointWatch
+    from evalhydra.execute.deadend import DeadEndpointWatch
     from evalhydra.store.rows import ResultRow
 
     def row(kind: str | None) -> ResultRow:
