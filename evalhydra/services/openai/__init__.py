@@ -10,6 +10,8 @@
   before the answer is scored.
 * :mod:`~evalhydra.services.openai.stream`: a streamed chat completion (``stream: true``):
   server-sent events assembled into one answer.
+* :mod:`~evalhydra.services.openai.outcome`: a call's attempts as a Completion (priced, timed);
+  :mod:`~evalhydra.services.openai.records`: what the response cache keeps of an answer.
 """
 
 from evalhydra.services.openai.payload import build_payload, normalize_chat_url, resolve_model

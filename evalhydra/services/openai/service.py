@@ -38,14 +38,11 @@ from evalhydra.config.schema import ServiceConfig
 from evalhydra.core import trio_util
 from evalhydra.core.masking import mask_text, mask_value
 from evalhydra.core.values import (
-    MAX_TOKEN_COUNT,
     NO_CELL,
     CallContext,
     ChatRequest,
     Completion,
     ErrorKind,
-    ToolCall,
-    Usage,
 )
 from evalhydra.core.version import __version__
 from evalhydra.http.body import aclose_response, read_capped
@@ -55,6 +52,7 @@ from evalhydra.services.adaptive import EndpointController, controller_for
 from evalhydra.services.attempts import run_with_retries
 from evalhydra.services.cache import CacheEntry, ResponseCache, cache_key, request_scope
 from evalhydra.services.openai.embeddings import request_embeddings
+from evalhydra.services.openai.outcome import completion_of, failed_completion, invalid_reply, limit_headers
 from evalhydra.services.openai.payload import (
     api_base,
     build_payload,
@@ -62,6 +60,7 @@ from evalhydra.services.openai.payload import (
     normalize_chat_url,
     resolve_model,
 )
+from evalhydra.services.openai.records import answer_record, completion_from_record
 from evalhydra.services.openai.response import (
     ChatAnswer,
     InvalidResponseError,
@@ -80,7 +79,6 @@ from evalhydra.services.openai.secrets import (
 from evalhydra.services.openai.stream import (
     ResponsesStreamAssembler,
     StreamAssembler,
-    StreamTiming,
     is_event_stream,
     read_stream,
 )
@@ -89,7 +87,6 @@ from evalhydra.services.ratelimit import RateLimiter, estimate_tokens
 from evalhydra.services.responses_api import responses_request
 from evalhydra.services.retry import (
     AttemptResult,
-    RetryOutcome,
     RetryPolicy,
     classify_status,
     retry_after_header,
@@ -290,7 +287,8 @@ class OpenAICompatService:
                 rate_limit_timeout_s=self.config.rate_limit_timeout_s if gate is not None else None,
             )
         waited_ms = max(0.0, (outcome.started - entered) * 1000.0)
-        completion = mask_secrets(self._completion(outcome, model, waited_ms), self._secrets())
+        completion = completion_of(outcome, model, waited_ms, self.config.pricing)
+        completion = mask_secrets(completion, self._secrets())
         if key is not None and self._cache is not None and completion.ok and self._cache.put(
                 key, self._cache_endpoint(), model, mask_value(answer_record(completion), self._secrets()),
                 completion.latency_ms):
@@ -309,7 +307,7 @@ class OpenAICompatService:
                 payload = responses_request(payload)
             body = _BODY_ENCODER.encode(payload).encode("utf-8")
         except (TypeError, ValueError) as exc:
-            return _failed(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
+            return failed_completion(model, ErrorKind.RENDER_ERROR, f"InvalidPayload: {exc}", 0)
         self._encoded = (request, body)
         return model, body
 
@@ -420,13 +418,13 @@ class OpenAICompatService:
                 else:
                     raw = await read_capped(response, MAX_RESPONSE_BYTES)
                 retry_after = None if status == 200 else retry_after_header(response.headers)
-                limits = _limit_headers(response.headers.raw) if self.config.adaptive else None
+                limits = limit_headers(response.headers.raw) if self.config.adaptive else None
             finally:
                 await aclose_response(response)
         finally:
             self._pool.release(index)
         if isinstance(streamed, InvalidResponseError):
-            return _invalid(status, str(streamed.args[0]))
+            return invalid_reply(status, str(streamed.args[0]))
         if status != 200:  # zig_eval: any other status, a 201 or 204 too, is a failed call
             return AttemptResult(
                 status_code=status,
@@ -436,11 +434,11 @@ class OpenAICompatService:
                 limit_headers=limits,
             )
         if raw is None:
-            return _invalid(status, "ResponseTooLarge")
+            return invalid_reply(status, "ResponseTooLarge")
         try:
             answer = streamed or self._parse(raw, model, self._reasoning_tags)
         except InvalidResponseError as exc:
-            return _invalid(status, str(exc.args[0]))
+            return invalid_reply(status, str(exc.args[0]))
         if self._rate.counts_tokens:
             self._rate.adjust(answer.usage.prompt_tokens + answer.usage.completion_tokens - estimate)
         return AttemptResult(value=answer, status_code=status, limit_headers=limits)
@@ -455,42 +453,6 @@ class OpenAICompatService:
         except InvalidResponseError as exc:
             return exc
 
-    def _completion(self, outcome: RetryOutcome[ChatAnswer], model: str, waited_ms: float) -> Completion:
-        last, n = outcome.last, len(outcome.attempts)
-        answer = last.value
-        if answer is None or last.error_kind is not None:
-            return Completion(
-                output="",
-                model=model,
-                status_code=last.status_code,
-                attempt_count=n,
-                retried=n > 1,
-                latency_ms=outcome.latency_ms,
-                waited_ms=waited_ms,
-                error_kind=last.error_kind,
-                error_message=last.error_message,
-                attempts=tuple(outcome.attempts),
-            )
-        timing = _rounded_timing(answer.timing)
-        return Completion(
-            output=answer.output,
-            model=answer.model,
-            tool_calls=answer.tool_calls,
-            usage=answer.usage,
-            status_code=last.status_code,
-            attempt_count=n,
-            retried=n > 1,
-            latency_ms=outcome.latency_ms,
-            waited_ms=waited_ms,
-            attempts=tuple(outcome.attempts),
-            cost_usd=cost_usd(answer.usage, self.config.pricing),
-            reasoning=answer.reasoning,
-            reasoning_finished=answer.reasoning_finished,
-            ttft_ms=timing.ttft_ms,
-            first_answer_ms=timing.first_answer_ms,
-            output_tps=timing.output_tps,
-        )
-
     async def aclose(self) -> None:
         """Close every connection shard and the response cache (idempotent)."""
         await self._pool.aclose()
@@ -498,73 +460,4 @@ class OpenAICompatService:
             cache, self._cache = self._cache, None
             cache.close()
 
-
-def answer_record(completion: Completion) -> dict[str, Any]:
-    """What the response cache keeps of an answer (JSON-ready)."""
-    usage = completion.usage
-    return {"output": completion.output, "model": completion.model,
-            "tool_calls": [[call.name, call.arguments, *([True] if call.arguments_object else [])]
-                           for call in completion.tool_calls],
-            "usage": [usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens,
-                      usage.reasoning_tokens, usage.reported],
-            "reasoning": completion.reasoning, "reasoning_finished": completion.reasoning_finished,
-            "timing": [completion.ttft_ms, completion.first_answer_ms, completion.output_tps]}
-
-
-def completion_from_record(record: dict[str, Any]) -> Completion:
-    """The completion :func:`answer_record` kept.
-
-    Raises:
-        KeyError, TypeError, ValueError: A record of another shape (a cache file edited or damaged).
-    """
-    prompt, output, cached, thinking, reported = record["usage"]
-    ttft, first_answer, tps = record["timing"]
-    counts_ok = all(type(n) is int and 0 <= n <= MAX_TOKEN_COUNT for n in (prompt, output, cached, thinking))
-    texts_ok = isinstance(record["output"], str) and isinstance(record["model"], str) and all(
-        isinstance(call[0], str) and isinstance(call[1], str) and call[2:] in ([], [True])
-        for call in record["tool_calls"])
-    thinking_ok = record["reasoning"] is None or isinstance(record["reasoning"], str)
-    if not (counts_ok and texts_ok and thinking_ok):
-        raise TypeError("not an answer record")
-    return Completion(output=record["output"], model=record["model"],
-                      tool_calls=tuple(ToolCall(call[0], call[1], None, len(call) > 2)
-                                       for call in record["tool_calls"]),
-                      usage=Usage(prompt, output, cached, thinking, bool(reported)),
-                      reasoning=record["reasoning"],
-                      reasoning_finished=bool(record["reasoning_finished"]), ttft_ms=ttft,
-                      first_answer_ms=first_answer, output_tps=tps)
-
-
-def _limit_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str] | None:
-    """A reply's budget headers, ``x-ratelimit-*`` and ``anthropic-ratelimit-*`` (names
-    lower-cased), or None without any."""
-    found = None
-    for name, value in raw:
-        if name[:12].lower() == b"x-ratelimit-" or name[:20].lower() == b"anthropic-ratelimit-":
-            found = found or {}
-            found[name.decode("latin-1").lower()] = value.decode("latin-1")
-    return found
-
-
-_WHOLE_REPLY = StreamTiming()  # a whole reply's timing: none
-
-
-def _rounded_timing(timing: StreamTiming | None) -> StreamTiming:
-    """A streamed answer's timing as stored (0.1 ms, 0.01 token/s); all None for a whole reply."""
-    if timing is None:
-        return _WHOLE_REPLY
-    return StreamTiming(_rounded(timing.ttft_ms, 1), _rounded(timing.first_answer_ms, 1),
-                        _rounded(timing.output_tps, 2))
-
-
-def _rounded(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
-
-
-def _invalid(status: int, reason: str) -> AttemptResult[ChatAnswer]:
-    return AttemptResult(status_code=status, error_kind=ErrorKind.INVALID_RESPONSE, error_message=reason)
-
-
-def _failed(model: str, kind: ErrorKind, message: str, attempts: int) -> Completion:
-    return Completion(output="", model=model, attempt_count=attempts, error_kind=kind, error_message=message)
 
