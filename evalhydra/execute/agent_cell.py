@@ -15,6 +15,7 @@ from evalhydra.agents.loader import AgentCase
 from evalhydra.execute.rows import agent_row
 from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import RunPlan
+from evalhydra.services.adaptive import EndpointReport
 from evalhydra.store.rows import ResultRow
 
 __all__ = ["AgentCellRunner", "agent_output_root"]
@@ -33,6 +34,14 @@ class AgentCellRunner:
         self.plan = plan
         self.run_id = run_id
         self.root = agent_output_root(plan)
+
+    def status(self) -> str:
+        """Agent CLIs have no endpoint or batch to report on."""
+        return ""
+
+    def refused(self) -> list[EndpointReport]:
+        """Agent CLIs have no endpoint to refuse requests."""
+        return []
 
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Run one agent trial; return its result row (no HTTP attempts to record)."""

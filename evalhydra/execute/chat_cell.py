@@ -38,7 +38,8 @@ from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan
 from evalhydra.plan.tools import LoopPlan, McpServerPlan
 from evalhydra.registry.attachments import RenderError
-from evalhydra.services.base import Service
+from evalhydra.services.adaptive import EndpointReport
+from evalhydra.services.base import RunServices, Service
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow
 
@@ -64,8 +65,10 @@ class ChatCellRunner:
         *,
         secrets: list[str] | None = None,
         nursery: trio.Nursery | None = None,
+        services: RunServices | None = None,
     ) -> None:
         self.service = service
+        self.services = services  # the run's open services: their status and refusals
         self.secrets = secrets or []  # every secret the run sends: masked in what a matcher says
         self.matchers = matchers
         self.root = registry_root
@@ -80,6 +83,14 @@ class ChatCellRunner:
         self._clock = RunClock()
         self._mcp_processes: trio.CapacityLimiter | None = None  # MCP server processes at once (the run's)
         self.shared = SharedServers(nursery) if nursery is not None else None  # scope: run servers
+
+    def status(self) -> str:
+        """The run's services' note for the progress line."""
+        return self.services.status() if self.services is not None else ""
+
+    def refused(self) -> list[EndpointReport]:
+        """The run's endpoints that refused requests (429)."""
+        return self.services.refused() if self.services is not None else []
 
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Execute one cell; return its result row and its attempt rows."""

@@ -43,6 +43,8 @@ from evalhydra.matchers.base import MatchContext, Matcher
 from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan, RunPlan
 from evalhydra.registry.datasets import iter_cases
+from evalhydra.services.adaptive import EndpointReport
+from evalhydra.services.base import RunServices
 from evalhydra.store.db import Store
 from evalhydra.store.rows import ResultRow
 
@@ -123,16 +125,26 @@ async def open_rejudge_runner(plan: RunPlan, run_id: str, tally: RejudgeTally,
                               nursery: trio.Nursery) -> AsyncIterator[RejudgeCellRunner]:
     """Open only the judge services (mock judges start in-process); never the candidate."""
     async with open_services(plan, nursery, candidate=False) as (_, judges):
-        yield RejudgeCellRunner(build_matchers(plan, judges), run_id, tally)
+        yield RejudgeCellRunner(build_matchers(plan, judges), run_id, tally, judges)
 
 
 class RejudgeCellRunner:
     """Scores a stored output again with the plan's matchers."""
 
-    def __init__(self, matchers: dict[str, Matcher], run_id: str, tally: RejudgeTally) -> None:
+    def __init__(self, matchers: dict[str, Matcher], run_id: str, tally: RejudgeTally,
+                 services: RunServices | None = None) -> None:
         self.matchers = matchers
         self.run_id = run_id
         self.tally = tally
+        self.services = services  # the judges: their status and refusals
+
+    def status(self) -> str:
+        """The judges' note for the progress line."""
+        return self.services.status() if self.services is not None else ""
+
+    def refused(self) -> list[EndpointReport]:
+        """The judges' endpoints that refused requests (429)."""
+        return self.services.refused() if self.services is not None else []
 
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Judge one stored output again (or copy it when its generation failed)."""

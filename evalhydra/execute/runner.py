@@ -47,8 +47,8 @@ from evalhydra.execute.signals import watch_signals
 from evalhydra.execute.writer import RowSink, store_writer
 from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
-from evalhydra.services.adaptive import EndpointReport, limits_status, refused_endpoints
-from evalhydra.services.batch import BatchDeferred, batch_status
+from evalhydra.services.adaptive import EndpointReport
+from evalhydra.services.batch import BatchDeferred
 from evalhydra.services.openai.secrets import secrets_of
 from evalhydra.store.claims import Claims
 from evalhydra.store.db import Store
@@ -89,6 +89,14 @@ class CellRunner(Protocol):
 
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Execute ``job``."""
+        ...
+
+    def status(self) -> str:
+        """Its services' note for the progress line ("" with nothing to say)."""
+        ...
+
+    def refused(self) -> list[EndpointReport]:
+        """Its endpoints that refused requests (429), for the summary."""
         ...
 
 
@@ -147,7 +155,7 @@ async def open_plan_runner(plan: RunPlan, run_id: str, nursery: trio.Nursery) ->
         else:
             secrets = secrets_of([plan.service, *plan.judges.values()])
             runner = ChatCellRunner(service, build_matchers(plan, judges), plan.registry_root, run_id, judges,
-                                    secrets=secrets, nursery=nursery)
+                                    secrets=secrets, nursery=nursery, services=judges)
             try:
                 yield runner
             finally:
@@ -176,7 +184,6 @@ async def execute_cells(
     outcome = RunOutcome(run_id=row["run_id"], total=row["cells_total"])
     store.start_run(row)
     progress = progress or Progress(outcome.total, enabled=False)
-    progress.extra = _status_line
     status = "failed"
     work_scope = trio.CancelScope()  # SIGINT/SIGTERM cancel it; the watcher outlives the flush
     async with trio.open_nursery() as guard:
@@ -196,14 +203,8 @@ async def execute_cells(
                 if claims is not None:
                     await trio.to_thread.run_sync(claims.release)
             progress.close()
-            outcome.rate_limited = refused_endpoints()
         guard.cancel_scope.cancel()
     return outcome
-
-
-def _status_line() -> str:
-    """The progress line's extra: the endpoints' limits and the batches."""
-    return " · ".join(part for part in (limits_status(), batch_status()) if part)
 
 
 @dataclass
@@ -241,6 +242,7 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
                 if progress.enabled:  # a line at least every HEARTBEAT_S, whatever the cells do
                     await helpers.start(_heartbeat, progress)
                 async with open_runner(helpers) as runner:
+                    progress.extra = runner.status  # the endpoints' limits and the batches
                     chat = plan.service.kind != "command"  # an agent's TIMEOUT is no dead endpoint
                     watch = DeadEndpointWatch(FAIL_FAST_CELLS if plan.run.fail_fast and chat else 0)
                     work = _Work(plan, outcome.run_id, runner, rows, outcome, progress, watch,
@@ -248,6 +250,7 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
                     with work_scope:
                         await _work(work, source)
                     outcome.interrupted = work_scope.cancelled_caught
+                    outcome.rate_limited = runner.refused()
                 helpers.cancel_scope.cancel()
         finally:
             rows.close()  # the writer writes what is pending, then ends

@@ -13,7 +13,8 @@ from evalhydra.core.values import NO_CELL, CallContext, ChatRequest, Completion,
 from evalhydra.matchers.base import Matcher
 from evalhydra.matchers.factory import build_matcher
 from evalhydra.plan.model import RunPlan
-from evalhydra.services.base import Embedder, Service
+from evalhydra.services.adaptive import EndpointReport, Endpoints
+from evalhydra.services.base import Embedder, Reporting, Service
 from evalhydra.services.batch import open_batching
 from evalhydra.services.cache import ResponseCache
 from evalhydra.services.mock.server import serve
@@ -25,11 +26,24 @@ __all__ = ["JudgeServices", "build_matchers", "open_service", "open_services"]
 
 
 class JudgeServices:
-    """The JudgeClient handed to judge matchers: services by name."""
+    """The run's open services by name: the JudgeClient handed to judge matchers, and what the run
+    asks of its services' endpoints and batches (:meth:`status`, :meth:`refused`)."""
 
-    def __init__(self, services: dict[str, Service], *, cached: bool = True) -> None:
+    def __init__(self, services: dict[str, Service], *, cached: bool = True,
+                 endpoints: Endpoints | None = None) -> None:
         self.services = services
         self.cached = cached  # cache.judge: False keeps judge calls out of the response cache
+        self.endpoints = endpoints if endpoints is not None else Endpoints()
+
+    def status(self) -> str:
+        """The progress line's note: each service's, every part once."""
+        parts = (part for service in self.services.values() if isinstance(service, Reporting)
+                 for part in service.status().split(" · ") if part)
+        return " · ".join(dict.fromkeys(parts))
+
+    def refused(self) -> list[EndpointReport]:
+        """The run's endpoints that refused requests (429), for the summary."""
+        return self.endpoints.refused()
 
     def service_names(self) -> list[str]:
         """Names of the judge services that can be called."""
@@ -70,15 +84,16 @@ async def open_services(
     of the plan's own cells) services in batch mode, or with batches left open in the store,
     answer through batch jobs."""
     opened: dict[str, Service] = {}
+    endpoints = Endpoints()  # one controller per URL, shared by the run's services
     try:
         main = None
         if candidate and plan.service.kind != "command":
-            main = await open_service(plan, plan.service, nursery, run_id)
+            main = await open_service(plan, plan.service, nursery, run_id, endpoints)
             opened[plan.service.name] = main
         for name, cfg in plan.judges.items():
             if name not in opened:
-                opened[name] = await open_service(plan, cfg, nursery, run_id)
-        yield main, JudgeServices(opened, cached=plan.cache is None or plan.cache.judge)
+                opened[name] = await open_service(plan, cfg, nursery, run_id, endpoints)
+        yield main, JudgeServices(opened, cached=plan.cache is None or plan.cache.judge, endpoints=endpoints)
     finally:
         with trio.CancelScope(shield=True):
             for service in opened.values():
@@ -86,7 +101,7 @@ async def open_services(
 
 
 async def open_service(plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery,
-                       run_id: str | None = None) -> Service:
+                       run_id: str | None = None, endpoints: Endpoints | None = None) -> Service:
     """Open one HTTP service, starting its mock server in ``nursery`` when enabled (and its batch
     queue, see :func:`open_services`)."""
     if cfg.kind == "recorded":  # nothing to send: the cases' samples are the answers
@@ -99,7 +114,8 @@ async def open_service(plan: RunPlan, cfg: ServiceConfig, nursery: trio.Nursery,
     judge_only = cfg is not plan.service
     use_cache = cache is not None and (cache.judge or not judge_only)
     responses = ResponseCache(cache.path, cache.expiry_s) if use_cache and cache is not None else None
-    service = OpenAICompatService(cfg, registry_root=plan.registry_root, base_url=base_url, cache=responses)
+    service = OpenAICompatService(cfg, registry_root=plan.registry_root, base_url=base_url, cache=responses,
+                                  endpoints=endpoints)
     if run_id is None:
         return service
     try:

@@ -1,6 +1,6 @@
 """Adaptive concurrency per endpoint: live within a provider's limits without being told them.
 
-One :class:`EndpointController` per endpoint and trio run (:func:`controller_for`), shared by
+One :class:`EndpointController` per endpoint and run (:meth:`Endpoints.controller_for`), shared by
 every service, eval and judge of the run that sends there. Before each attempt a cell takes a
 slot (:meth:`EndpointController.acquire`); after it, it reports what the endpoint said
 (:meth:`EndpointController.release`). The controller keeps:
@@ -62,13 +62,10 @@ __all__ = [
     "EndpointController",
     "EndpointReport",
     "EndpointSilent",
+    "Endpoints",
     "Feedback",
-    "controller_for",
-    "controllers",
-    "limits_status",
     "budget_of",
     "parse_duration",
-    "refused_endpoints",
     "seconds_until",
     "silent_reason",
 ]
@@ -408,17 +405,6 @@ def seconds_until(stamp: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-_CONTROLLERS: trio.lowlevel.RunVar[dict[str, EndpointController]] = trio.lowlevel.RunVar("controllers")
-
-
-def controllers() -> dict[str, EndpointController]:
-    """This trio run's controllers by endpoint (empty outside a run that made one)."""
-    try:
-        return _CONTROLLERS.get()
-    except LookupError:
-        return {}
-
-
 @dataclass(frozen=True, slots=True)
 class EndpointReport:
     """How an endpoint's limits went in a run (for the summary)."""
@@ -431,39 +417,41 @@ class EndpointReport:
     pace: float = 0.0  # requests a second at the end (0: not paced)
 
 
-def refused_endpoints() -> list[EndpointReport]:
-    """The run's endpoints that refused requests (429), as the summary reports them."""
-    return [EndpointReport(url, c.current, max(1, int(c.lowest)), c.max_limit, c.refusals, c.pace)
-            for url, c in sorted(controllers().items()) if c.refusals]
+class Endpoints:
+    """A run's endpoint controllers, one per URL, shared by every service of the run that sends
+    there (a judge on the candidate's server shares its limit); made by whoever opens the run's
+    services and handed to each, so the run asks them, not ambient state, for its limits."""
 
+    def __init__(self) -> None:
+        self._controllers: dict[str, EndpointController] = {}
 
-def limits_status() -> str:
-    """The progress bar's note on endpoints that refused requests: their limit now and 429s."""
-    return " ".join(f"limit {e.limit}/{e.ceiling} 429s {e.refusals}"
-                    + (f" pace {e.pace:.0f}/s" if e.pace else "") for e in refused_endpoints())
+    def controller_for(self, endpoint: str, max_concurrency: int,
+                       cap_s: float = DEFAULT_CAP_S) -> EndpointController:
+        """The controller of ``endpoint``, made on first use.
 
+        Args:
+            endpoint: The URL requests go to.
+            max_concurrency: Its ceiling when this call makes it (a later service's larger one
+                raises it).
+            cap_s: The longest wait a header may set (the shortest of the services' caps wins).
+        """
+        controller = self._controllers.get(endpoint)
+        if controller is None:
+            controller = self._controllers[endpoint] = EndpointController(max_concurrency, cap_s)
+        else:
+            controller.cap_s = min(controller.cap_s, _a_cap(cap_s))
+            never_cut = controller.limit >= controller.max_limit
+            controller.max_limit = max(controller.max_limit, int(max_concurrency))
+            if never_cut:  # no limit seen yet: the larger ceiling is the limit
+                controller.limit = float(controller.max_limit)
+        return controller
 
-def controller_for(endpoint: str, max_concurrency: int, cap_s: float = DEFAULT_CAP_S) -> EndpointController:
-    """The run's controller of ``endpoint``, made on first use (must run inside trio).
+    def refused(self) -> list[EndpointReport]:
+        """The endpoints that refused requests (429), as the summary reports them."""
+        return [EndpointReport(url, c.current, max(1, int(c.lowest)), c.max_limit, c.refusals, c.pace)
+                for url, c in sorted(self._controllers.items()) if c.refusals]
 
-    Args:
-        endpoint: The URL requests go to.
-        max_concurrency: Its ceiling when this call makes it (a later service's larger one
-            raises it).
-        cap_s: The longest wait a header may set (the shortest of the services' caps wins).
-    """
-    try:
-        table = _CONTROLLERS.get()
-    except LookupError:
-        table = {}
-        _CONTROLLERS.set(table)
-    controller = table.get(endpoint)
-    if controller is None:
-        controller = table[endpoint] = EndpointController(max_concurrency, cap_s)
-    else:
-        controller.cap_s = min(controller.cap_s, _a_cap(cap_s))
-        never_cut = controller.limit >= controller.max_limit
-        controller.max_limit = max(controller.max_limit, int(max_concurrency))
-        if never_cut:  # no limit seen yet: the larger ceiling is the limit
-            controller.limit = float(controller.max_limit)
-    return controller
+    def status(self) -> str:
+        """The progress line's note on endpoints that refused requests: their limit now and 429s."""
+        return " ".join(f"limit {e.limit}/{e.ceiling} 429s {e.refusals}"
+                        + (f" pace {e.pace:.0f}/s" if e.pace else "") for e in self.refused())

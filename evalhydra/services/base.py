@@ -15,8 +15,9 @@ from typing import Protocol, runtime_checkable
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.values import NO_CELL, CallContext, ChatRequest, Completion
+from evalhydra.services.adaptive import EndpointReport
 
-__all__ = ["Embedder", "Service"]
+__all__ = ["Embedder", "Reporting", "RunServices", "Service"]
 
 
 @runtime_checkable
@@ -45,4 +46,25 @@ class Embedder(Protocol):
 
     async def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]] | None, Completion]:
         """The texts' vectors (None when the call failed) and the call's completion; never raises."""
+        ...
+
+
+@runtime_checkable
+class Reporting(Protocol):
+    """A service that says how its endpoints and batches are doing (the progress line's note)."""
+
+    def status(self) -> str:
+        """Its note, parts joined by `` · `` ("" with nothing to say)."""
+        ...
+
+
+class RunServices(Protocol):
+    """A run's open services, as the run asks them how they are doing."""
+
+    def status(self) -> str:
+        """The progress line's note on their endpoints and batches ("" with nothing to say)."""
+        ...
+
+    def refused(self) -> list[EndpointReport]:
+        """Their endpoints that refused requests (429), for the summary."""
         ...

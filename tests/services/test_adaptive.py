@@ -22,8 +22,8 @@ from evalhydra.execute.progress import Progress
 from evalhydra.services.adaptive import (
     PACE_MARGIN,
     EndpointController,
+    Endpoints,
     Feedback,
-    controller_for,
     parse_duration,
 )
 from evalhydra.services.openai import OpenAICompatService
@@ -170,9 +170,11 @@ def test_reset_durations_as_providers_write_them() -> None:
 
 
 async def test_every_service_of_a_run_on_one_endpoint_shares_its_controller() -> None:
-    first = controller_for("http://a/v1/chat/completions", 16)
-    assert controller_for("http://a/v1/chat/completions", 64) is first and first.max_limit == 64
-    assert controller_for("http://b/v1/chat/completions", 16) is not first
+    endpoints = Endpoints()
+    first = endpoints.controller_for("http://a/v1/chat/completions", 16)
+    assert endpoints.controller_for("http://a/v1/chat/completions", 64) is first and first.max_limit == 64
+    assert endpoints.controller_for("http://b/v1/chat/completions", 16) is not first
+    assert Endpoints().controller_for("http://a/v1/chat/completions", 16) is not first  # another run's
 
 
 class Refusing:

@@ -19,7 +19,6 @@ from evalhydra.config.schema import BatchConfig
 from evalhydra.core.values import ErrorKind
 from evalhydra.services.batch.api import BatchApi, api_base
 from evalhydra.services.batch.queue import BatchQueue, LineOutcome
-from evalhydra.services.batch.service import batch_status, register
 from evalhydra.services.mock import MockServer, MockSettings
 from evalhydra.store.batches import BatchLedger
 from evalhydra.store.db import open_store
@@ -88,11 +87,10 @@ async def ask_all(queue: BatchQueue, ids: list[str], look_when: trio.Event | Non
     async def look() -> None:
         assert look_when is not None and seen is not None
         await look_when.wait()
-        seen.append(batch_status())
+        seen.append(queue.status())
 
     async with trio.open_nursery() as nursery:
         await nursery.start(queue.run)
-        register(queue)
         async with trio.open_nursery() as asking:
             for i, custom_id in enumerate(ids):
                 asking.start_soon(one, i, custom_id)

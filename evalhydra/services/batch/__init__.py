@@ -8,6 +8,6 @@
 """
 
 from evalhydra.services.batch.queue import BatchDeferred
-from evalhydra.services.batch.service import BatchingService, batch_status, open_batching
+from evalhydra.services.batch.service import BatchingService, open_batching
 
-__all__ = ["BatchDeferred", "BatchingService", "batch_status", "open_batching"]
+__all__ = ["BatchDeferred", "BatchingService", "open_batching"]

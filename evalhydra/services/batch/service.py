@@ -18,6 +18,7 @@ import trio
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.values import NO_CELL, AttemptRecord, CallContext, ChatRequest, Completion, ErrorKind
+from evalhydra.services.adaptive import EndpointReport
 from evalhydra.services.batch.api import BatchApi, api_base
 from evalhydra.services.batch.queue import BatchDeferred, BatchQueue, LineOutcome, estimate_line_usd
 from evalhydra.services.openai import OpenAICompatService
@@ -25,28 +26,7 @@ from evalhydra.services.openai.response import InvalidResponseError
 from evalhydra.services.pricing import cost_usd
 from evalhydra.store.batches import BatchLedger
 
-__all__ = ["BatchingService", "batch_status", "open_batching"]
-
-
-#: Every batch queue of the current run, for the progress line.
-_QUEUES: trio.lowlevel.RunVar[list[BatchQueue]] = trio.lowlevel.RunVar("evalhydra_batch_queues")
-
-
-def batch_status() -> str:
-    """What the run's batch queues hold, for the progress line ("" without any)."""
-    try:
-        queues = _QUEUES.get()
-    except LookupError:
-        return ""
-    return " · ".join(status for status in (q.status() for q in queues) if status)
-
-
-def register(queue: BatchQueue) -> None:
-    """Show ``queue`` in :func:`batch_status` for the rest of the run."""
-    try:
-        _QUEUES.get().append(queue)
-    except LookupError:
-        _QUEUES.set([queue])
+__all__ = ["BatchingService", "open_batching"]
 
 
 class BatchingService:
@@ -69,6 +49,14 @@ class BatchingService:
     def name(self) -> str:
         """The service's name."""
         return self.inner.name
+
+    def status(self) -> str:
+        """What its batch queue holds, and its endpoints' limits, for the progress line."""
+        return " · ".join(part for part in (self.inner.status(), self.queue.status()) if part)
+
+    def refused(self) -> list[EndpointReport]:
+        """Its endpoints that refused requests (429), for the summary."""
+        return self.inner.refused()
 
     async def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]] | None, Completion]:
         """Embeddings go online: the Batch API's lines here are chat completions only."""
@@ -170,5 +158,4 @@ async def open_batching(inner: OpenAICompatService, *, store_path: Path, run_id:
         budget_usd=max_cost_usd, mask=inner.mask,
         url_path="/v1/responses" if config.api == "responses" else "/v1/chat/completions")
     await nursery.start(queue.run)
-    register(queue)
     return BatchingService(inner, queue, online)

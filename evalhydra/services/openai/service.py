@@ -48,7 +48,7 @@ from evalhydra.core.version import __version__
 from evalhydra.http.body import aclose_response, read_capped
 from evalhydra.http.deadlines import DEADLINE
 from evalhydra.http.pool import TransportPool, tls_context
-from evalhydra.services.adaptive import EndpointController, controller_for
+from evalhydra.services.adaptive import EndpointController, EndpointReport, Endpoints
 from evalhydra.services.attempts import run_with_retries
 from evalhydra.services.cache import CacheEntry, ResponseCache, cache_key, request_scope
 from evalhydra.services.openai.embeddings import request_embeddings
@@ -133,8 +133,10 @@ class OpenAICompatService:
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
         cache: ResponseCache | None = None,
+        endpoints: Endpoints | None = None,
     ) -> None:
         self.config = config
+        self._endpoints = endpoints if endpoints is not None else Endpoints()  # the run's, shared
         self.registry_root = registry_root
         static, self._dynamic_headers = split_headers(config.headers)
         tags = [str(t) for t in config.reasoning.tags]
@@ -379,7 +381,8 @@ class OpenAICompatService:
         if not self.config.adaptive:
             return None
         if self._gate is None:
-            self._gate = controller_for(self._url, self.config.max_concurrency, self._wait_cap_s())
+            self._gate = self._endpoints.controller_for(self._url, self.config.max_concurrency,
+                                                        self._wait_cap_s())
         return self._gate
 
     def _secrets(self) -> list[str]:
@@ -452,6 +455,14 @@ class OpenAICompatService:
             return await read_stream(response, assembler, MAX_RESPONSE_BYTES)
         except InvalidResponseError as exc:
             return exc
+
+    def status(self) -> str:
+        """What the progress line says of this service: its endpoints' limits once they refused."""
+        return self._endpoints.status()
+
+    def refused(self) -> list[EndpointReport]:
+        """Its endpoints that refused requests (429), for the summary."""
+        return self._endpoints.refused()
 
     async def aclose(self) -> None:
         """Close every connection shard and the response cache (idempotent)."""
