@@ -15,7 +15,7 @@ from evalhydra.agents.loader import AgentCase
 from evalhydra.execute.rows import agent_row
 from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import RunPlan
-from evalhydra.services.adaptive import EndpointReport
+from evalhydra.services.base import EndpointReport
 from evalhydra.store.rows import ResultRow
 
 __all__ = ["AgentCellRunner", "agent_output_root"]

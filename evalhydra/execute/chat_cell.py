@@ -38,8 +38,7 @@ from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan
 from evalhydra.plan.tools import LoopPlan, McpServerPlan
 from evalhydra.registry.attachments import RenderError
-from evalhydra.services.adaptive import EndpointReport
-from evalhydra.services.base import RunServices, Service
+from evalhydra.services.base import EndpointReport, RunServices, Service
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow
 

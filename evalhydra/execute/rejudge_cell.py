@@ -43,8 +43,7 @@ from evalhydra.matchers.base import MatchContext, Matcher
 from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan, RunPlan
 from evalhydra.registry.datasets import iter_cases
-from evalhydra.services.adaptive import EndpointReport
-from evalhydra.services.base import RunServices
+from evalhydra.services.base import EndpointReport, RunServices
 from evalhydra.store.db import Store
 from evalhydra.store.rows import ResultRow
 

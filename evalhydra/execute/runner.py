@@ -47,7 +47,7 @@ from evalhydra.execute.signals import watch_signals
 from evalhydra.execute.writer import RowSink, store_writer
 from evalhydra.plan.cells import CellJob, count_cells, planned_cells
 from evalhydra.plan.model import RunPlan
-from evalhydra.services.adaptive import EndpointReport
+from evalhydra.services.base import EndpointReport
 from evalhydra.services.batch import BatchDeferred
 from evalhydra.services.openai.secrets import secrets_of
 from evalhydra.store.claims import Claims

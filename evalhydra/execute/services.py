@@ -13,8 +13,8 @@ from evalhydra.core.values import NO_CELL, CallContext, ChatRequest, Completion,
 from evalhydra.matchers.base import Matcher
 from evalhydra.matchers.factory import build_matcher
 from evalhydra.plan.model import RunPlan
-from evalhydra.services.adaptive import EndpointReport, Endpoints
-from evalhydra.services.base import Embedder, Reporting, Service
+from evalhydra.services.adaptive import Endpoints
+from evalhydra.services.base import Embedder, EndpointReport, Reporting, Service
 from evalhydra.services.batch import open_batching
 from evalhydra.services.cache import ResponseCache
 from evalhydra.services.mock.server import serve

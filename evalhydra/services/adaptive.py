@@ -56,11 +56,12 @@ from datetime import datetime
 
 import trio
 
+from evalhydra.services.base import EndpointReport
+
 __all__ = [
     "DEFAULT_CAP_S",
     "SILENT_PREFIX",
     "EndpointController",
-    "EndpointReport",
     "EndpointSilent",
     "Endpoints",
     "Feedback",
@@ -403,18 +404,6 @@ def seconds_until(stamp: str | None) -> float | None:
     if when.tzinfo is None:
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointReport:
-    """How an endpoint's limits went in a run (for the summary)."""
-
-    endpoint: str
-    limit: int
-    lowest: int
-    ceiling: int
-    refusals: int
-    pace: float = 0.0  # requests a second at the end (0: not paced)
 
 
 class Endpoints:

@@ -11,13 +11,25 @@ set, so one failure never cancels its siblings. A service that also embeds texts
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.values import NO_CELL, CallContext, ChatRequest, Completion
-from evalhydra.services.adaptive import EndpointReport
 
-__all__ = ["Embedder", "Reporting", "RunServices", "Service"]
+__all__ = ["Embedder", "EndpointReport", "Reporting", "RunServices", "Service"]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointReport:
+    """How an endpoint's limits went in a run (for the summary)."""
+
+    endpoint: str
+    limit: int
+    lowest: int
+    ceiling: int
+    refusals: int
+    pace: float = 0.0  # requests a second at the end (0: not paced)
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ import trio
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.values import NO_CELL, AttemptRecord, CallContext, ChatRequest, Completion, ErrorKind
-from evalhydra.services.adaptive import EndpointReport
+from evalhydra.services.base import EndpointReport
 from evalhydra.services.batch.api import BatchApi, api_base
 from evalhydra.services.batch.queue import BatchDeferred, BatchQueue, LineOutcome, estimate_line_usd
 from evalhydra.services.openai import OpenAICompatService

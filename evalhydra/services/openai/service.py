@@ -48,8 +48,9 @@ from evalhydra.core.version import __version__
 from evalhydra.http.body import aclose_response, read_capped
 from evalhydra.http.deadlines import DEADLINE
 from evalhydra.http.pool import TransportPool, tls_context
-from evalhydra.services.adaptive import EndpointController, EndpointReport, Endpoints
+from evalhydra.services.adaptive import EndpointController, Endpoints
 from evalhydra.services.attempts import run_with_retries
+from evalhydra.services.base import EndpointReport
 from evalhydra.services.cache import CacheEntry, ResponseCache, cache_key, request_scope
 from evalhydra.services.openai.embeddings import request_embeddings
 from evalhydra.services.openai.outcome import completion_of, failed_completion, invalid_reply, limit_headers
