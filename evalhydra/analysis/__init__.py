@@ -16,7 +16,8 @@ written. It imports only :mod:`evalhydra.store`, :mod:`evalhydra.stats` and :mod
   :mod:`~evalhydra.analysis.ttft`: time to first token.
 * :mod:`~evalhydra.analysis.judges`, :mod:`~evalhydra.analysis.calibration`: each judge against
   people's labels, and the pass rates corrected for it.
-* :mod:`~evalhydra.analysis.compare`: case-paired comparisons (the report's baselines);
+* :mod:`~evalhydra.analysis.compare`: case-paired comparisons;
+  :mod:`~evalhydra.analysis.baselines`: the report's baselines over a selection;
   :mod:`~evalhydra.analysis.comparison`: ``evalhydra compare``'s targets and result;
   :mod:`~evalhydra.analysis.judgecompare`: its judge-corrected difference;
   :mod:`~evalhydra.analysis.samplesize`: ``evalhydra power``'s cases needed.

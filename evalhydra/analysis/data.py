@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalhydra.analysis import aggregate as agg
+from evalhydra.analysis.baselines import baseline_comparisons_sql
 from evalhydra.analysis.calibration import calibration_docs
-from evalhydra.analysis.compare import adjust_family, baseline_comparisons_sql
+from evalhydra.analysis.compare import adjust_family
 from evalhydra.analysis.evalstats import evals_and_targets
 from evalhydra.analysis.graders import grader_rows
 from evalhydra.analysis.judges import has_labels

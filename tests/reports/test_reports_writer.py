@@ -11,7 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from evalhydra.analysis.compare import adjust_family, baseline_comparisons_sql, split_paired
+from evalhydra.analysis.baselines import baseline_comparisons_sql
+from evalhydra.analysis.compare import adjust_family, split_paired
 from evalhydra.analysis.evalstats import evals_and_targets
 from evalhydra.analysis.selection import select_runs
 from evalhydra.core.zig_numbers import integral_numbers
