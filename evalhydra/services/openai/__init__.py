@@ -12,6 +12,7 @@
   server-sent events assembled into one answer.
 * :mod:`~evalhydra.services.openai.outcome`: a call's attempts as a Completion (priced, timed);
   :mod:`~evalhydra.services.openai.records`: what the response cache keeps of an answer.
+* :mod:`~evalhydra.services.openai.tool_deltas`: a streamed reply's tool calls, from their deltas.
 """
 
 from evalhydra.services.openai.payload import build_payload, normalize_chat_url, resolve_model
