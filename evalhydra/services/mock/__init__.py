@@ -63,6 +63,8 @@ Example:
     >>> async with trio.open_nursery() as nursery:  # doctest: +SKIP
     ...     server = await nursery.start(serve, MockSettings(latency_ms=5))
     ...     client = openai.AsyncOpenAI(base_url=server.url, api_key="x")
+* :mod:`~evalhydra.services.mock.judge_replies`: the mock as a judge (model_grade, rubric);
+  :mod:`~evalhydra.services.mock.text`: a message's content as text.
 """
 
 from evalhydra.services.mock.replies import reply_for, usage_for

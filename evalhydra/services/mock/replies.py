@@ -55,9 +55,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CHANCE_MARK", "message_text", "prompt_text", "reply_for", "usage_for"]
+from evalhydra.services.mock.judge_replies import judge_draw, judge_reply
+from evalhydra.services.mock.text import message_text
 
-_GRADE_PREFIX = "You are grading an LLM or product response for an eval."
+__all__ = ["CHANCE_MARK", "prompt_text", "reply_for", "usage_for"]
+
 _REFINE_MARK = "Previous attempt was insufficient."
 _STOPWORDS = frozenset({"the", "a", "an", "in", "of", "for", "on", "at", "to"})
 _CHANCE = re.compile(r"reply\s+(\S+)\s+with probability\s+([0-9]*\.?[0-9]+)", re.I)
@@ -65,11 +67,6 @@ _CHANCE = re.compile(r"reply\s+(\S+)\s+with probability\s+([0-9]*\.?[0-9]+)", re
 CHANCE_MARK = b"with probability"
 _EXACTLY = re.compile(r"reply with exactly\s+([^\n]*?)(?:\.(?=\s|$)|\n|$)", re.I)
 _FIELD = re.compile(r"\bwith an?\s+(\w+)\s+field\b(?:\s+set to\s+([^\n]*?)(?:\.(?=\s|$)|\n|$))?", re.I)
-_WEIGHTS = re.compile(r"^\s*Weights:\s*(.+)$", re.M)
-_WEIGHT_PAIR = re.compile(r"([A-Za-z_][\w-]*)\s*=\s*([0-9]*\.?[0-9]+)")
-_RUBRIC_KEYS = re.compile(r'"rubric_scores"\s*:\s*\{([^}]*)\}')
-_THRESHOLD = re.compile(r"score\s*>=\s*([0-9]*\.?[0-9]+)")
-_OUTPUT_HEAD = re.compile(r"^(?:Generated output|Output produced by the generator):[ \t]*\n?", re.M)
 _BAD = re.compile(r"\bBAD\b[ \t]?")
 _WORD = re.compile(r"\w+")
 _TYPE_DEFAULTS: dict[str, Any] = {
@@ -80,16 +77,6 @@ _TYPE_DEFAULTS: dict[str, Any] = {
     "object": {},
     "null": None,
 }
-
-
-def message_text(content: Any) -> str:
-    """Return the text of a message's ``content`` (a string or content parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text", "") for p in content if isinstance(p, dict) and "text" in p]
-        return "\n".join(str(p) for p in parts)
-    return ""
 
 
 def prompt_text(payload: dict[str, Any]) -> str:
@@ -116,7 +103,7 @@ def reply_for(payload: dict[str, Any], chance: Callable[[], float] | None = None
         when the reply is a tool call.
     """
     text = prompt_text(payload)
-    judged = _judge_reply(payload, text, _judge_draw(chance, judge_errors))
+    judged = judge_reply(payload, text, judge_draw(chance, judge_errors))
     if judged is not None:
         return _content(judged)
     if _REFINE_MARK in text:
@@ -184,115 +171,7 @@ def _unquote(text: str) -> str:
     return text
 
 
-def _all_text(payload: dict[str, Any]) -> str:
-    messages = payload.get("messages") or []
-    return "\n".join(message_text(m.get("content")) for m in messages if isinstance(m, dict))
-
-
 # -- judges -------------------------------------------------------------------
-
-
-def _judge_draw(chance: Callable[[], float] | None,
-                errors: tuple[float, float] | None) -> Callable[[bool], bool] | None:
-    """The verdict a judge with these error rates gives an output that is right (True) or wrong."""
-    if errors is None or chance is None:
-        return None
-    sensitivity, specificity = errors
-    return lambda right: chance() < (sensitivity if right else 1 - specificity)
-
-
-def _judge_reply(payload: dict[str, Any], text: str,
-                 verdict: Callable[[bool], bool] | None = None) -> str | None:
-    if text.lstrip().startswith(_GRADE_PREFIX):
-        return _grade_reply(text, verdict)
-    everything = _all_text(payload)
-    if "rubric_scores" in everything:
-        return _rubric_reply(everything, text)
-    return None
-
-
-def _section(text: str, title: str) -> str | None:
-    """Return the body of a ``Title:\\n...`` section, up to the next section title."""
-    match = re.search(rf"(?:^|\n){re.escape(title)}:\n", text)
-    if match is None:
-        return None
-    rest = text[match.end() :]
-    end = re.search(r"\n\n[A-Z][A-Za-z ]*:\n", rest)
-    return (rest[: end.start()] if end else rest).strip()
-
-
-def _grade_reply(text: str, verdict: Callable[[bool], bool] | None = None) -> str:
-    output = _section(text, "Candidate output") or ""
-    ideal = _section(text, "Ideal answer")
-    try:
-        passing = float(_section(text, "Passing score") or "0.5")
-    except ValueError:
-        passing = 0.5
-    if ideal is None or ideal == "No ideal answer was provided.":
-        score = 1.0 if output else 0.0
-        reason = "Candidate output is non-empty." if output else "Candidate output is empty."
-    else:
-        out, want = output.lower(), ideal.lower()
-        match = bool(out) and bool(want) and (want in out or out in want)
-        score = 1.0 if match else 0.0
-        reason = (
-            "Candidate output matches the ideal answer."
-            if match
-            else "Candidate output does not match the ideal answer."
-        )
-    if verdict is not None:  # a judge that errs: its verdict drawn from its error rates
-        drawn = 1.0 if verdict(score >= passing) else 0.0
-        if drawn != score:
-            reason = f"A judge error drawn on purpose (the truth: {reason[0].lower()}{reason[1:]})"
-        score = drawn
-    return json.dumps({"score": score, "passed": score >= passing, "reason": reason})
-
-
-def _rubric_weights(prompt: str) -> dict[str, float]:
-    line = _WEIGHTS.search(prompt)
-    if line:
-        weights = {k.lower(): float(v) for k, v in _WEIGHT_PAIR.findall(line.group(1))}
-        if weights:
-            return weights
-    block = _RUBRIC_KEYS.search(prompt)
-    if block:
-        keys = re.findall(r'"(\w+)"\s*:', block.group(1))
-        if keys:
-            return {k.lower(): 1.0 for k in keys}
-    return {"overall": 1.0}
-
-
-def _generated_output(text: str) -> str:
-    head = _OUTPUT_HEAD.search(text)
-    if head is None:
-        return ""
-    rest = text[head.end() :]
-    end = rest.rfind("\n\nScore the output.")
-    return (rest[:end] if end >= 0 else rest).strip()
-
-
-def _rubric_reply(everything: str, text: str) -> str:
-    weights = _rubric_weights(everything)
-    output = _generated_output(text)
-    each = 1.0 if output and "BAD" not in output else 0.3
-    total = sum(weights.values()) or 1.0
-    score = round(sum(w * each for w in weights.values()) / total, 4)
-    threshold = _THRESHOLD.search(everything)
-    passed = score >= (float(threshold.group(1)) if threshold else 0.85)
-    result: dict[str, Any] = {
-        "score": score,
-        "pass": passed,
-        "feedback": "",
-        "rubric_scores": dict.fromkeys(weights, each),
-        "failure_category": None,
-        "suggested_fix": None,
-    }
-    if not passed:
-        bad = "Output contains BAD content" if output else "Output is empty"
-        fix = "Remove BAD content" if output else "Produce a non-empty output"
-        result.update(feedback=bad, failure_category="content", suggested_fix=fix)
-    body = json.dumps(result, indent=2)
-    return f"```json\n{body}\n```" if "MOCK_FENCE" in everything else body
 
 
 # -- refinement, tools, JSON ----------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evalhydra.services.mock.replies import message_text
+from evalhydra.services.mock.text import message_text
 
 __all__ = ["REASONING_SHAPES", "STREAM_FAULTS", "TOOL_WIRES", "finish_reason", "stream_events", "tool_wired",
            "with_reasoning"]
