@@ -87,7 +87,7 @@ class MockBehaviour:
         hang_rate: Share of chat requests never answered.
         malformed_rate: Share answered 200 with a truncated JSON body.
         reset_rate: Share whose connection closes mid-body.
-        oversized_rate: Share answered with a valid body larger than 8 MiB.
+        oversized_rate: Share answered with a valid body larger than a client's response cap.
         fault: One of :data:`~evalhydra.services.mock.settings.FAULTS`, forced on every chat request, or None.
         seed: Seed of the fault and jitter random generator.
         model: Model reported when a request names none, and by ``/v1/models``.

@@ -68,7 +68,6 @@ from evalhydra.viewer.live import LiveSummaries
 from evalhydra.viewer.queries import (
     comparisons,
     history,
-    judged,
     run_status,
     runs_page,
     selection_summary,
@@ -191,7 +190,7 @@ class _Pages:
                            link=_linker(params), kept=kept, base_problem=base_problem,
                            history=history(store.conn, ids[0], self.live) if len(ids) == 1 else [],
                            pager=_pager(grid, _linker(params), params), judges=judges,
-                           judged=judged(store.conn, ids))
+                           judged=any(t.get("judges") for t in summary["targets"]))
 
     def case(self, request: Request) -> Response:
         """One case of a run (or of several), whole: two of its columns side by side with a word

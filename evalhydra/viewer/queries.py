@@ -20,7 +20,7 @@ from evalhydra.store.rows import verdict_sql
 from evalhydra.store.runinfo import selection_of, shown_status
 from evalhydra.viewer.live import LiveSummaries
 
-__all__ = ["HISTORY_RUNS", "PAGE_SIZE", "comparisons", "history", "judged", "run_status", "runs_page",
+__all__ = ["HISTORY_RUNS", "PAGE_SIZE", "comparisons", "history", "run_status", "runs_page",
            "selection_summary", "summaries"]
 
 #: Runs on one page of the list.
@@ -192,12 +192,3 @@ def side_targets(conn: sqlite3.Connection, runs: Sequence[str], service: str | N
         " order by 1, 2 limit 20", params)]
 
 
-
-def judged(conn: sqlite3.Connection, run_ids: Sequence[str]) -> bool:
-    """Whether a judge scored any result of the runs (their pages offer the label queue then)."""
-    marks = ", ".join("?" * len(run_ids))
-    found = conn.execute(
-        "select 1 from run_cells rc join results r"
-        " on r.cell_key = rc.cell_key and r.run_id = rc.result_run_id"
-        f" where rc.run_id in ({marks}) and r.judge_model is not null limit 1", list(run_ids)).fetchone()
-    return found is not None

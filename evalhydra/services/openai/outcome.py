@@ -68,7 +68,7 @@ _WHOLE_REPLY = StreamTiming()  # a whole reply's timing: none
 
 
 def _rounded_timing(timing: StreamTiming | None) -> StreamTiming:
-    """A streamed answer's timing as stored (0.1 ms, 0.01 token/s); all None for a whole reply."""
+    """A streamed answer's timing rounded as the store keeps it; all None for a whole reply."""
     if timing is None:
         return _WHOLE_REPLY
     return StreamTiming(_rounded(timing.ttft_ms, 1), _rounded(timing.first_answer_ms, 1),
