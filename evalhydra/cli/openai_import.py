@@ -10,7 +10,7 @@ from evalhydra.core.messages import MessageError, check_messages
 from evalhydra.core.text import command_line, override, visible
 from evalhydra.job.exit_codes import ExitCode
 from evalhydra.matchers.factory import validate_matcher
-from evalhydra.matchers.openai_graders import needs_judge
+from evalhydra.matchers.grader_checks import needs_judge
 from evalhydra.registry.definitions import load_registry
 from evalhydra.registry.openai_evals import ImportedEval, RunSource, convert, read_object, write_registry
 

@@ -14,6 +14,8 @@ The runner needs only :func:`validate_matcher` (at load time),
   ``validator.py``.
 * :mod:`~evalhydra.matchers.factory`: validate matcher specs when an eval loads, and build matchers
   for a run.
+* :mod:`~evalhydra.matchers.grader_checks`: checks of an OpenAI Evals eval's ``testing_criteria``
+  when the eval loads, and the helpers loading and grading share.
 * :mod:`~evalhydra.matchers.jsonmatch`: JSON matchers: ``json_fields`` (zig_eval) and
   ``json_schema``.
 * :mod:`~evalhydra.matchers.judging`: what model-judged matchers share: judge failures and merged

@@ -21,6 +21,7 @@ from evalhydra.matchers import (
     bfcl,
     composite,
     custom,
+    grader_checks,
     jsonmatch,
     model_grade,
     openai_graders,
@@ -139,7 +140,7 @@ _CHECKERS: dict[str, Checker] = {
     "json_schema": _check_schema,
     "rubric": lambda options, where, root: rubric.check_rubric(options, root, where),
     "custom": lambda options, where, root: custom.check_custom(options, root, where),
-    "openai_graders": lambda options, where, root: openai_graders.check_openai_graders(options, where),
+    "openai_graders": lambda options, where, root: grader_checks.check_openai_graders(options, where),
 }
 
 

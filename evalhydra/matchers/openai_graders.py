@@ -27,7 +27,6 @@ scores, each scaled to [0, 1] by its range.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,47 +34,34 @@ from typing import Any
 import trio
 
 from evalhydra.core import strictjson
-from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.openai_templates import (
     ROLES,
     SAMPLING_PARAMS,
     TemplateError,
-    check_template,
     render,
-    text_parts,
 )
 from evalhydra.core.values import NO_CELL, CallContext, ChatRequest, Completion, MatchResult
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
+from evalhydra.matchers.common import is_number
+from evalhydra.matchers.grader_checks import (
+    FormulaError,
+    formula,
+    formula_error,
+    grader_range,
+    message_text,
+    needs_judge,
+    sub_graders,
+)
 from evalhydra.matchers.judging import invalid_judge_output, judge_call_failed, merge_judges, require_judge
 from evalhydra.matchers.python_grader import (
     DEFAULT_TIMEOUT_S,
     PythonGraderError,
-    check_source,
     run_python_grader,
 )
-from evalhydra.matchers.similarity import METRICS, cosine, missing_library, similarity
+from evalhydra.matchers.similarity import cosine, similarity
 
-__all__ = ["GRADER_TYPES", "build_openai_graders", "check_openai_graders", "needs_judge", "sample_namespace"]
-
-#: The grader types, and the keys each must have besides ``type`` and ``name``.
-GRADER_TYPES: dict[str, tuple[str, ...]] = {
-    "string_check": ("input", "reference", "operation"),
-    "text_similarity": ("input", "reference", "evaluation_metric"),
-    "score_model": ("input", "model"),
-    "label_model": ("input", "model", "labels", "passing_labels"),
-    "python": ("source",),
-    "multi": ("graders", "calculate_output"),
-}
-_OPTIONAL = {"string_check": (), "text_similarity": ("pass_threshold",),
-             "score_model": ("range", "pass_threshold", "sampling_params"), "label_model": (),
-             "python": ("pass_threshold", "image_tag"), "multi": ("pass_threshold",)}
-_OPERATIONS = ("eq", "ne", "like", "ilike")
-#: Keys the API adds to every grader it returns (read-only): accepted, never used.
-READ_ONLY_KEYS = ("id", "object", "created_at", "metadata")
 #: cosine's embedding model unless the matcher names one (OpenAI's graders guide uses it).
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-large"
-_FUNCTIONS = {"min": min, "max": max, "abs": abs, "floor": math.floor, "ceil": math.ceil, "exp": math.exp,
-              "sqrt": math.sqrt, "log": math.log}
 #: What a score model is asked to return (OpenAI's score-model output).
 _SCORE_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["steps", "result"],
                  "properties": {
@@ -84,202 +70,6 @@ _SCORE_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["
                                          "properties": {"description": {"type": "string"},
                                                         "conclusion": {"type": "string"}}}},
     "result": {"type": "number"}}}
-# -- checked when the eval loads ----------------------------------------------------------------
-
-
-def check_openai_graders(options: Mapping[str, Any], where: str) -> None:
-    """Check every criterion (and a judge for the model graders) before any call.
-
-    Raises:
-        EvalHydraError: Naming the criterion by index and name, the key, and what it must be.
-    """
-    criteria = options["testing_criteria"]
-    names = [str(c.get("name")) for c in criteria if isinstance(c, Mapping)]
-    for index, grader in enumerate(criteria):
-        _check_grader(grader, f"{where}: testing_criteria[{index}]")
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise EvalHydraError(f"{where}: two testing_criteria are named '{duplicates[0]}'.",
-                             "Give each criterion its own name: reports and SQL key scores by it.")
-    if needs_judge(options) and not options.get("judge_service"):
-        raise EvalHydraError(f"{where}: a score_model, label_model or cosine grader needs a judge_service.",
-                             "Set judge_service: NAME (a service of the registry, e.g. mock).")
-
-
-def needs_judge(options: Mapping[str, Any]) -> bool:
-    """Whether any criterion calls a model (a score or label model, or cosine's embeddings)."""
-    return any(_calls_model(g) for g in options.get("testing_criteria") or ())
-
-
-def _calls_model(grader: Any) -> bool:
-    if not isinstance(grader, Mapping):
-        return False
-    if grader.get("type") == "multi":
-        graders = _sub_graders(grader) if grader.get("graders") else {}
-        return isinstance(graders, Mapping) and any(_calls_model(g) for g in graders.values())
-    return grader.get("type") in ("score_model", "label_model") or grader.get("evaluation_metric") == "cosine"
-
-
-def _check_grader(grader: Any, where: str) -> None:
-    if not isinstance(grader, Mapping):
-        raise EvalHydraError(f"{where}: a grader must be an object with a 'type', got {grader!r}")
-    kind = grader.get("type")
-    if kind not in GRADER_TYPES:
-        raise EvalHydraError(f"{where}.type: {kind!r} is not a grader type evalhydra runs.",
-                             f"Use one of: {', '.join(GRADER_TYPES)}.")
-    name = grader.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise EvalHydraError(f"{where}.name: each grader needs a non-blank name.")
-    where = f"{where} ('{name}')"
-    for key in GRADER_TYPES[kind]:
-        if key not in grader:
-            raise EvalHydraError(f"{where}: a {kind} grader needs '{key}'.")
-    unknown = sorted(set(grader) - {"type", "name", *GRADER_TYPES[kind], *_OPTIONAL[kind], *READ_ONLY_KEYS})
-    if unknown:
-        raise EvalHydraError(f"{where}.{unknown[0]}: not a field of a {kind} grader.",
-                             f"Its fields: {', '.join(('name', *GRADER_TYPES[kind], *_OPTIONAL[kind]))}.")
-    _CHECKS[kind](grader, where)
-    threshold = grader.get("pass_threshold")
-    if threshold is not None and not _is_number(threshold):
-        raise EvalHydraError(f"{where}.pass_threshold: must be a number, got {threshold!r}")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check_template(text: Any, where: str) -> None:
-    if not isinstance(text, str):
-        raise EvalHydraError(f"{where}: must be a string (it may hold {{{{item.x}}}} templates),"
-                             f" got {text!r}")
-    try:
-        check_template(text)
-    except TemplateError as exc:
-        raise EvalHydraError(f"{where}: {exc}.", "Write {{item.FIELD}} or {{sample.output_text}}.") from None
-
-
-def _check_string(grader: Mapping[str, Any], where: str) -> None:
-    _check_template(grader["input"], f"{where}.input")
-    _check_template(grader["reference"], f"{where}.reference")
-    if grader["operation"] not in _OPERATIONS:
-        raise EvalHydraError(f"{where}.operation: {grader['operation']!r} is not a string check.",
-                             f"Use one of: {', '.join(_OPERATIONS)}.")
-
-
-def _check_similarity(grader: Mapping[str, Any], where: str) -> None:
-    _check_template(grader["input"], f"{where}.input")
-    _check_template(grader["reference"], f"{where}.reference")
-    metric = grader["evaluation_metric"]
-    if metric not in METRICS:
-        raise EvalHydraError(f"{where}.evaluation_metric: {metric!r} is not a metric.",
-                             f"Use one of: {', '.join(METRICS)}.")
-    problem = missing_library(metric)
-    if problem:
-        raise EvalHydraError(f"{where}: {problem}.")
-
-
-def _check_messages(grader: Mapping[str, Any], where: str) -> None:
-    messages = grader["input"]
-    if not isinstance(messages, list) or not messages:
-        raise EvalHydraError(f"{where}.input: must be a non-empty list of messages.")
-    for index, message in enumerate(messages):
-        here = f"{where}.input[{index}]"
-        if not isinstance(message, Mapping) or message.get("role") not in ROLES:
-            raise EvalHydraError(f"{here}: a message needs a role (user, assistant, system or developer).")
-        message_text(message.get("content"), here, check=True)
-    if not isinstance(grader["model"], str) or not grader["model"].strip():
-        raise EvalHydraError(f"{where}.model: must name a model.")
-
-
-def _check_score_model(grader: Mapping[str, Any], where: str) -> None:
-    _check_messages(grader, where)
-    low, high = _range(grader)
-    if not (_is_number(low) and _is_number(high) and low < high):
-        raise EvalHydraError(f"{where}.range: must be two numbers [low, high] with low < high, "
-                             f"got {grader.get('range')!r}")
-    params = grader.get("sampling_params") or {}
-    known = set(SAMPLING_PARAMS)
-    unknown = sorted(set(params) - known) if isinstance(params, Mapping) else ["(not an object)"]
-    if unknown:
-        raise EvalHydraError(f"{where}.sampling_params.{unknown[0]}: not a sampling parameter"
-                             " evalhydra sends.",
-                             f"Use: {', '.join(SAMPLING_PARAMS)}.")
-
-
-def _check_label_model(grader: Mapping[str, Any], where: str) -> None:
-    _check_messages(grader, where)
-    labels, passing = grader["labels"], grader["passing_labels"]
-    if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
-        raise EvalHydraError(f"{where}.labels: must be a non-empty list of strings.")
-    if not isinstance(passing, list) or not set(passing) <= set(labels):
-        raise EvalHydraError(f"{where}.passing_labels: must be a list of some of the labels {labels}.")
-
-
-def _check_python(grader: Mapping[str, Any], where: str) -> None:
-    source = grader["source"]
-    problem = check_source(source) if isinstance(source, str) else "its source is not a string"
-    if problem:
-        raise EvalHydraError(f"{where}.source: {problem}.")
-
-
-def _sub_graders(grader: Mapping[str, Any]) -> Any:
-    """A multi grader's graders by name: the API's object of named graders, or the single grader
-    the SDK's ``MultiGrader`` type declares (named by its ``name``)."""
-    graders = grader["graders"]
-    if isinstance(graders, Mapping) and isinstance(graders.get("type"), str):
-        return {str(graders.get("name")): graders}
-    return graders
-
-
-def _check_multi(grader: Mapping[str, Any], where: str) -> None:
-    graders = _sub_graders(grader)
-    if not isinstance(graders, Mapping) or not graders:
-        raise EvalHydraError(f"{where}.graders: must be an object of named graders.")
-    for key, sub in graders.items():
-        here = f"{where}.graders.{key}"
-        if isinstance(sub, Mapping) and sub.get("type") == "multi":
-            raise EvalHydraError(f"{here}: a multi grader's graders cannot be multi graders.")
-        _check_grader(sub, here)
-    try:
-        _formula(grader["calculate_output"], dict.fromkeys(graders, 0.5))
-    except Exception as exc:
-        raise EvalHydraError(f"{where}.calculate_output: {_formula_error(exc)}",
-                             f"Use the graders' names ({', '.join(graders)}), numbers, + - * / ^ and "
-                             f"{', '.join(_FUNCTIONS)}.") from None
-
-
-_CHECKS = {"string_check": _check_string, "text_similarity": _check_similarity,
-           "score_model": _check_score_model, "label_model": _check_label_model, "python": _check_python,
-           "multi": _check_multi}
-
-
-def _formula(text: Any, scores: Mapping[str, float]) -> float:
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("must be a formula")
-    import simpleeval  # the graders extra, like the metrics' libraries
-
-    value = simpleeval.simple_eval(text.replace("^", "**"), names=dict(scores), functions=_FUNCTIONS)
-    if not _is_number(value):
-        raise ValueError(f"gave {value!r}, not a number")
-    return float(value)
-
-
-class _FormulaError(ValueError):
-    """A multi grader's formula failed for one item's scores."""
-
-
-def _formula_error(exc: Exception) -> str:
-    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
-
-
-def _range(grader: Mapping[str, Any]) -> tuple[float, float]:
-    given = grader.get("range")
-    if given is None:
-        return 0.0, 1.0
-    if isinstance(given, list | tuple) and len(given) == 2:
-        return given[0], given[1]
-    return math.nan, math.nan
-
 
 # -- the sample namespace -------------------------------------------------------------------------
 
@@ -297,17 +87,6 @@ def sample_namespace(ctx: MatchContext, *, with_json: bool = False) -> dict[str,
     return {"output_text": ctx.output, "output_json": parsed,
             "output_tools": tools,
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tools else "stop"}]}
-
-
-def message_text(content: Any, where: str = "", *, check: bool = False,
-                 namespaces: Mapping[str, Any] | None = None) -> str:
-    """A grader message's content as text: a string, or its text parts joined (templates rendered
-    with ``namespaces``; with ``check``, only checked). Image and audio parts are refused."""
-    texts = text_parts(content, where)
-    if check:
-        for text in texts:
-            _check_template(text, f"{where}.content")
-    return "".join(texts if namespaces is None else (render(text, namespaces) for text in texts))
 
 
 # -- grading ------------------------------------------------------------------------------------
@@ -384,7 +163,7 @@ class _Grading:
 
     async def _score_model(self, grader: Mapping[str, Any], ns: Mapping[str, Any],
                            call: CallContext) -> _Outcome:
-        low, high = _range(grader)
+        low, high = grader_range(grader)
         schema = {"type": "json_schema",
                   "json_schema": {"name": "score", "strict": True, "schema": _SCORE_SCHEMA}}
         completion = await self._judges().judge(str(self.service), self._request(grader, ns, schema), call)
@@ -427,15 +206,15 @@ class _Grading:
     async def _multi(self, grader: Mapping[str, Any], ns: Mapping[str, Any], call: CallContext) -> _Outcome:
         scores: dict[str, float] = {}
         calls: list[Completion] = []
-        for key, sub in _sub_graders(grader).items():
+        for key, sub in sub_graders(grader).items():
             outcome = await self.grade(sub, ns, call)
             if outcome.failure is not None or outcome.error is not None:
                 return outcome
             scores[key], calls = outcome.score, [*calls, *outcome.calls]
         try:
-            value = _formula(grader["calculate_output"], scores)
+            value = formula(grader["calculate_output"], scores)
         except Exception as exc:  # noqa: BLE001 (a formula failing for this item's scores: 1/0, log(0))
-            raise _FormulaError(f"calculate_output: {_formula_error(exc)}") from None
+            raise FormulaError(f"calculate_output: {formula_error(exc)}") from None
         return _threshold(grader, value, calls)
 
 
@@ -463,7 +242,7 @@ def _reply_number(text: str) -> float | None:
         value = value.get("result")
     if isinstance(value, str):
         value = strictjson.stored(value.strip(), None)
-    return float(value) if _is_number(value) else None
+    return float(value) if is_number(value) else None
 
 
 def _reply_label(text: str, labels: Sequence[str]) -> str | None:
@@ -509,7 +288,7 @@ def build_openai_graders(spec: Mapping[str, Any], judges: JudgeClient | None) ->
         for grader in criteria:
             try:
                 outcome = await grading.grade(grader, ns, ctx.call)
-            except (TemplateError, _FormulaError) as exc:  # this grader, on this item: its result errors
+            except (TemplateError, FormulaError) as exc:  # this grader, on this item: its result errors
                 outcome = _Outcome(0.0, False, error=str(exc), reason=f"errored: {exc}")
             if outcome.failure is not None:  # a judge that did not answer: the cell measured nothing
                 return outcome.failure
