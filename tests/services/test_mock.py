@@ -580,7 +580,7 @@ async def test_a_reply_bug_answers_500_and_the_server_lives_on(
     def broken(payload: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("evalhydra.services.mock.server.reply_for", broken)
+    monkeypatch.setattr("evalhydra.services.mock.chat.reply_for", broken)
     response = await chat(client, user("unique prompt for the broken reply"))
     assert response.status_code == 500
     assert response.json()["error"]["message"] == "mock internal error: RuntimeError: boom"

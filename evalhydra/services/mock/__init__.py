@@ -50,12 +50,17 @@ draw shared by the rates (fail, hang, malformed, reset, oversized).
   own process.
 * :mod:`~evalhydra.services.mock.batches`: the mock's Files and Batches API: ``/v1/files`` and
   ``/v1/batches`` as OpenAI shapes them.
+* :mod:`~evalhydra.services.mock.chat`: chat completions: a request's fault drawn and its reply
+  built as that fault shapes it (plain replies cached on their bytes).
 * :mod:`~evalhydra.services.mock.delays`: the mock's latency: one timer for every request waiting
   out its delay.
 * :mod:`~evalhydra.services.mock.limits`: the mock's rate limit: a provider's request budget, as a
   token bucket on the run's clock.
 * :mod:`~evalhydra.services.mock.responses`: response bodies of the mock server, as ready-to-send
   bytes.
+* :mod:`~evalhydra.services.mock.stats`: what the mock received, counted (``/_mock/stats``).
+* :mod:`~evalhydra.services.mock.judge_replies`: the mock as a judge (model_grade, rubric);
+  :mod:`~evalhydra.services.mock.text`: a message's content as text.
 * :mod:`~evalhydra.services.mock.wire`: HTTP/1.1 framing for the mock: a fast path for plain
   requests, h11 for the rest.
 
@@ -63,8 +68,6 @@ Example:
     >>> async with trio.open_nursery() as nursery:  # doctest: +SKIP
     ...     server = await nursery.start(serve, MockSettings(latency_ms=5))
     ...     client = openai.AsyncOpenAI(base_url=server.url, api_key="x")
-* :mod:`~evalhydra.services.mock.judge_replies`: the mock as a judge (model_grade, rubric);
-  :mod:`~evalhydra.services.mock.text`: a message's content as text.
 """
 
 from evalhydra.services.mock.replies import reply_for, usage_for
