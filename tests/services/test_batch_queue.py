@@ -18,7 +18,8 @@ import trio.testing
 from evalhydra.config.schema import BatchConfig
 from evalhydra.core.values import ErrorKind
 from evalhydra.services.batch.api import BatchApi, api_base
-from evalhydra.services.batch.queue import BatchQueue, LineOutcome
+from evalhydra.services.batch.outcomes import LineOutcome
+from evalhydra.services.batch.queue import BatchQueue
 from evalhydra.services.mock import MockServer, MockSettings
 from evalhydra.store.batches import BatchLedger
 from evalhydra.store.db import open_store

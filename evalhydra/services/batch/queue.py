@@ -9,16 +9,14 @@ each cell its output line. Batches recorded by an earlier run that did not live
 to collect them are adopted: their cells wait on them instead of being sent
 again.
 
-What a cell gets back is a :class:`LineOutcome`: the line's status and body, an
-infrastructure error (``batch_line_failed``, ``batch_expired``, ``batch_failed``,
-``batch_cancelled``), or ``deferred`` (the batch is still pending at the
-provider and a rerun will collect it: the cell is not stored).
+What a cell gets back is a
+:class:`~evalhydra.services.batch.outcomes.LineOutcome`: its line's answer, an infrastructure
+error, or a deferral a rerun collects.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -32,44 +30,22 @@ from evalhydra.config.schema import BatchConfig
 from evalhydra.core.values import ErrorKind
 from evalhydra.services.batch.api import BatchApi, BatchApiError
 from evalhydra.services.batch.lines import BatchLines
+from evalhydra.services.batch.outcomes import (
+    MISSING,
+    LineOutcome,
+    batch_errors,
+    line_outcome,
+    request_line,
+)
 from evalhydra.store.batches import BatchLedger, BatchRecord
 
-__all__ = ["BatchDeferred", "BatchQueue", "LineOutcome", "estimate_line_usd"]
+__all__ = ["BatchQueue"]
 
 #: A quiet moment with no new request: the requests gathered so far go out as a batch.
 GATHER_S = 0.25
 #: The provider statuses after which a batch changes no more.
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
-#: What a line missing from a batch's files becomes, by the batch's final status.
-_MISSING = {
-    "expired": (ErrorKind.BATCH_EXPIRED, "the batch expired before this line was answered"),
-    "failed": (ErrorKind.BATCH_FAILED, "the provider refused the batch"),
-    "cancelled": (ErrorKind.BATCH_CANCELLED, "the batch was cancelled before this line was answered"),
-    "completed": (ErrorKind.BATCH_LINE_FAILED, "the batch completed without a line for this request"),
-}
 _METADATA_KEY = "evalhydra_batch"
-
-
-class BatchDeferred(Exception):  # noqa: N818 (not an error: the cell is left for a rerun)
-    """The cell's batch is still pending at the provider (or was never submitted): nothing is
-    stored, a rerun collects it. ``budget`` is True when ``run.max_cost_usd`` held it back."""
-
-    def __init__(self, message: str, *, budget: bool = False) -> None:
-        super().__init__(message)
-        self.budget = budget
-
-
-@dataclass(frozen=True)
-class LineOutcome:
-    """What a batch gave one request."""
-
-    status_code: int | None = None
-    body: bytes | None = None  # the response body (JSON)
-    error_kind: ErrorKind | None = None
-    message: str | None = None
-    latency_ms: float = 0.0  # from the batch's submission to its output's download
-    deferred: bool = False
-    budget: bool = False  # deferred by run.max_cost_usd
 
 
 @dataclass
@@ -87,19 +63,6 @@ class _Tracked:
     record: BatchRecord
     status: str = "submitting"
     counts: dict[str, int] = field(default_factory=dict)
-
-
-def estimate_line_usd(body: bytes, input_per_mtok: float, output_per_mtok: float) -> float:
-    """A rough online price of one request: a token per four bytes in, its ``max_tokens`` (or 64) out."""
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        payload = None
-    if not isinstance(payload, dict):
-        payload = {}
-    wanted = payload.get("max_tokens") or payload.get("max_completion_tokens")
-    out = wanted if isinstance(wanted, int) and wanted > 0 else 64
-    return (len(body) / 4 * input_per_mtok + out * output_per_mtok) / 1e6
 
 
 class BatchQueue:
@@ -219,7 +182,7 @@ class BatchQueue:
         part: list[_Waiter] = []
         size = 0
         for waiter in waiters:
-            length = len(_line(waiter, self.url_path)) + 1
+            length = len(request_line(waiter.custom_id, waiter.body, self.url_path)) + 1
             if part and (len(part) >= self.config.max_requests or size + length > self.config.max_bytes):
                 yield part
                 part, size = [], 0
@@ -243,7 +206,7 @@ class BatchQueue:
         self.tracked[key] = _Tracked(record)
         self._in_batches.update(ids)
         try:
-            content = b"\n".join(_line(w, self.url_path) for w in waiters) + b"\n"
+            content = b"\n".join(request_line(w.custom_id, w.body, self.url_path) for w in waiters) + b"\n"
             record.input_file_id = await self.api.upload(content, f"evalhydra-{key}.jsonl")
             record.submitted_at = time.time()
             await trio.to_thread.run_sync(self.ledger.record, record)  # before create: a crash adopts it
@@ -314,7 +277,7 @@ class BatchQueue:
             batch = await self._with_retries(partial(self.api.retrieve, record.batch_id))
         output = await self._download(record, batch.get("output_file_id"), "output")
         errors = await self._download(record, batch.get("error_file_id"), "error")
-        message = _batch_errors(batch)
+        message = batch_errors(batch)
         collected = time.time()
         await trio.to_thread.run_sync(partial(
             self.ledger.update, record.batch_key, status=batch["status"], output=output.text(),
@@ -379,12 +342,12 @@ class BatchQueue:
     def _answer(self, record: BatchRecord, status: str, done: BatchLines, failed: BatchLines) -> None:
         """Answer every request of a finished batch from its files' checked lines."""
         latency = ((record.collected_at or time.time()) - (record.submitted_at or time.time())) * 1000.0
-        missing_kind, missing_message = _MISSING.get(status, _MISSING["completed"])
+        missing_kind, missing_message = MISSING.get(status, MISSING["completed"])
         again: list[_Waiter] = []
         for custom_id in record.custom_ids:
             line = (done.own(custom_id) or failed.own(custom_id)  # a line beats a file's refusal
                     or done.get(custom_id) or failed.get(custom_id))
-            outcome = _line_outcome(line, latency) if line is not None else LineOutcome(
+            outcome = line_outcome(line, latency) if line is not None else LineOutcome(
                 error_kind=missing_kind, message=self._mask(record.message or missing_message)
                 if status == "failed" else missing_message, latency_ms=latency)
             if outcome.error_kind is not None and self._resend(custom_id, outcome):
@@ -473,24 +436,3 @@ class _PollGaveUp(Exception):
     """Polls or downloads failed for longer than ``poll_timeout_s``."""
 
 
-def _line(waiter: _Waiter, url_path: str) -> bytes:
-    """One request line of a batch input file (the body exactly as online mode sends it)."""
-    return b'{"custom_id":%s,"method":"POST","url":%s,"body":%s}' % (
-        json.dumps(waiter.custom_id).encode(), json.dumps(url_path).encode(), waiter.body)
-
-
-def _line_outcome(line: dict[str, Any], latency: float) -> LineOutcome:
-    """A checked line (:class:`BatchLines`) as what its request gets."""
-    if "body" in line:
-        return LineOutcome(200, json.dumps(line["body"]).encode(), latency_ms=latency)
-    return LineOutcome(line["status_code"], error_kind=ErrorKind.BATCH_LINE_FAILED, message=line["message"],
-                       latency_ms=latency)
-
-
-def _batch_errors(batch: dict[str, Any]) -> str | None:
-    """A failed batch's validation errors in one line."""
-    errors = batch["errors"].get("data") if isinstance(batch.get("errors"), dict) else None
-    if not errors or not isinstance(errors, list):
-        return None
-    shown = [f"line {e.get('line')}: {e.get('message')}" for e in errors[:3] if isinstance(e, dict)]
-    return "; ".join(shown)[:2000] or None

@@ -20,7 +20,8 @@ from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.values import NO_CELL, AttemptRecord, CallContext, ChatRequest, Completion, ErrorKind
 from evalhydra.services.base import EndpointReport
 from evalhydra.services.batch.api import BatchApi, api_base
-from evalhydra.services.batch.queue import BatchDeferred, BatchQueue, LineOutcome, estimate_line_usd
+from evalhydra.services.batch.outcomes import BatchDeferred, LineOutcome, estimate_line_usd
+from evalhydra.services.batch.queue import BatchQueue
 from evalhydra.services.openai import OpenAICompatService
 from evalhydra.services.openai.response import InvalidResponseError
 from evalhydra.services.pricing import cost_usd
