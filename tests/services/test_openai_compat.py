@@ -179,7 +179,7 @@ async def test_key_is_read_at_call_time_and_not_stored(
     monkeypatch.setenv("EH_TEST_KEY", "second")
     await svc.complete(ChatRequest(user_content="x"))
     assert [r.headers["authorization"] for r in upstream.requests] == ["Bearer first", "Bearer second"]
-    assert "second" not in repr(vars(svc)) and "second" not in repr(svc._static_headers)
+    assert "second" not in repr(vars(svc)) and "second" not in repr(vars(svc.headers))
     await svc.aclose()
 
 

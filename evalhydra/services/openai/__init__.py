@@ -3,6 +3,7 @@
 * :mod:`~evalhydra.services.openai.payload`: the endpoint URL, model and JSON body of a request.
 * :mod:`~evalhydra.services.openai.response`: a reply parsed strictly into a :class:`ChatAnswer`.
 * :mod:`~evalhydra.services.openai.secrets`: the API key and ``${env:…}`` headers, read per call, masked.
+* :mod:`~evalhydra.services.openai.headers`: the headers a service sends, and the secrets among them.
 * :mod:`~evalhydra.services.openai.service`: :class:`OpenAICompatService`, which sends with retries.
 * :mod:`~evalhydra.services.openai.embeddings`: the embeddings endpoint (OpenAI's
   ``/v1/embeddings``), for graders that compare texts by meaning.

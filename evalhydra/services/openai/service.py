@@ -9,7 +9,8 @@ run's trio loop. It owns:
   transport interface, with :mod:`evalhydra.http.body` reading replies;
 * a ``trio.CapacityLimiter(max_concurrency)`` held for the whole call;
 * the ``rpm``/``tpm`` buckets (:mod:`evalhydra.services.ratelimit`);
-* the retry policy (:mod:`evalhydra.services.retry`).
+* the retry policy (:mod:`evalhydra.services.retry`);
+* its headers and the secrets among them (:mod:`evalhydra.services.openai.headers`).
 
 :meth:`OpenAICompatService.complete` never raises for a call problem: HTTP
 errors, timeouts and bad bodies come back as a :class:`~evalhydra.core.values.Completion`
@@ -36,7 +37,7 @@ import trio
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core import trio_util
-from evalhydra.core.masking import mask_text, mask_value
+from evalhydra.core.masking import mask_value
 from evalhydra.core.values import (
     NO_CELL,
     CallContext,
@@ -44,7 +45,6 @@ from evalhydra.core.values import (
     Completion,
     ErrorKind,
 )
-from evalhydra.core.version import __version__
 from evalhydra.http.body import aclose_response, read_capped
 from evalhydra.http.deadlines import DEADLINE
 from evalhydra.http.pool import TransportPool, tls_context
@@ -53,6 +53,7 @@ from evalhydra.services.attempts import run_with_retries
 from evalhydra.services.base import EndpointReport
 from evalhydra.services.cache import CacheEntry, ResponseCache, cache_key, request_scope
 from evalhydra.services.openai.embeddings import request_embeddings
+from evalhydra.services.openai.headers import ServiceHeaders
 from evalhydra.services.openai.outcome import completion_of, failed_completion, invalid_reply, limit_headers
 from evalhydra.services.openai.payload import (
     api_base,
@@ -70,12 +71,7 @@ from evalhydra.services.openai.response import (
     upstream_error_message,
 )
 from evalhydra.services.openai.secrets import (
-    ENV_REF,
-    MIN_SECRET_LENGTH,
     mask_secrets,
-    read_env,
-    resolve_header,
-    split_headers,
 )
 from evalhydra.services.openai.stream import (
     ResponsesStreamAssembler,
@@ -97,15 +93,8 @@ __all__ = ["MAX_RESPONSE_BYTES", "OpenAICompatService"]
 
 #: zig_eval's response cap: a larger body is ``invalid_response``.
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
-#: Headers that carry an API key: left out of the cache key, so two keys share their answers.
-_KEY_HEADERS = frozenset({"authorization", "api-key", "x-api-key"})
-
-#: Most distinct body lengths whose headers are kept (then the set starts again).
-_HEADER_SETS = 256
 #: Request bodies: compact UTF-8 JSON, NaN refused (one encoder, not one per call).
 _BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-_BASE_HEADERS = {"content-type": "application/json", "accept": "application/json",
-                 "accept-encoding": "gzip, deflate", "user-agent": f"evalhydra/{__version__}"}
 
 
 class OpenAICompatService:
@@ -139,15 +128,12 @@ class OpenAICompatService:
         self.config = config
         self._endpoints = endpoints if endpoints is not None else Endpoints()  # the run's, shared
         self.registry_root = registry_root
-        static, self._dynamic_headers = split_headers(config.headers)
+        #: The headers it sends, the key and the ``${oc.env:…}`` ones read at each call.
+        self.headers = ServiceHeaders(config)
         tags = [str(t) for t in config.reasoning.tags]
         #: The inline thinking block's tags; None leaves the reply's content as it is.
         self._reasoning_tags = (tags[0], tags[1]) if config.reasoning.parse and len(tags) == 2 else None
         self._parse = parse_responses_reply if config.api == "responses" else parse_chat_response
-        #: Every configured header value is masked when echoed, whatever its origin (a literal, or
-        #: an ``${oc.env:…}`` that OmegaConf resolved before the service saw it).
-        self._static_secrets = [v.strip() for v in static.values() if len(v.strip()) >= MIN_SECRET_LENGTH]
-        self._static_headers = {**_BASE_HEADERS, **{k.lower(): v for k, v in static.items()}}
         self._set_url(config.base_url if base_url is None else base_url)
         self._policy = RetryPolicy.from_config(config.retry)
         #: ``stream: true``: replies are read as server-sent events (:mod:`.stream`).
@@ -156,8 +142,6 @@ class OpenAICompatService:
         self._deadline_s = config.deadline_ms / 1000.0 if config.deadline_ms else None
         self._limiter = trio.CapacityLimiter(max(1, config.max_concurrency))
         self._rate = RateLimiter.from_config(config.rate_limit)
-        user_keys = {key.lower() for key in config.headers}
-        self._auth_env = None if "authorization" in user_keys else config.api_key_env
         timeout = httpx.Timeout(connect=10.0, read=self._timeout_s, write=30.0, pool=None)
         self._extensions: dict[str, Any] = {"timeout": timeout.as_dict()}
         # With the attempt's deadline (below), a read timeout as long as the attempt can never
@@ -200,49 +184,12 @@ class OpenAICompatService:
         that never change (``Host`` and the static ones), encoded once."""
         self._url = normalize_chat_url(base_url, api=self.config.api)
         self._http_url = httpx.URL(self._url)
-        self._host = self._http_url.netloc.decode("ascii")
-        fixed = {"host": self._host, **self._static_headers}
-        fixed.pop("content-length", None)  # each call sends its own
-        self._fixed_headers = [(name.encode("ascii"), value.encode("ascii")) for name, value in fixed.items()]
-        #: Headers without secrets, by body length: httpx copies a ``Headers`` without
-        #: normalising each header again.
-        self._headers_by_length: dict[int, httpx.Headers] = {}
+        self.headers.set_host(self._http_url.netloc.decode("ascii"))
 
     @property
     def limiter(self) -> trio.CapacityLimiter:
         """The per-service in-flight cap (``total_tokens`` may be changed at runtime)."""
         return self._limiter
-
-    def _request_headers(self, length: int) -> httpx.Headers | list[tuple[bytes, bytes]]:
-        """The headers of one call, ``Host`` and ``Content-Length`` included; secrets are read
-        now and never stored."""
-        if self._auth_env is None and not self._dynamic_headers:
-            return self._fixed_request_headers(length)
-        headers = {"host": self._host, **self._static_headers, "content-length": str(length),
-                   **self._secret_headers()}
-        return [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
-
-    def _secret_headers(self) -> dict[str, str]:
-        """The key and the ``${oc.env:…}`` headers, read now (names lower-cased)."""
-        headers = {}
-        key = read_env(self._auth_env)
-        if key is not None:
-            headers["authorization"] = f"Bearer {key}"
-        for name, template in self._dynamic_headers:
-            value = resolve_header(template)
-            if value is not None:
-                headers[name.lower()] = value
-        return headers
-
-    def _fixed_request_headers(self, length: int) -> httpx.Headers:
-        """The headers of a call that sends no secret, made once per body length."""
-        headers = self._headers_by_length.get(length)
-        if headers is None:
-            if len(self._headers_by_length) >= _HEADER_SETS:
-                self._headers_by_length.clear()
-            headers = httpx.Headers([*self._fixed_headers, (b"content-length", b"%d" % length)])
-            self._headers_by_length[length] = headers
-        return headers
 
     def _estimate(self, body: bytes, request: ChatRequest) -> int:
         n_images, image_chars = count_image_chars(request.user_content)
@@ -272,7 +219,7 @@ class OpenAICompatService:
             if cached is not None:
                 return cached
         estimate = self._estimate(body, request) if self._rate.counts_tokens else 0
-        attempt = partial(self._attempt, body, self._request_headers(len(body)), model, estimate)
+        attempt = partial(self._attempt, body, self.headers.request(len(body)), model, estimate)
         before = partial(self._rate.acquire, estimate) if self._rate.enabled else None
         gate = self._endpoint_gate()
         entered = self._clock.now()
@@ -291,9 +238,10 @@ class OpenAICompatService:
             )
         waited_ms = max(0.0, (outcome.started - entered) * 1000.0)
         completion = completion_of(outcome, model, waited_ms, self.config.pricing)
-        completion = mask_secrets(completion, self._secrets())
+        secrets = self.headers.secrets()
+        completion = mask_secrets(completion, secrets)
         if key is not None and self._cache is not None and completion.ok and self._cache.put(
-                key, self._cache_endpoint(), model, mask_value(answer_record(completion), self._secrets()),
+                key, self._cache_endpoint(), model, mask_value(answer_record(completion), secrets),
                 completion.latency_ms):
             await self._cache.aflush()
         return completion
@@ -325,8 +273,7 @@ class OpenAICompatService:
     def api_headers(self) -> dict[str, str]:
         """The headers every call to the endpoint's API carries: the configured ones and the key,
         read now (for the files and batches calls of batch mode)."""
-        static = {name.lower(): value for name, value in split_headers(self.config.headers)[0].items()}
-        return {"user-agent": f"evalhydra/{__version__}", **static, **self._secret_headers()}
+        return self.headers.api_headers()
 
     async def embed(self, model: str, texts: list[str]) -> tuple[list[list[float]] | None, Completion]:
         """``texts``' vectors from the endpoint's ``/embeddings`` (one attempt), and the call's record."""
@@ -335,7 +282,7 @@ class OpenAICompatService:
 
     def mask(self, text: str) -> str:
         """``text`` with every secret this service sends replaced by ``***``."""
-        return mask_text(text, self._secrets()) or text
+        return self.headers.mask(text)
 
     def _cache_endpoint(self) -> str:
         """The endpoint as the cache names it: the built-in mock's port changes with each run, so
@@ -350,10 +297,7 @@ class OpenAICompatService:
         if self._scope is None:
             mock = self.config.mock.enabled
             url = "evalhydra-mock" if mock else str(self._http_url.copy_with(userinfo=b""))
-            static, _ = split_headers(self.config.headers)
-            headers = {**static, **{k: v for k, v in self._secret_headers().items()
-                                    if k.lower() not in _KEY_HEADERS}}
-            self._scope = request_scope(url, headers, self.config.reasoning.parse,
+            self._scope = request_scope(url, self.headers.scope_headers(), self.config.reasoning.parse,
                                         list(self.config.reasoning.tags))
         return self._scope
 
@@ -385,15 +329,6 @@ class OpenAICompatService:
             self._gate = self._endpoints.controller_for(self._url, self.config.max_concurrency,
                                                         self._wait_cap_s())
         return self._gate
-
-    def _secrets(self) -> list[str]:
-        """The secret values this service sends now: its key and every header value."""
-        if self._auth_env is None and not self._dynamic_headers:
-            return self._static_secrets
-        values = [read_env(self._auth_env), *self._static_secrets]
-        values += [read_env(name) for _, template in self._dynamic_headers
-                   for name in ENV_REF.findall(template)]
-        return [v for v in values if v and len(v) >= MIN_SECRET_LENGTH]
 
     async def _attempt(
         self,
