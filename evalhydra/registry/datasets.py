@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,11 @@ from evalhydra.core.values import Attachment, Case, ExpectedToolCall, ToolSpec
 from evalhydra.registry.attachments import attachment_mime, check_attachment_path, check_text
 from evalhydra.registry.bfcl import answers_beside, bfcl_record, is_bfcl
 
-__all__ = ["DATASET_FIELDS", "MAX_DATASET_BYTES", "CaseTemplate", "dataset_file", "iter_cases", "locate_file"]
+__all__ = ["DATASET_FIELDS", "MAX_CASE_BYTES", "CaseTemplate", "dataset_file", "iter_cases", "locate_file"]
 
-MAX_DATASET_BYTES = 8 << 20
+#: The longest line (one case) of a JSONL dataset. A dataset is read a line at a time, so its
+#: size is bounded by the disk, not memory; only a line is held whole.
+MAX_CASE_BYTES = 8 << 20
 #: The fields of a dataset line the loader reads (any other field is kept for templates).
 DATASET_FIELDS = ("id", "input", "ideal", "expected_tool_calls", "attachments", "tags", "expected", "item",
                   "sample", "tools")
@@ -45,12 +48,9 @@ def dataset_file(root: Path, rel: str, where: str, base: Path | None = None) -> 
             there first. None for a zig_eval eval: relative to the registry root only.
 
     Raises:
-        EvalHydraError: The path escapes the registry, is missing, or is too large.
+        EvalHydraError: The path escapes the registry or is missing.
     """
-    path = locate_file(root, rel, base, where=where, what="dataset")
-    if path.stat().st_size > MAX_DATASET_BYTES:
-        raise EvalHydraError(f"{path}: dataset larger than 8 MiB.", "Split it into several evals.")
-    return path
+    return locate_file(root, rel, base, where=where, what="dataset")
 
 
 def locate_file(root: Path, rel: str, base: Path | None, *, where: str, what: str) -> Path:
@@ -164,7 +164,10 @@ def _bfcl_lines(path: Path, records: Iterator[Record]) -> Iterator[Record]:
 
 def _jsonl_records(path: Path) -> Iterator[Record]:
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in enumerate(iter(partial(handle.readline, MAX_CASE_BYTES + 1), b""), start=1):
+            if len(raw) > MAX_CASE_BYTES:
+                raise EvalHydraError(f"{path}:{number}: a case line longer than 8 MiB.",
+                                     "Put a large input in a file the case attaches (attachments).")
             line = raw.strip(b" \t\r\n")
             if not line:
                 continue

@@ -149,6 +149,31 @@ def test_datasets_stream_without_loading_the_file(tmp_path: Path) -> None:
     assert peak < size / 10, f"peak {peak} bytes for a {size}-byte dataset"
 
 
+def test_a_dataset_over_8_mib_loads_a_line_at_a_time(tmp_path: Path) -> None:
+    """A file's size is the disk's business: 10 MB of cases load, and memory follows a line."""
+    line = json.dumps({"id": "{}", "input": "x" * 4000})
+    body = "\n".join(line.replace("{}", str(i)) for i in range(2600)) + "\n"
+    root = _registry(tmp_path, body)
+    assert (root / "data/g/e/test.jsonl").stat().st_size > 9 << 20
+    tracemalloc.start()
+    last = None
+    for case in iter_cases(root, "data/g/e/test.jsonl"):
+        last = case
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert last is not None and last.id == "2599"
+    assert peak < 2 << 20, f"peak {peak} bytes"
+
+
+def test_a_case_line_over_8_mib_is_refused_by_its_line(tmp_path: Path) -> None:
+    small = json.dumps({"id": "a", "input": "hi"})
+    huge = json.dumps({"id": "b", "input": "x" * (8 << 20)})
+    root = _registry(tmp_path, f"{small}\n{huge}\n")
+    with pytest.raises(EvalHydraError, match=r"test\.jsonl:2: a case line longer than 8 MiB") as caught:
+        list(iter_cases(root, "data/g/e/test.jsonl"))
+    assert "attach" in (caught.value.hint or "")
+
+
 def test_loading_trims_only_space_tab_cr_and_lf(tmp_path: Path) -> None:
     """As zig_eval: a NO-BREAK SPACE or form feed is part of the text, so "OK\u00a0" is not "OK"."""
     line = {"id": " c1\t", "input": "\u000cReply with exactly OK.\r\n", "ideal": "OK\u00a0"}
