@@ -49,7 +49,8 @@ def run_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, A
         judge model, the results' run, judged results], …]}, …], "graders": […]}`` (JSON-ready;
         ``judges`` counts scored results only, by the run that stored them, so that the
         viewer finds a target's judge without a pass over its results; ``graders``:
-        :func:`~evalhydra.analysis.graders.grader_rows`).
+        :func:`~evalhydra.analysis.graders.grader_rows`). A run that holds whole runs' rows (one
+        resumed after a kill) names them in ``sources``: a later selection reads them by run id.
     """
     sel = select_runs(conn, run_ids)
     histograms = case_histograms(conn, sel)
@@ -70,7 +71,10 @@ def run_summary(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, A
     rows = list(targets.values())
     for target in rows:
         target["judges"].sort()
-    return {"cells": sum(t["n"] for t in rows), "targets": rows, "graders": grader_rows(conn, sel)}
+    summary = {"cells": sum(t["n"] for t in rows), "targets": rows, "graders": grader_rows(conn, sel)}
+    if sel.whole and sel.params != sel.run_ids:  # a resumed run holds others' rows whole: keep which
+        summary["sources"] = list(sel.params)
+    return summary
 
 
 #: A finished run's saved summary, while no cell was added to the run since (a result written

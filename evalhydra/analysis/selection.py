@@ -21,6 +21,7 @@ then ``results NOT INDEXED``. Queries whose ``ORDER BY`` an index provides
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,12 +64,15 @@ class Selection:
         params: Its parameters.
         table: What full passes over the selection read: ``results``, or
             ``results NOT INDEXED`` when the selection is most of the table.
+        whole: The selection is every row of the runs ``params`` names (``where`` is
+            ``run_id IN (…)``).
     """
 
     run_ids: tuple[str, ...]
     where: str
     params: tuple[Any, ...]
     table: str = "results"
+    whole: bool = False
 
     def ordered(self, columns: str, order_by: str, *, extra: str = "", limit: bool = False) -> str:
         """``SELECT columns`` over the selection in ``order_by`` order, for streaming.
@@ -125,10 +129,49 @@ def select_runs(conn: sqlite3.Connection, run_ids: Sequence[str]) -> Selection:
     once = len(ids) == 1 or members == conn.execute(
         f"select count(distinct cell_key) from run_cells where run_id in ({marks})", ids).fetchone()[0]
     if members == own and once:
-        dense = own >= DENSE_FRACTION * _table_size(conn)
-        return Selection(ids, f"run_id in ({marks})", ids,
-                         table="results not indexed" if dense else "results")
+        return _whole_runs(conn, ids, ids, own)
+    sources = None
+    if len(ids) == 1:
+        sources = _saved_sources(conn, ids[0], members)
+    if sources is None and once:
+        sources = _whole_sources(conn, ids, marks)
+    if sources is not None:  # a resumed run: every row of the runs it reused is one of its cells
+        return _whole_runs(conn, ids, sources, members)
     return Selection(ids, versions_of_runs(len(ids)), ids)
+
+
+def _whole_runs(conn: sqlite3.Connection, ids: tuple[str, ...], sources: tuple[str, ...],
+                rows: int) -> Selection:
+    """The selection of ``ids`` when it is every row of the runs ``sources`` (``rows`` in all)."""
+    dense = rows >= DENSE_FRACTION * _table_size(conn)
+    return Selection(ids, f"run_id in ({', '.join('?' * len(sources))})", sources,
+                     table="results not indexed" if dense else "results", whole=True)
+
+
+def _saved_sources(conn: sqlite3.Connection, run_id: str, members: int) -> tuple[str, ...] | None:
+    """The runs a finished run's saved summary found it holds whole (``sources``), when they still
+    hold exactly its ``members`` rows: no pass over its memberships."""
+    found = conn.execute("select json_extract(summary, '$.sources') from run_summaries where run_id = ?"
+                         " and cells = ?", [run_id, members]).fetchone()
+    if found is None or not found[0]:
+        return None
+    sources = tuple(str(s) for s in json.loads(found[0]))
+    stored = sum(conn.execute("select count(*) from results where run_id = ?", [s]).fetchone()[0]
+                 for s in sources)
+    return sources if stored == members else None
+
+
+def _whole_sources(conn: sqlite3.Connection, ids: tuple[str, ...], marks: str) -> tuple[str, ...] | None:
+    """The runs whose rows the memberships of ``ids`` name, when they name every row of each (a
+    run resumed after a kill holds all that the killed run stored): the selection is then those
+    runs' rows, read by ``run_id``, not a membership test per row. None when some row is not named."""
+    named = conn.execute(f"select result_run_id, count(*) from run_cells where run_id in ({marks})"
+                         " group by result_run_id", ids).fetchall()
+    for run_id, count in named:
+        stored = conn.execute("select count(*) from results where run_id = ?", [run_id]).fetchone()[0]
+        if stored != count:
+            return None
+    return tuple(run_id for run_id, _ in named)
 
 
 def versions_of_runs(count: int) -> str:

@@ -125,10 +125,10 @@ def iter_cases(root: Path, dataset_path: str, *, check_attachments: bool = True,
     path = dataset_file(root, dataset_path, f"{root}", base=base)
     seen: set[str] = set()
     records = _csv_records(path) if path.suffix.lower() == ".csv" else _bfcl_lines(path, _jsonl_records(path))
+    roots = _attachment_root(root, path)  # once per dataset: resolving a path costs system calls
     for number, raw, content_hash, numbered_id in records:
         where = f"{path}:{number}"
-        case = _parse_case(raw, _attachment_root(root, path), where, number, check_attachments, template,
-                           content_hash, numbered_id)
+        case = _parse_case(raw, roots, where, number, check_attachments, template, content_hash, numbered_id)
         if case.id in seen:
             raise EvalHydraError(f"{where}: duplicate case id '{case.id}'.",
                                  "Case ids must be unique within a dataset; rename one of them.")

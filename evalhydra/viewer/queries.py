@@ -28,19 +28,22 @@ PAGE_SIZE = 50
 
 
 
-def summaries(conn: sqlite3.Connection, run_ids: Sequence[str],
-              live: LiveSummaries | None = None) -> dict[str, dict[str, Any]]:
+def summaries(conn: sqlite3.Connection, run_ids: Sequence[str], live: LiveSummaries | None = None, *,
+              graders: bool = True) -> dict[str, dict[str, Any]]:
     """Each run's summary: the saved one while it still holds; a running run's from ``live`` (kept
-    up to date by the cells stored since); else computed now."""
+    up to date by the cells stored since); else computed now. Without ``graders`` (the figures of
+    OpenAI Evals criteria), a run that ended without saving one (killed) is kept in ``live`` too,
+    so a page showing it again reads only what is new."""
     saved = saved_summaries(conn, run_ids)
     out: dict[str, dict[str, Any]] = {}
     for run_id in run_ids:
         running = run_id not in saved and _running(conn, run_id)
-        if live is not None and not running:
+        kept = running or (not graders and run_id not in saved)
+        if live is not None and not kept:
             live.drop(run_id)
         if run_id in saved:
             out[run_id] = saved[run_id]
-        elif running and live is not None:
+        elif kept and live is not None:
             out[run_id] = live.summary(conn, run_id)
         else:
             out[run_id] = run_summary(conn, [run_id])
@@ -146,7 +149,7 @@ def history(conn: sqlite3.Connection, run_id: str, live: LiveSummaries | None = 
         " order by started_at desc, run_id desc limit ?",
         [found[0], found[1], run_id, HISTORY_RUNS]).fetchall()
     rows.reverse()
-    found_summaries = summaries(conn, [r[0] for r in rows], live)
+    found_summaries = summaries(conn, [r[0] for r in rows], live, graders=False)
     points = []
     for other, started in rows:
         interval = overall_interval(found_summaries[other])
