@@ -51,11 +51,25 @@ def failing_cases(store: Store, run_ids: Sequence[str], limit: int = 5) -> list[
 def reused_results(store: Store, run_id: str) -> list[tuple[str, str, int]]:
     """The earlier runs whose stored results this run took instead of asking again: (run id, when
     it started, cells), oldest first."""
+    others = _whole_others(store, run_id)
+    if others is not None:  # it holds each of them whole: count their rows by run id
+        marks = ", ".join("?" * len(others))
+        sql = (f"select r.run_id, coalesce(ru.started_at, ''), count(*) from results r left join runs ru"
+               f" on ru.run_id = r.run_id where r.run_id in ({marks}) group by r.run_id"
+               " order by ru.started_at, r.run_id")
+        return [(str(r), str(at), int(n)) for r, at, n in store.conn.execute(sql, others)] if others else []
     return [(str(r), str(at), int(n)) for r, at, n in store.conn.execute(
         "select rc.result_run_id, coalesce(ru.started_at, ''), count(*) from run_cells rc"
         " left join runs ru on ru.run_id = rc.result_run_id"
         " where rc.run_id = ? and rc.result_run_id != rc.run_id"
         " group by rc.result_run_id order by ru.started_at, rc.result_run_id", [run_id])]
+
+
+def _whole_others(store: Store, run_id: str) -> tuple[str, ...] | None:
+    """The other runs whose every row ``run_id`` holds, when its selection is whole runs (a run
+    resumed after a kill); None when it holds only some of another run's rows."""
+    sel = select_runs(store.conn, [run_id])
+    return tuple(str(r) for r in sel.params if r != run_id) if sel.whole else None
 
 
 def duration_s(store: Store, run_id: str) -> float:
@@ -67,6 +81,13 @@ def duration_s(store: Store, run_id: str) -> float:
 
 def reused_errors(store: Store, run_id: str) -> int:
     """Infrastructure errors stored by an earlier run that this run kept instead of re-sending."""
+    others = _whole_others(store, run_id)
+    if others is not None:
+        if not others:
+            return 0
+        sql = (f"select count(*) from results r where r.run_id in ({', '.join('?' * len(others))})"
+               f" and {infra_error_sql('r.')}")
+        return int(store.conn.execute(sql, others).fetchone()[0])
     sql = f"""select count(*) from run_cells rc join results r on r.cell_key = rc.cell_key
       and r.run_id = rc.result_run_id
         where rc.run_id = ? and r.run_id != ? and {infra_error_sql("r.")}"""

@@ -12,7 +12,7 @@ from typing import Any
 from evalhydra.analysis.aggregate import case_histograms
 from evalhydra.analysis.evalstats import evals_and_targets
 from evalhydra.analysis.judges import has_labels, judge_report
-from evalhydra.analysis.runsummary import saved_summary_of
+from evalhydra.analysis.runsummary import saved_summary_of, summary_histograms
 from evalhydra.analysis.selection import select_runs
 from evalhydra.analysis.ttft import FirstToken, first_token_latency
 from evalhydra.stats.clustered import pass_rate_interval
@@ -117,7 +117,8 @@ def store_stats(store: Store, run_ids: Sequence[str], *, pass_hat_k: int | None 
     """
     sel = select_runs(store.conn, run_ids)
     doc, targets = evals_and_targets(store.conn, sel)
-    histograms = case_histograms(store.conn, sel)
+    # the run summary holds the case histograms of the same selection: no second grouping pass
+    histograms = summary_histograms(summary) if summary is not None else case_histograms(store.conn, sel)
     first_token = first_token_latency(store.conn, sel, targets.values())
     out = []
     for ev in doc["evals"]:

@@ -316,8 +316,10 @@ async def _produce(work: _Work, source: _Source, jobs: JobQueue[CellJob]) -> Non
     pending: list[CellJob] = []
     try:
         for job in source.jobs:
-            if job.key in source.done:
-                await feed.skip([job.key])
+            if job.key in source.done:  # stored: a member of this run, recorded a batch at a time
+                feed.skipped.append((work.run_id, job.key))
+                if len(feed.skipped) >= _SKIPPED_BATCH:
+                    await feed.flush_skipped()
             elif _over_budget(work):
                 work.outcome.budget_exhausted = True
                 break
@@ -332,6 +334,8 @@ async def _produce(work: _Work, source: _Source, jobs: JobQueue[CellJob]) -> Non
         jobs.close()
 
 
+#: Stored cells a run reuses, recorded as its members a batch at a time.
+_SKIPPED_BATCH = 4096
 #: Most cells claimed in one transaction.
 _CLAIM_CHUNK = 1024
 
@@ -362,7 +366,7 @@ class _Feed:
     async def skip(self, keys: list[str]) -> None:
         """Record stored cells as members of this run without running them."""
         self.skipped.extend((self.work.run_id, key) for key in keys)
-        if len(self.skipped) >= 1000:
+        if len(self.skipped) >= _SKIPPED_BATCH:
             await self.flush_skipped()
 
     async def flush_skipped(self) -> None:
@@ -373,6 +377,7 @@ class _Feed:
         self.work.progress.skip(len(self.skipped))
         self.work.outcome.skipped += len(self.skipped)
         self.skipped.clear()
+        await trio.lowlevel.checkpoint()  # a long stretch of stored cells leaves the loop room to run
 
 
 def _over_budget(work: _Work) -> bool:

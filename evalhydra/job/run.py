@@ -145,11 +145,12 @@ def finish_job(plan: RunPlan, store: Store, outcome: RunOutcome, out: Path, *, h
     """
     with _further_interrupts_ignored(outcome.interrupted):
         summary = run_summary(store.conn, [outcome.run_id])  # the viewer's, and names the judges
+        # saved first: the reports' and the summary's selections read the runs it names (sources)
+        store.save_run_summary(outcome.run_id, summary)
         gate_failed, stats = publish_run(
             store, outcome, out, formats=report_formats(plan), gates=plan_gates(plan), header=header,
             hints=fix_hints(plan, store, outcome.run_id), summary=summary)
         code = _exit_code(plan, outcome, stats, gate_failed, resume_hint)
-        store.save_run_summary(outcome.run_id, summary)
         store.finish_run(outcome.run_id, exit_code=int(code))  # sqlite3 binds plain ints only
     return JobResult(code, outcome.run_id, stats)
 

@@ -246,10 +246,9 @@ def _print_held(outcome: Any) -> None:
 
 def _print_cache_hits(store: Store, run_id: str) -> None:
     """How many of the run's answers the response cache gave, and what they would have cost."""
-    sql = """select count(*), coalesce(sum(r.saved_usd), 0) from run_cells rc
-        join results r on r.cell_key = rc.cell_key
-          and r.run_id = rc.result_run_id where rc.run_id = ? and r.run_id = ? and r.cached = 1"""
-    hits, saved = store.conn.execute(sql, [run_id, run_id]).fetchone()
+    # a run's own rows are its members that name it: read by run id, not through every membership
+    sql = "select count(*), coalesce(sum(saved_usd), 0) from results where run_id = ? and cached = 1"
+    hits, saved = store.conn.execute(sql, [run_id]).fetchone()
     if hits:
         print(f"cache: {plural(hits, 'answer')} from the response cache (nothing sent), ${saved:.4f} not paid"
               " again; cache.enabled=false measures the model afresh")
@@ -257,10 +256,9 @@ def _print_cache_hits(store: Store, run_id: str) -> None:
 
 def _print_batched(store: Store, run_id: str) -> None:
     """How many of the run's cells batch jobs answered, and what the batch price saved."""
-    sql = """select count(*), coalesce(sum(r.saved_usd), 0), coalesce(sum(r.cost_usd), 0) from run_cells rc
-        join results r on r.cell_key = rc.cell_key
-          and r.run_id = rc.result_run_id where rc.run_id = ? and r.run_id = ? and r.batched = 1"""
-    cells, saved, paid = store.conn.execute(sql, [run_id, run_id]).fetchone()
+    sql = ("select count(*), coalesce(sum(saved_usd), 0), coalesce(sum(cost_usd), 0) from results"
+           " where run_id = ? and batched = 1")
+    cells, saved, paid = store.conn.execute(sql, [run_id]).fetchone()
     if cells:
         print(f"batch: {plural(cells, 'cell')} answered through batch jobs, ${paid:.4f} paid,"
               f" ${saved:.4f} saved against the online price")

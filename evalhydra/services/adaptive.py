@@ -21,7 +21,9 @@ slot (:meth:`EndpointController.acquire`); after it, it reports what the endpoin
     from :data:`COARSE_RESET_S` away): the rate they imply (``(limit − remaining) / reset``)
     less :data:`PACE_MARGIN`, so a provider that says its budget is not refused at all.
   Sends are spaced at the pace (a bucket of one request refilling at it); a send that finds it
-  empty waits. A token budget nearly spent pauses until its reset;
+  empty waits. When the pace falls (a limit that dropped), the sends already waiting stretch what
+  is left of their waits by the fall, so none goes at the old, refused pace. A token budget
+  nearly spent pauses until its reset;
 * a **pause** of every request: only on evidence that the endpoint admits nothing now (a 429
   when no reply was admitted in the last :data:`WINDOW_S` seconds: a spent budget or quota),
   for its ``Retry-After`` (``retry-after-ms``, or the budget's reset); with no pace learned yet
@@ -46,6 +48,7 @@ Everything reads the run's clock, so tests run on trio's ``MockClock``.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import time
@@ -196,6 +199,7 @@ class EndpointController:
         self._budget = 0.0  # requests the pace allows now, at most one (negative: owed by queued sends)
         self._budget_at = 0.0
         self._budget_from = -math.inf  # when the request whose reply set the copy was sent
+        self._cut = trio.Event()  # set (and replaced) when the pace falls: waiting sends stretch
         self._lot = trio.lowlevel.ParkingLot()
         self.answered = False  # any reply seen (a 429 too): the server is alive
         self.silent = False  # never answered, and a probe timed out: cells stop waiting for it
@@ -226,7 +230,7 @@ class EndpointController:
             if self._refill:
                 wait = self._spend(trio.current_time())
                 if wait > 0:
-                    await trio.sleep(wait)
+                    await self._wait_turn(wait)
             await self._wait_pause()
         except BaseException:
             self._free()
@@ -240,6 +244,22 @@ class EndpointController:
         self._budget_at = now
         self._budget -= 1.0
         return _bounded(-self._budget / self._refill, self.cap_s) if self._budget < 0 else 0.0
+
+    async def _wait_turn(self, wait: float) -> None:
+        """Sleep ``wait`` seconds, this send's turn at the pace; when the pace falls meanwhile, what
+        is left of the wait stretches by the fall, so the sends already queued go at the new pace,
+        not at the old one that was refused."""
+        pace, until = self._refill, trio.current_time() + wait
+        while True:
+            cut = self._cut
+            with trio.move_on_at(until):
+                await cut.wait()
+            now = trio.current_time()
+            if not cut.is_set() or now >= until:
+                return
+            if 0 < self._refill < pace:
+                until = now + min((until - now) * pace / self._refill, self.cap_s)
+                pace = self._refill
 
     async def _wait_pause(self) -> None:
         while trio.current_time() < self._paused_until:
@@ -311,8 +331,8 @@ class EndpointController:
             elif not feedback.rate_limited or not self._learned:  # overload, or no pace yet: fewer
                 self.limit = max(1.0, self.limit / 2.0)
                 self.lowest = min(self.lowest, self.limit)
-        if admitted:
-            return  # requests are being admitted: the refused one waits, the pace spaces the rest
+        if self._admitted:  # replies admitted in the last window: the refused one waits, the pace
+            return  # spaces the rest
         wait = feedback.retry_after_s
         if wait is None and feedback.rate_limited and feedback.headers:
             wait = budget_of(feedback.headers, "requests")[2]
@@ -323,13 +343,17 @@ class EndpointController:
                 self.lowest = min(self.lowest, self.limit)
 
     def _admitted_rate(self, now: float) -> tuple[float, float]:
-        """Replies admitted a second over the last :data:`WINDOW_S` (or since the first send or the
-        last pause), and that span (under :data:`MIN_SPAN_S` too little to learn a rate from)."""
+        """Replies admitted a second over the last :data:`WINDOW_S` (or since the first send, the
+        last pause or the pace last learned), and that span (under :data:`MIN_SPAN_S` too little
+        to learn a rate from). Counting from the last lesson, a limit that fell is learned from
+        what was admitted since it fell, not from a window still full of the old rate."""
         while self._admitted and self._admitted[0] < now - WINDOW_S:
             self._admitted.popleft()
-        since = max(self._started if self._started is not None else now, self._paused_until)
+        since = max(self._started if self._started is not None else now, self._paused_until,
+                    self._learned_at if self._learned else -math.inf)
         span = min(WINDOW_S, max(now - since, 0.1))  # a pause admits nothing: not part of the rate
-        return len(self._admitted) / span, span
+        counted = len(self._admitted) - bisect.bisect_left(self._admitted, now - span)
+        return counted / span, span
 
     def _probe(self, now: float) -> None:
         """Raise a learned pace while nothing is refused (by :data:`PROBE_GAIN` of what was learned,
@@ -345,7 +369,10 @@ class EndpointController:
         pace = self._learned or self._header_refill
         if pace and not self._refill:  # a new pace starts from an empty bucket of one request
             self._budget, self._budget_at = 0.0, now
-        elif pace and self._budget < 0:  # the sends already queued keep their times
+        elif pace and pace < self._refill and self._budget < 0:  # a fall: the queued sends stretch
+            self._cut.set()  # (what is owed stays owed, now at the slower pace)
+            self._cut = trio.Event()
+        elif pace and self._budget < 0:  # a rise: the sends already queued keep their times
             self._budget *= pace / self._refill
         self._refill = pace
 
