@@ -30,7 +30,6 @@ import json
 import os
 import signal
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,28 +38,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.helpers import mock_process  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from viewer_scale import time_pages  # noqa: E402  (the viewer bench's page timer)
 
-EVAL_JSON = {"id": "bench.million", "group": "bench", "description": "a million cells",
-             "dataset_path": "data/bench/million/test.jsonl", "split": "test",
-             "matcher": {"kind": "exact_match"}, "default_run_count": 1}
+from tests.helpers import mock_process, numbered_registry  # noqa: E402
 
-
-def write_registry(root: Path, cases: int) -> Path:
-    """A zig_eval-layout registry of ``cases`` 'Reply with exactly V<i>.' cases."""
-    data = root / "data" / "bench" / "million"
-    data.mkdir(parents=True)
-    with (data / "test.jsonl").open("w") as out:
-        for i in range(cases):
-            case = {"id": f"c{i}", "input": f"Reply with exactly V{i}.", "ideal": f"V{i}"}
-            out.write(json.dumps(case) + "\n")
-    (root / "evals").mkdir()
-    (root / "evals" / "million.json").write_text(json.dumps(EVAL_JSON))
-    (root / "services.json").write_text("[]")
-    return root
+EVAL_ID = "bench.million"
+DATASET = "data/g/e/test.jsonl"  # numbered_registry's
 
 
 def _mock(url: str, what: str, post: bool = False) -> dict[str, Any]:
@@ -91,17 +76,19 @@ def run_phase(argv: list[str], cwd: Path, db: Path, kill_at: int | None) -> dict
     began = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
     killed = False
-    while kill_at is not None and proc.poll() is None:
-        time.sleep(0.5)
-        if _stored(db) >= kill_at:
-            proc.send_signal(signal.SIGKILL)
-            killed = True
+    while True:  # wait4 (not poll, which would reap the process and lose its rusage)
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG if kill_at is not None and not killed else 0)
+        if pid:
             break
-    _, status, usage = os.wait4(proc.pid, 0)
+        time.sleep(0.5)
+        if kill_at is not None and not killed and _stored(db) >= kill_at:
+            os.kill(proc.pid, signal.SIGKILL)  # not send_signal, whose poll could reap it first
+            killed = True
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
     log.close()
     return {"wall_s": round(time.perf_counter() - began, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "killed": killed,
-            "exit": os.waitstatus_to_exitcode(status), "stored_after": _stored(db)}
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "killed": proc.returncode == -signal.SIGKILL,
+            "exit": proc.returncode, "stored_after": _stored(db)}
 
 
 def time_report(db: Path, run_id: str, out: Path) -> float:
@@ -114,25 +101,8 @@ def time_report(db: Path, run_id: str, out: Path) -> float:
 
 def time_run_page(db: Path, run_id: str, repeat: int = 3) -> dict[str, float]:
     """The viewer's run page over ``db``: its first GET and the median of ``repeat`` more."""
-    proc = subprocess.Popen([sys.executable, "-m", "evalhydra", "view", "--store", str(db), "--no-browser"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "CI": "true"})
-    assert proc.stdout is not None
-    url = proc.stdout.readline().split(": ", 1)[1].strip()
-    base = url.split("/?", 1)[0]
-    try:
-        with httpx.Client(base_url=base, timeout=120) as client:
-            client.get(url)  # the token, then the cookie
-            timings = []
-            for _ in range(repeat + 1):
-                began = time.perf_counter()
-                response = client.get(f"/runs/{run_id}")
-                timings.append(time.perf_counter() - began)
-                assert response.status_code == 200, response.status_code
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
-    return {"first_s": round(timings[0], 3), "median_s": round(statistics.median(timings[1:]), 3)}
+    timed = time_pages(db, repeat, {"run": f"/runs/{run_id}"})["run"]
+    return {"first_s": round(timed["first_s"], 3), "median_s": round(timed["median_s"], 3)}
 
 
 def main() -> int:
@@ -150,13 +120,13 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     cells = args.cases * args.trials
     began = time.perf_counter()
-    registry = write_registry(work / "registry", args.cases)
-    size_mb = (registry / EVAL_JSON["dataset_path"]).stat().st_size / 2**20
+    registry = numbered_registry(work / "registry", args.cases, eval_id=EVAL_ID)
+    size_mb = (registry / DATASET).stat().st_size / 2**20
     print(json.dumps({"cells": cells, "cases": args.cases, "dataset_mb": round(size_mb, 1),
                       "written_s": round(time.perf_counter() - began, 1)}), flush=True)
     db = work / "million.db"
     with mock_process("--latency-ms", str(args.latency_ms)) as url:
-        argv = [sys.executable, "-m", "evalhydra", f"registry={registry}", "eval=bench.million",
+        argv = [sys.executable, "-m", "evalhydra", f"registry={registry}", f"eval={EVAL_ID}",
                 f"trials={args.trials}", "service=mock", "service.mock.enabled=false",
                 f"service.base_url={url}", f"store.path={db}", f"run.concurrency={args.c}",
                 f"service.max_concurrency={args.c}", "run.progress=false", f"hydra.run.dir={work / 'out'}"]
