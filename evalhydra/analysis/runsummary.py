@@ -15,6 +15,7 @@ import json
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from evalhydra.analysis.aggregate import Target, TargetAgg, case_histograms
@@ -25,7 +26,7 @@ from evalhydra.store.rows import INFRA_ERROR_SQL
 from evalhydra.store.runinfo import selection_of, wall_seconds
 
 __all__ = ["header_facts", "merge_summaries", "overall_interval", "run_summary", "saved_summaries",
-           "saved_summary_of", "summary_histograms", "summary_of", "target_rows"]
+           "saved_summary_of", "summary_histograms", "summary_of", "target_rows", "TargetRow"]
 
 _TOTALS_SQL = f"""select "group", eval_id, service_name, coalesce(model, ''), count(*),
   sum({PASSED_SQL}), sum({INFRA_ERROR_SQL}), coalesce(sum(prompt_tokens), 0)
@@ -141,17 +142,43 @@ def summary_histograms(summary: Mapping[str, Any]) -> dict[Target, Counter[tuple
     return {(t["group"], t["eval"], t["service"], t["model"]): _histogram(t) for t in summary["targets"]}
 
 
-def target_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+@dataclass(slots=True)
+class TargetRow:
+    """One target's row of a summary table (the viewer's run page, ``report.html``).
+
+    Attributes:
+        rate: The pass rate (mean over cases of each case's pass fraction); None without a
+            scored result. ``low``/``high``: its 95 % interval, clustered by case (``method``).
+        tokens: Tokens sent and received, the judges' included; ``thinking`` of them reasoning.
+        cost: US dollars.
+    """
+
+    eval: str
+    service: str
+    model: str
+    n: int
+    passed: int
+    failed: int
+    errors: int
+    scored: int
+    rate: float | None
+    low: float
+    high: float
+    method: str
+    tokens: int
+    thinking: int
+    cost: float
+
+
+def target_rows(summary: Mapping[str, Any]) -> list[TargetRow]:
     """Per target: counts, pass rate with its 95 % interval (clustered by case), tokens and cost."""
     rows = []
     for t in summary["targets"]:
         rate = pass_rate_interval(_histogram(t))
         scored = t["n"] - t["errors"]
-        rows.append({"eval": t["eval"], "service": t["service"], "model": t["model"], "n": t["n"],
-                     "passed": t["passed"], "failed": scored - t["passed"], "errors": t["errors"],
-                     "scored": scored, "rate": rate.estimate if rate.n_cases else None, "low": rate.low,
-                     "high": rate.high, "method": rate.method, "tokens": t["tokens"],
-                     "thinking": t["thinking"], "cost": t["cost"]})
+        rows.append(TargetRow(t["eval"], t["service"], t["model"], t["n"], t["passed"], scored - t["passed"],
+                              t["errors"], scored, rate.estimate if rate.n_cases else None, rate.low,
+                              rate.high, rate.method, t["tokens"], t["thinking"], t["cost"]))
     return rows
 
 

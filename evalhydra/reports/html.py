@@ -15,13 +15,14 @@ import json
 import math
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
 from functools import cache
 from pathlib import Path
 from typing import Any, TextIO
 
 from evalhydra.analysis import aggregate as agg
 from evalhydra.analysis.data import ReportData
-from evalhydra.analysis.runsummary import header_facts, summary_of, target_rows
+from evalhydra.analysis.runsummary import TargetRow, header_facts, summary_of, target_rows
 from evalhydra.analysis.selection import STATUS_SQL, Selection
 from evalhydra.core import strictjson
 from evalhydra.matchers.composite import matcher_parts
@@ -99,9 +100,9 @@ def _run_rows(conn: sqlite3.Connection, sel: Selection) -> list[dict[str, Any]]:
     return rows
 
 
-def chart(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def chart(rows: Sequence[TargetRow]) -> dict[str, Any]:
     """Bars of pass rate with their interval per target (SVG coordinates in the template)."""
-    bars = [{**r, "y": 24 + i * 26, "label": f"{r['eval']} · {r['service']}/{r['model']}"}
+    bars = [{**asdict(r), "y": 24 + i * 26, "label": f"{r.eval} · {r.service}/{r.model}"}
             for i, r in enumerate(rows)]
     return {"bars": bars, "height": 40 + 26 * len(bars)}
 

@@ -302,7 +302,7 @@ class _Pages:
             except EvalHydraError as exc:
                 return _missing(exc.message, 400)
             labelled = has_labels(store.conn)
-            targets = [side_targets(store.conn, t.runs, t.service, t.model) for t in (base, cand)]
+            targets = [side_targets(store.conn, t.runs, t.service, t.model, self.live) for t in (base, cand)]
         ids = ",".join([*base.runs, *(r for r in cand.runs if r not in base.runs)])
         if "list" in params:
             return self._changes(request, [*comparison["comparisons"], comparison["overall"]], ids)

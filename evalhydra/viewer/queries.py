@@ -179,19 +179,15 @@ def _literal(text: str) -> str:
 
 
 def side_targets(conn: sqlite3.Connection, runs: Sequence[str], service: str | None,
-                 model: str | None) -> list[str]:
+                 model: str | None, live: LiveSummaries | None = None) -> list[str]:
     """The ``service/model`` targets one side of a comparison covers (its runs, narrowed to its
-    service and model), for the compare page to name."""
+    service and model), for the compare page to name: read from the runs' summaries (saved when
+    they ended), not from their results."""
     if not runs:
         return [f"{service or '*'}/{model or '*'}"]
-    conds, params = [f"rc.run_id in ({','.join('?' * len(runs))})"], list(runs)
-    for column, value in (("r.service_name", service), ("r.model", model)):
-        if value is not None:
-            conds.append(f"{column} = ?")
-            params.append(value)
-    return [f"{s}/{m}" for s, m in conn.execute(
-        "select distinct r.service_name, r.model from run_cells rc join results r on"
-        f" r.cell_key = rc.cell_key and r.run_id = rc.result_run_id where {' and '.join(conds)}"
-        " order by 1, 2 limit 20", params)]
+    found = {(t["service"], t["model"]) for summary in summaries(conn, runs, live, graders=False).values()
+             for t in summary["targets"]
+             if service in (None, t["service"]) and model in (None, t["model"])}
+    return [f"{s}/{m}" for s, m in sorted(found)][:20]
 
 

@@ -86,7 +86,7 @@ def test_the_run_list_and_two_runs_together_match_the_results(tmp_path: Path) ->
     both = selection_summary(store.conn, [BASE, CAND])  # same target twice: computed together
     assert both == run_summary(store.conn, [BASE, CAND]) and both["cells"] == 120
     row = target_rows(both)[0]
-    assert (row["n"], row["passed"], row["failed"]) == (120, 90, 30)
+    assert (row.n, row.passed, row.failed) == (120, 90, 30)
     assert overall_interval(both).n_cases == 20  # the two runs share their 20 cases
     status = run_status(store.conn, [CAND])
     assert status is not None
