@@ -16,7 +16,10 @@ its own. The sides:
   run by evalhydra's runner into a real store, with ``service.transport`` set,
   with start-up's objects frozen as the command line freezes them;
 * ``evalhydra fixed``: evalhydra lean with ``service.adaptive=false`` (a fixed concurrency), so
-  the run shows what adaptive concurrency costs against an endpoint that has no limit.
+  the run shows what adaptive concurrency costs against an endpoint that has no limit;
+* ``evalhydra cache`` / ``evalhydra key``: evalhydra lean with the response cache on (a fresh
+  one: a lookup and a write per cell), or with an API key sent (read and masked per cell): each
+  feature's CPU per cell is the side's minus evalhydra lean's in the same run.
 
 Figures that matter are ratios within the run, so they survive a noisy machine:
 evalhydra (lean) wall ÷ raw trio wall (target ≤ 1.3), evalhydra (lean) wall ÷
@@ -62,7 +65,16 @@ from typing import Any
 
 CASES_MAX = 2000  # the dataset repeats over trials beyond this many cases
 SIDES = ("raw", "aiohttp", "bare-lean", "evalhydra-lean", "evalhydra-httpx", "evalhydra-fixed",
-         "baseline-lean")
+         "evalhydra-cache", "evalhydra-key", "baseline-lean")
+#: A per-cell feature each side turns on over evalhydra-lean's defaults, so its cost is the side's
+#: CPU per cell minus evalhydra-lean's in the same run (``fixed`` turns adaptive limits off).
+FEATURES = {
+    "fixed": ["service.adaptive=false"],
+    "cache": ["cache.enabled=true"],  # a fresh cache (beside the store): a lookup and a write a cell
+    "key": ["service.api_key_env=EVALHYDRA_BENCH_KEY"],  # a key sent: headers read and masked a cell
+}
+#: The key the ``key`` side sends (the mock ignores it); long enough to be masked.
+BENCH_KEY = "sk-bench-0123456789abcdef"
 _LENGTH = re.compile(rb"content-length:[ \t]*(\d+)", re.I)
 
 
@@ -234,10 +246,10 @@ def _registry(root: Path, n: int) -> tuple[Path, int]:
 def _evalhydra(url: str, n: int, c: int, workdir: Path, transport: str) -> dict[str, Any]:
     import trio
 
-    # "fixed": the lean transport with a fixed concurrency (service.adaptive=false), what adaptive
-    # concurrency's slow start and per-attempt bookkeeping cost against an endpoint with no limit
-    adaptive = transport != "fixed"
-    transport = "lean" if transport == "fixed" else transport
+    # a feature side (FEATURES): the lean transport with that feature on, or adaptive limits off
+    features = FEATURES.get(transport, [])
+    if transport in FEATURES:
+        transport = "lean"
 
     from evalhydra.compose.compose import compose_config
     from evalhydra.execute.runner import execute
@@ -251,7 +263,7 @@ def _evalhydra(url: str, n: int, c: int, workdir: Path, transport: str) -> dict[
         f"registry={registry}", "service=mock", "service.mock.enabled=false", f"service.base_url={url}",
         f"service.max_concurrency={c}", f"service.transport={transport}", f"run.concurrency={c}",
         f"store.path={workdir / 'bench.db'}", "run.progress=false", "eval=bench.e",
-        f"service.adaptive={str(adaptive).lower()}",
+        f"cache.path={workdir / 'cache.db'}", *features,
     ])
     # As `python -m evalhydra` does once Hydra has composed the config (evalhydra.cli.startup.resume_gc):
     # what start-up made stays out of the run's collections. Left in, the collection at the run's
@@ -339,7 +351,7 @@ def worker(side: str, url: str, n: int, c: int) -> dict[str, Any]:
 
 
 def _run_side(side: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
-    env = dict(os.environ)
+    env = dict(os.environ, EVALHYDRA_BENCH_KEY=BENCH_KEY)
     if side == "baseline-lean":  # the baseline tree's evalhydra comes first on the path
         env["PYTHONPATH"] = os.pathsep.join([args.baseline, *filter(None, [env.get("PYTHONPATH")])])
     out = subprocess.run(
@@ -432,6 +444,19 @@ def _print_table(results: dict[str, list[dict[str, Any]]], args: argparse.Namesp
               + ", ".join(f"{x:.1f}" for x in floors) + f" µs  (median {_median(floors):.1f})")
     if "baseline-lean" in wall and "evalhydra-lean" in wall:
         _print_against_baseline(results, args.n)
+    if "evalhydra-lean" in wall:
+        _print_feature_costs(results, args.n)
+
+
+def _print_feature_costs(results: dict[str, list[dict[str, Any]]], n: int) -> None:
+    """Each feature side's CPU per cell minus evalhydra-lean's, round by round: what it costs."""
+    for feature in FEATURES:
+        side = f"evalhydra-{feature}"
+        if side in results:
+            cost = [(f["cpu_s"] - e["cpu_s"]) / n * 1e6
+                    for f, e in zip(results[side], results["evalhydra-lean"], strict=True)]
+            print(f"{side} CPU per cell − evalhydra-lean's = " + ", ".join(f"{x:.1f}" for x in cost)
+                  + f" µs  (median {_median(cost):.1f})")
 
 
 def _print_against_baseline(results: dict[str, list[dict[str, Any]]], n: int) -> None:

@@ -5,6 +5,8 @@
 * :mod:`~evalhydra.services.base`: the seam between the runner and whatever answers a case.
 * :mod:`~evalhydra.services.cache`: the response cache: the same request to the same model is not
   paid for twice.
+* :mod:`~evalhydra.services.limit_headers`: a provider's rate-limit headers, read: a budget's limit,
+  what remains and when it is whole again.
 * :mod:`~evalhydra.services.pricing`: cost of a call from its token usage and the service's
   per-million-token prices.
 * :mod:`~evalhydra.services.ratelimit`: per-service request and token budgets (``rate_limit.rpm`` /

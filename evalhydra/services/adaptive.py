@@ -18,8 +18,10 @@ slot (:meth:`EndpointController.acquire`); after it, it reports what the endpoin
     to a full budget) cannot mislead it;
   - *from the budget headers* before any refusal, when the endpoint sends them (OpenAI's
     ``x-ratelimit-*``; Anthropic's ``anthropic-ratelimit-*``, whose RFC 3339 resets count only
-    from :data:`COARSE_RESET_S` away): the rate they imply (``(limit − remaining) / reset``)
-    less :data:`PACE_MARGIN`, so a provider that says its budget is not refused at all.
+    from :data:`~evalhydra.services.limit_headers.COARSE_RESET_S` away, as
+    :mod:`~evalhydra.services.limit_headers` reads them): the rate they imply
+    (``(limit − remaining) / reset``) less :data:`PACE_MARGIN`, so a provider that says its
+    budget is not refused at all.
   Sends are spaced at the pace (a bucket of one request refilling at it); a send that finds it
   empty waits. When the pace falls (a limit that dropped), the sends already waiting stretch what
   is left of their waits by the fall, so none goes at the old, refused pace. A token budget
@@ -50,16 +52,14 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
-import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 
 import trio
 
 from evalhydra.services.base import EndpointReport
+from evalhydra.services.limit_headers import budget_of
 
 __all__ = [
     "DEFAULT_CAP_S",
@@ -68,9 +68,6 @@ __all__ = [
     "EndpointSilent",
     "Endpoints",
     "Feedback",
-    "budget_of",
-    "parse_duration",
-    "seconds_until",
     "silent_reason",
 ]
 
@@ -85,8 +82,6 @@ WINDOW_S = 1.0
 RESTART_LIMIT = 8
 #: A rate is learned only from at least this much sending (a shorter span says too little).
 MIN_SPAN_S = 0.3
-#: A reset time written in whole seconds (RFC 3339) this close is too coarse to imply a rate.
-COARSE_RESET_S = 2.0
 #: A learned pace rises by this share of itself (as learned) a second while nothing is refused.
 PROBE_GAIN = 0.05
 
@@ -107,29 +102,6 @@ class EndpointSilent(Exception):  # noqa: N818 (a state of the endpoint, not a b
 #: The longest wait a header may set when no cap is given (``retry.retry_after_cap_ms``'s default).
 DEFAULT_CAP_S = 60.0
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str | None) -> float | None:
-    """Seconds of an ``x-ratelimit-reset-*`` value: ``1s``, ``6m0s``, ``20ms``, ``0.5`` (seconds).
-
-    Returns:
-        The seconds, or None when absent or unreadable.
-    """
-    if not text:
-        return None
-    text = text.strip().lower()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        return None
-    return sum(float(n) * _UNIT_S[u] for n, u in parts)
-
-
 def _bounded(seconds: float | None, cap_s: float) -> float:
     """``seconds`` within [0, cap_s]; 0 for None or a value that is no number."""
     if seconds is None or math.isnan(seconds):
@@ -140,14 +112,6 @@ def _bounded(seconds: float | None, cap_s: float) -> float:
 def _a_cap(cap_s: float) -> float:
     """A usable cap: positive and finite, else :data:`DEFAULT_CAP_S`."""
     return cap_s if math.isfinite(cap_s) and cap_s > 0 else DEFAULT_CAP_S
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        value = float(text) if text is not None else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) and value >= 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,35 +366,6 @@ class EndpointController:
         token_limit, tokens, token_reset = budget_of(headers, "tokens")
         if tokens is not None and token_limit and token_reset and tokens < TOKEN_RESERVE * token_limit:
             self._pause(now, token_reset)
-
-
-def budget_of(headers: Mapping[str, str], kind: str) -> tuple[float | None, float | None, float | None]:
-    """(limit, remaining, seconds to a full budget) of the ``requests`` or ``tokens`` budget, from
-    OpenAI's ``x-ratelimit-*`` (durations in minutes, seconds, milliseconds) or Anthropic's
-    ``anthropic-ratelimit-*`` (an RFC 3339 reset time); None for what the headers do not say."""
-    limit = _number(headers.get(f"x-ratelimit-limit-{kind}"))
-    remaining = _number(headers.get(f"x-ratelimit-remaining-{kind}"))
-    reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))
-    if limit is None and remaining is None and reset is None:
-        limit = _number(headers.get(f"anthropic-ratelimit-{kind}-limit"))
-        remaining = _number(headers.get(f"anthropic-ratelimit-{kind}-remaining"))
-        reset = seconds_until(headers.get(f"anthropic-ratelimit-{kind}-reset"))
-        if reset is not None and reset < COARSE_RESET_S:  # whole seconds say too little this close
-            reset = None
-    return limit, remaining, reset
-
-
-def seconds_until(stamp: str | None) -> float | None:
-    """Seconds from now to an RFC 3339 time (0 for one past); None when it is none."""
-    if not stamp:
-        return None
-    try:
-        when = datetime.fromisoformat(stamp.strip())
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class Endpoints:

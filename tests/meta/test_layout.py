@@ -109,3 +109,13 @@ def test_every_test_file_named_for_a_module_names_one_that_exists() -> None:
         if named_for_a_module and not exists:
             stale.append(str(path.relative_to(REPO)))
     assert not stale, f"named for modules that do not exist: {stale}"
+
+
+#: The longest a module may grow (issue 61, item 5): past it, split it by concern.
+MAX_MODULE_LINES = 450
+
+
+def test_no_module_is_over_450_lines() -> None:
+    long = {str(path.relative_to(REPO)): n for path in PACKAGE.rglob("*.py")
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"split by concern: {long}"

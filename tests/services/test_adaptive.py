@@ -24,8 +24,8 @@ from evalhydra.services.adaptive import (
     EndpointController,
     Endpoints,
     Feedback,
-    parse_duration,
 )
+from evalhydra.services.limit_headers import parse_duration
 from evalhydra.services.openai import OpenAICompatService
 from tests.helpers import numbered_registry
 

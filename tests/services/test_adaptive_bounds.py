@@ -15,7 +15,8 @@ import trio.testing
 
 from evalhydra.config.schema import RetryConfig, ServiceConfig
 from evalhydra.core.values import ChatRequest, ErrorKind
-from evalhydra.services.adaptive import EndpointController, Feedback, budget_of, parse_duration
+from evalhydra.services.adaptive import EndpointController, Feedback
+from evalhydra.services.limit_headers import budget_of, parse_duration
 from evalhydra.services.openai import OpenAICompatService
 from evalhydra.services.retry import retry_after_header
 from tests.helpers import mock_process, numbered_registry, run_cli
