@@ -12,8 +12,8 @@ from contextlib import contextmanager
 __all__ = ["interrupted", "time_limit"]
 
 #: How many SQLite virtual-machine steps pass between looks at the clock (a few milliseconds of
-#: SQLite's work). Each look is a Python call that must take the GIL: in the viewer, whose page
-#: threads and event loop share it, a look every 10,000 steps doubled a million-result comparison.
+#: SQLite's work, so a limit is kept to within that). Each look is a Python call that must take
+#: the GIL, which the viewer's page threads and event loop share: few looks, little waiting.
 _STEPS = 1_000_000
 
 
