@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MASK", "mask_text", "mask_value"]
+__all__ = ["MASK", "holds_secret", "mask_text", "mask_value"]
 
 
 MASK = "***"
@@ -19,6 +19,18 @@ def mask_text(text: str | None, secrets: list[str]) -> str | None:
         if secret in text:
             text = text.replace(secret, MASK)
     return text
+
+
+def holds_secret(value: Any, secrets: list[str]) -> bool:
+    """Whether any string in ``value`` (dict keys and values, list and tuple items, at any depth)
+    holds one of ``secrets``: a look without building anything, so the usual answer (no) is cheap."""
+    if isinstance(value, str):
+        return any(secret in value for secret in secrets)
+    if isinstance(value, dict):
+        return any(holds_secret(k, secrets) or holds_secret(v, secrets) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(holds_secret(v, secrets) for v in value)
+    return False
 
 
 def mask_value(value: Any, secrets: list[str]) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
-from evalhydra.core.masking import mask_value
+from evalhydra.core.masking import holds_secret, mask_value
 from evalhydra.plan.model import RunPlan
 from evalhydra.services.openai.secrets import secrets_of
 from evalhydra.store.rows import ResultRow
@@ -28,6 +28,12 @@ def masked_rows(row: ResultRow, attempts: list[dict[str, Any]],
     endpoint, a tool that returned it, a model that passed it on, an exception's text)."""
     if not secrets:
         return row, attempts
-    texts = {f.name: mask_value(value, secrets) for f in fields(row)
-             if isinstance(value := getattr(row, f.name), str | dict | list | tuple)}
-    return replace(row, **texts), [mask_value(a, secrets) for a in attempts]
+    texts = {name: mask_value(value, secrets) for name in _FIELDS
+             if holds_secret(value := getattr(row, name), secrets)}
+    if any(holds_secret(a, secrets) for a in attempts):
+        attempts = [mask_value(a, secrets) for a in attempts]
+    return (replace(row, **texts) if texts else row), attempts  # rebuilt only where a secret is
+
+
+#: The result row's fields, in order.
+_FIELDS = tuple(f.name for f in fields(ResultRow))

@@ -54,6 +54,7 @@ class ServiceHeaders:
         fixed = {"host": host, **self._base}
         fixed.pop("content-length", None)  # each call sends its own
         self._fixed = [(name.encode("ascii"), value.encode("ascii")) for name, value in fixed.items()]
+        self._fixed_names = {name for name, _ in self._fixed}
         #: Headers without secrets, by body length: httpx copies a ``Headers`` without
         #: normalising each header again.
         self._by_length: dict[int, httpx.Headers] = {}
@@ -63,8 +64,11 @@ class ServiceHeaders:
         included; secrets are read now and never stored."""
         if self._auth_env is None and not self._dynamic:
             return self._without_secrets(length)
-        headers = {"host": self._host, **self._base, "content-length": str(length), **self.secret_headers()}
-        return [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
+        secret = [(name.encode("ascii"), value.encode("ascii"))
+                  for name, value in self.secret_headers().items()]
+        named = {name for name, _ in secret}
+        fixed = [h for h in self._fixed if h[0] not in named] if named & self._fixed_names else self._fixed
+        return [*fixed, (b"content-length", b"%d" % length), *secret]  # a secret header wins its name
 
     def secret_headers(self) -> dict[str, str]:
         """The key and the ``${oc.env:…}`` headers, read now (names lower-cased)."""

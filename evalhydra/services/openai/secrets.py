@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.core.masking import mask_text
+from evalhydra.core.masking import holds_secret, mask_text
 from evalhydra.core.values import Completion
 from evalhydra.services.openai.payload import plain
 
@@ -53,7 +53,8 @@ def mask_secrets(completion: Completion, secrets: list[str]) -> Completion:
     """The completion with every known secret value replaced by ``***`` in its output, its
     error message and its attempts' messages: a gateway that echoes the key (a 401 body that
     quotes it) cannot write it to the store or a report."""
-    if not secrets:
+    texts = (completion.output, completion.error_message, *(a.error_message for a in completion.attempts))
+    if not secrets or not holds_secret(texts, secrets):  # the usual case: nothing to rebuild
         return completion
     attempts = tuple(replace(a, error_message=mask_text(a.error_message, secrets))
                      for a in completion.attempts)
