@@ -52,12 +52,13 @@ def reused_results(store: Store, run_id: str) -> list[tuple[str, str, int]]:
     """The earlier runs whose stored results this run took instead of asking again: (run id, when
     it started, cells), oldest first."""
     others = _whole_others(store, run_id)
+    if others == ():
+        return []
     if others is not None:  # it holds each of them whole: count their rows by run id
-        marks = ", ".join("?" * len(others))
         sql = (f"select r.run_id, coalesce(ru.started_at, ''), count(*) from results r left join runs ru"
-               f" on ru.run_id = r.run_id where r.run_id in ({marks}) group by r.run_id"
-               " order by ru.started_at, r.run_id")
-        return [(str(r), str(at), int(n)) for r, at, n in store.conn.execute(sql, others)] if others else []
+               f" on ru.run_id = r.run_id where r.run_id in ({', '.join('?' * len(others))})"
+               " group by r.run_id order by ru.started_at, r.run_id")
+        return [(str(r), str(at), int(n)) for r, at, n in store.conn.execute(sql, others)]
     return [(str(r), str(at), int(n)) for r, at, n in store.conn.execute(
         "select rc.result_run_id, coalesce(ru.started_at, ''), count(*) from run_cells rc"
         " left join runs ru on ru.run_id = rc.result_run_id"

@@ -156,9 +156,7 @@ def _saved_sources(conn: sqlite3.Connection, run_id: str, members: int) -> tuple
     if found is None or not found[0]:
         return None
     sources = tuple(str(s) for s in json.loads(found[0]))
-    stored = sum(conn.execute("select count(*) from results where run_id = ?", [s]).fetchone()[0]
-                 for s in sources)
-    return sources if stored == members else None
+    return sources if sum(_stored_rows(conn, s) for s in sources) == members else None
 
 
 def _whole_sources(conn: sqlite3.Connection, ids: tuple[str, ...], marks: str) -> tuple[str, ...] | None:
@@ -167,11 +165,14 @@ def _whole_sources(conn: sqlite3.Connection, ids: tuple[str, ...], marks: str) -
     runs' rows, read by ``run_id``, not a membership test per row. None when some row is not named."""
     named = conn.execute(f"select result_run_id, count(*) from run_cells where run_id in ({marks})"
                          " group by result_run_id", ids).fetchall()
-    for run_id, count in named:
-        stored = conn.execute("select count(*) from results where run_id = ?", [run_id]).fetchone()[0]
-        if stored != count:
-            return None
+    if any(_stored_rows(conn, run_id) != count for run_id, count in named):
+        return None
     return tuple(run_id for run_id, _ in named)
+
+
+def _stored_rows(conn: sqlite3.Connection, run_id: str) -> int:
+    """The rows ``run_id`` wrote (counted on its index)."""
+    return int(conn.execute("select count(*) from results where run_id = ?", [run_id]).fetchone()[0])
 
 
 def versions_of_runs(count: int) -> str:

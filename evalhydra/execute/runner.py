@@ -316,10 +316,8 @@ async def _produce(work: _Work, source: _Source, jobs: JobQueue[CellJob]) -> Non
     pending: list[CellJob] = []
     try:
         for job in source.jobs:
-            if job.key in source.done:  # stored: a member of this run, recorded a batch at a time
-                feed.skipped.append((work.run_id, job.key))
-                if len(feed.skipped) >= _SKIPPED_BATCH:
-                    await feed.flush_skipped()
+            if job.key in source.done:
+                await feed.skip([job.key])
             elif _over_budget(work):
                 work.outcome.budget_exhausted = True
                 break

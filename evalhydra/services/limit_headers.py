@@ -21,7 +21,8 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_duration(text: str | None) -> float | None:
-    """Seconds of an ``x-ratelimit-reset-*`` value: ``1s``, ``6m0s``, ``20ms``, ``0.5`` (seconds).
+    """Seconds of an ``x-ratelimit-reset-*`` value: OpenAI's duration (``h``, ``m``, ``s`` and ``ms``
+    parts run together) or bare seconds.
 
     Returns:
         The seconds, or None when absent or unreadable.

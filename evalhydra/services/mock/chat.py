@@ -225,7 +225,7 @@ def _render(body: bytes, default_model: str, fixed_reply: str | None) -> bytes |
     return whole[whole.index(b'"model":') :]
 
 
-#: Distinct bodies remembered: a bench cycles through its 2,000 cases once per trial, and an LRU
+#: Distinct bodies remembered: a bench cycles through its cases once per trial, and an LRU
 #: smaller than that cycle would never hit (an entry is one small reply body).
 _CACHE_ENTRIES = 4096
 _rendered_cached = lru_cache(maxsize=_CACHE_ENTRIES)(_render)

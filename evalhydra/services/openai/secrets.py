@@ -53,8 +53,10 @@ def mask_secrets(completion: Completion, secrets: list[str]) -> Completion:
     """The completion with every known secret value replaced by ``***`` in its output, its
     error message and its attempts' messages: a gateway that echoes the key (a 401 body that
     quotes it) cannot write it to the store or a report."""
+    if not secrets:
+        return completion
     texts = (completion.output, completion.error_message, *(a.error_message for a in completion.attempts))
-    if not secrets or not holds_secret(texts, secrets):  # the usual case: nothing to rebuild
+    if not holds_secret(texts, secrets):  # the usual case: nothing to rebuild
         return completion
     attempts = tuple(replace(a, error_message=mask_text(a.error_message, secrets))
                      for a in completion.attempts)

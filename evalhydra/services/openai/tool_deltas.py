@@ -29,8 +29,8 @@ class ToolCallAssembly:
     def __init__(self) -> None:
         self._calls: list[list[Any]] = []  # [id, index, name, [argument pieces]], in order of arrival
         # the latest call by id and index, by id, and by index: a call's id and index never change,
-        # so each delta finds its call at once (a scan of the calls made one event of 40,000
-        # deltas quadratic)
+        # so each delta finds its call at once (a scan of the calls made an event of many deltas
+        # quadratic)
         self._by_id_index: dict[tuple[str, int], list[Any]] = {}
         self._by_id: dict[str, list[Any]] = {}
         self._by_index: dict[int, list[Any]] = {}
