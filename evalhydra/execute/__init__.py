@@ -7,6 +7,8 @@
 * :mod:`~evalhydra.execute.rejudge_cell`: the cell source and runner for stored outputs.
 * :mod:`~evalhydra.execute.services`: opening the candidate and judge services.
 * :mod:`~evalhydra.execute.writer`: the batching store writer task.
+* :mod:`~evalhydra.execute.feed`: the producer's outlets: pending cells to the workers, stored
+  cells recorded as the run's members; :mod:`~evalhydra.execute.outcome`: what a run did.
 * :mod:`~evalhydra.execute.progress`: the progress line.
 * :mod:`~evalhydra.execute.gcpace`: how often the cyclic garbage collector runs while a run's cells
   are in flight.

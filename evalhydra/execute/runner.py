@@ -21,7 +21,7 @@ stored outputs with a runner that only calls judges
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -36,9 +36,11 @@ from evalhydra.core.usercode import USER_THREADS, passes_through
 from evalhydra.execute.agent_cell import AgentCellRunner
 from evalhydra.execute.chat_cell import ChatCellRunner
 from evalhydra.execute.deadend import FAIL_FAST_CELLS, DeadEndpointWatch
+from evalhydra.execute.feed import Feed
 from evalhydra.execute.gcpace import RunGcPace
 from evalhydra.execute.jobqueue import JobQueue
 from evalhydra.execute.masked import masked_rows, run_secrets
+from evalhydra.execute.outcome import RunOutcome
 from evalhydra.execute.progress import HEARTBEAT_S, Progress
 from evalhydra.execute.rows import crashed_row
 from evalhydra.execute.runrecord import new_run_id, run_row
@@ -61,26 +63,6 @@ __all__ = [
     "execute_cells",
     "open_plan_runner",
 ]
-
-
-@dataclass
-class RunOutcome:
-    """What happened, for the summary and the exit code."""
-
-    run_id: str
-    total: int = 0
-    skipped: int = 0
-    executed: int = 0
-    errors: int = 0
-    cost_usd: float = 0.0
-    interrupted: bool = False
-    budget_exhausted: bool = False
-    dead_endpoint: str | None = None  # why the run stopped sending (see DeadEndpointWatch)
-    held_elsewhere: int = 0  # pending cells another live run had claimed, so this one left them
-    holders: set[str] = field(default_factory=set)
-    rate_limited: list[EndpointReport] = field(default_factory=list)  # endpoints that refused (429)
-    deferred: int = 0  # cells whose batch is still pending at the provider: not stored, a rerun collects them
-    deferred_reason: str = ""
 
 
 class CellRunner(Protocol):
@@ -124,7 +106,7 @@ async def execute(
     run_id = run_id or new_run_id(plan)
     total = count_cells(plan) if total is None else total
     USER_THREADS.reset()
-    done = set() if plan.fresh else store.done_keys(
+    done = {} if plan.fresh else store.done_versions(
         [e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors,
         client_errors=plan.resend_client_errors)
     row = run_row(plan, run_id, total)
@@ -170,16 +152,16 @@ async def execute_cells(
     jobs: Iterable[CellJob],
     open_runner: OpenRunner,
     *,
-    done: Collection[str] = frozenset(),
+    done: Mapping[str, str] | None = None,
     progress: Progress | None = None,
     claims: Claims | None = None,
 ) -> RunOutcome:
     """Record a run (``row``) and execute each of ``jobs`` whose key is not in ``done``.
 
-    Jobs whose key is in ``done`` are already stored: they join the run without
-    being executed. With ``claims``, every other job is claimed in the store
-    before it is sent; one that another live run holds is left to it. The run
-    ends ``completed``, ``interrupted`` or ``failed``.
+    Jobs whose key is in ``done`` (stored cells, each with the run that stored the version
+    read) are already stored: they join the run without being executed. With ``claims``,
+    every other job is claimed in the store before it is sent; one that another live run
+    holds is left to it. The run ends ``completed``, ``interrupted`` or ``failed``.
     """
     outcome = RunOutcome(run_id=row["run_id"], total=row["cells_total"])
     store.start_run(row)
@@ -191,7 +173,7 @@ async def execute_cells(
         if claims is not None:
             claims.start_renewing()
         try:
-            source = _Source(jobs, done, claims)
+            source = _Source(jobs, done or {}, claims)
             with RunGcPace():
                 await _run(plan, store, source, open_runner, outcome, progress, work_scope)
             status = "interrupted" if outcome.interrupted else "completed"
@@ -212,7 +194,7 @@ class _Source:
     """Where a run's cells come from: the jobs, the keys already stored, and the claims."""
 
     jobs: Iterable[CellJob]
-    done: Collection[str]
+    done: Mapping[str, str]
     claims: Claims | None
 
 
@@ -293,6 +275,10 @@ def _workers(work: _Work) -> int:
     return max(1, min(max(work.plan.run.concurrency, batch.max_requests), work.outcome.total))
 
 
+#: Most cells claimed in one transaction.
+_CLAIM_CHUNK = 1024
+
+
 def _chunk(work: _Work) -> int:
     """Cells claimed (and queued) at a time: twice ``run.concurrency``, at most :data:`_CLAIM_CHUNK`.
 
@@ -311,13 +297,13 @@ async def _produce(work: _Work, source: _Source, jobs: JobQueue[CellJob]) -> Non
     ``run.concurrency`` cells), so two processes on one store take turns
     instead of one claiming everything up front.
     """
-    feed = _Feed(work, source.claims, jobs)
+    feed = Feed(work.run_id, work.rows, work.outcome, work.progress, source.claims, jobs, source.done)
     chunk = _chunk(work)
     pending: list[CellJob] = []
     try:
         for job in source.jobs:
             if job.key in source.done:
-                await feed.skip([job.key])
+                await feed.reuse(job.key)
             elif _over_budget(work):
                 work.outcome.budget_exhausted = True
                 break
@@ -327,55 +313,9 @@ async def _produce(work: _Work, source: _Source, jobs: JobQueue[CellJob]) -> Non
                     await feed.send(pending)
                     pending = []
         await feed.send(pending)
-        await feed.flush_skipped()
+        await feed.flush_reused()
     finally:
         jobs.close()
-
-
-#: Stored cells a run reuses, recorded as its members a batch at a time.
-_SKIPPED_BATCH = 4096
-#: Most cells claimed in one transaction.
-_CLAIM_CHUNK = 1024
-
-
-@dataclass
-class _Feed:
-    """The producer's outlets: workers for claimed cells, members for stored ones."""
-
-    work: _Work
-    claims: Claims | None
-    jobs: JobQueue[CellJob]
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-
-    async def send(self, jobs: list[CellJob]) -> None:
-        """Claim ``jobs`` (when claims are on) and send the claimed ones to the workers."""
-        if not jobs:
-            return
-        if self.claims is not None:
-            result = await trio.to_thread.run_sync(self.claims.claim, [job.key for job in jobs])
-            await self.skip(result.stored)  # stored by another run since the plan was read
-            self.work.outcome.held_elsewhere += len(result.held)
-            self.work.outcome.holders.update(result.held.values())
-            self.work.progress.skip(len(result.held))
-            claimed = set(result.claimed)
-            jobs = [job for job in jobs if job.key in claimed]
-        await self.jobs.put(jobs)
-
-    async def skip(self, keys: list[str]) -> None:
-        """Record stored cells as members of this run without running them."""
-        self.skipped.extend((self.work.run_id, key) for key in keys)
-        if len(self.skipped) >= _SKIPPED_BATCH:
-            await self.flush_skipped()
-
-    async def flush_skipped(self) -> None:
-        """Send the recorded members to the writer."""
-        if not self.skipped:
-            return
-        await self.work.rows.put(members=self.skipped[:])
-        self.work.progress.skip(len(self.skipped))
-        self.work.outcome.skipped += len(self.skipped)
-        self.skipped.clear()
-        await trio.lowlevel.checkpoint()  # a long stretch of stored cells leaves the loop room to run
 
 
 def _over_budget(work: _Work) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 import trio
 
 from evalhydra.store.db import Batch, Store
+from evalhydra.store.inserts import ReusedCells
 from evalhydra.store.rows import ResultRow
 
 __all__ = ["FLUSH_INTERVAL_S", "RowSink", "store_writer"]
@@ -40,18 +41,19 @@ class RowSink:
         self._room = trio.lowlevel.ParkingLot()  # tasks waiting for the writer to take rows
 
     async def put(self, results: Iterable[ResultRow] = (), members: Iterable[tuple[str, str]] = (),
-                  attempts: Iterable[dict[str, Any]] = ()) -> None:
+                  attempts: Iterable[dict[str, Any]] = (),
+                  reused: Iterable[ReusedCells] = ()) -> None:
         """Add rows; waits only while the writer is two batches behind."""
         pending = self.pending
         pending.results.extend(results)
         pending.members.extend(members)
         pending.attempts.extend(attempts)
+        pending.reused.extend(reused)
         if not self._filled.is_set():
             self._filled.set()
-        size = max(len(pending.results), len(pending.members))
-        if size >= self.batch_size or self.hurried:
+        if _size(pending) >= self.batch_size or self.hurried:
             self._full.set()
-            while max(len(self.pending.results), len(self.pending.members)) >= 2 * self.batch_size:
+            while _size(self.pending) >= 2 * self.batch_size:
                 await self._room.park()
 
     def hurry(self) -> None:
@@ -86,6 +88,11 @@ class RowSink:
         await self._filled.wait()  # no timer while nothing is pending
         with trio.move_on_after(interval):
             await self._full.wait()
+
+
+def _size(batch: Batch) -> int:
+    """A batch's size against ``batch_size``: its longest list of rows."""
+    return max(len(batch.results), len(batch.members), sum(len(cells.keys) for cells in batch.reused))
 
 
 async def store_writer(sink: RowSink, store: Store, flush_interval: float = FLUSH_INTERVAL_S, *,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from tabulate import tabulate
@@ -45,13 +46,13 @@ def print_dry_run(plan: RunPlan) -> None:
           f"${cost:.4f}; no call was made.")
 
 
-def _stored_keys(plan: RunPlan) -> set[str]:
+def _stored_keys(plan: RunPlan) -> Collection[str]:
     """Keys a real run would skip (read-only; an absent store has none)."""
     if not Path(plan.store_path).exists():
-        return set()
+        return ()
     store = open_store(plan.store_path, read_only=True)
     try:
-        return store.done_keys([e.id for e in plan.evals], plan.service.name, retry_errors=plan.resend_errors,
-                            client_errors=plan.resend_client_errors)
+        return store.done_versions([e.id for e in plan.evals], plan.service.name,
+                                   retry_errors=plan.resend_errors, client_errors=plan.resend_client_errors)
     finally:
         store.close()

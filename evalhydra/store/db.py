@@ -25,12 +25,14 @@ from evalhydra.store.connection import connect, immediate
 from evalhydra.store.fractions import save_case_fractions
 from evalhydra.store.inserts import (
     QUOTED_RESULT_COLUMNS,
+    ReusedCells,
     Shape,
     attempt_values,
     checked_attempt,
     delete_claims,
     insert_members,
     insert_present,
+    insert_reused,
     scrubbed,
     typed_row,
     written_cells,
@@ -73,15 +75,19 @@ class Batch:
     results: list[ResultRow] = field(default_factory=list)
     members: list[tuple[str, str]] = field(default_factory=list)
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    #: Stored cells runs reuse, each naming the version it read.
+    reused: list[ReusedCells] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.results) + len(self.members) + len(self.attempts)
+        return (len(self.results) + len(self.members) + len(self.attempts)
+                + sum(len(cells.keys) for cells in self.reused))
 
     def extend(self, other: Batch) -> None:
         """Append another batch's rows."""
         self.results.extend(other.results)
         self.members.extend(other.members)
         self.attempts.extend(other.attempts)
+        self.reused.extend(other.reused)
 
 
 class Store:
@@ -148,16 +154,19 @@ class Store:
             values = [row_values(r, lenient=True) for r in results]
         attempts = [attempt_values(a) for a in batch.attempts]
         try:
-            self.write_values(values, batch.members, attempts, settled=settled)
+            self.write_values(values, batch.members, attempts, settled=settled, reused=batch.reused)
         except UnicodeEncodeError:  # a lone surrogate that slipped past the parsers: keep the row
-            self.write_values(scrubbed(values), batch.members, scrubbed(attempts), settled=settled)
+            self.write_values(scrubbed(values), batch.members, scrubbed(attempts), settled=settled,
+                              reused=batch.reused)
         except OverflowError:  # a number no row builder checked: the cell is kept, as an error
             values = [row_values(checked_row(r, whole=True), lenient=True) for r in results]
-            self.write_values(values, batch.members, [checked_attempt(a) for a in attempts], settled=settled)
+            self.write_values(values, batch.members, [checked_attempt(a) for a in attempts], settled=settled,
+                              reused=batch.reused)
 
     def write_values(self, results: Sequence[Sequence[Any]], members: Sequence[Sequence[Any]],
                      attempts: Sequence[Sequence[Any]], *,
-                     settled: tuple[str, Sequence[str]] | None = None) -> None:
+                     settled: tuple[str, Sequence[str]] | None = None,
+                     reused: Sequence[ReusedCells] = ()) -> None:
         """Write rows already in column order atomically: ``results`` in ``RESULT_FIELDS`` order,
         ``members`` as ``(run_id, cell_key)``, ``attempts`` in ``ATTEMPT_FIELDS`` order.
 
@@ -169,11 +178,15 @@ class Store:
             members: Run memberships.
             attempts: HTTP attempt rows.
             settled: ``(run_id, cell keys)``: that run's claims on these cells are deleted.
+            reused: Stored cells runs reuse, each naming the version it read
+                (:func:`~evalhydra.store.inserts.insert_reused`).
         """
         with immediate(self.conn):
             insert_present(self.conn, "insert or replace into results", QUOTED_RESULT_COLUMNS, results,
                            self._shapes["results"])
             insert_members(self.conn, members, written_cells(results))
+            for cells in reused:
+                insert_reused(self.conn, cells)
             insert_present(self.conn, "insert or replace into attempts", ATTEMPT_FIELDS, attempts,
                            self._shapes["attempts"])
             if settled is not None:
@@ -199,21 +212,24 @@ class Store:
             save_case_fractions(self.conn, run_id)
 
     # -- reads ------------------------------------------------------------
-    def done_keys(self, eval_ids: Sequence[str], service: str, *, retry_errors: bool,
-                  client_errors: bool = False) -> set[str]:
-        """Cell keys already stored for these evals and service.
+    def done_versions(self, eval_ids: Sequence[str], service: str, *, retry_errors: bool,
+                      client_errors: bool = False) -> dict[str, str]:
+        """Cell keys already stored for these evals and service, each with the run that stored
+        its newest version (the version a run reusing the cell holds).
 
         With ``retry_errors``, cells whose newest version is an infrastructure error are left
         out, so they run again; but a 4xx reply that cannot succeed as sent (any but 401,
         403, 408, 409 and 429) is kept unless ``client_errors`` too.
         """
         marks = ",".join("?" * len(eval_ids))
-        sql = (f"select cell_key from results where service_name = ? and eval_id in ({marks})"
+        sql = (f"select cell_key, run_id from results where service_name = ? and eval_id in ({marks})"
                f" and {latest_version_sql()}")
         if retry_errors:
             keep = "" if client_errors else f" or ({_FINAL_CLIENT_ERROR_SQL})"
             sql += f" and (not {INFRA_ERROR_SQL}{keep})"
-        return {row[0] for row in self.conn.execute(sql, [service, *eval_ids])}
+        runs: dict[str, str] = {}  # one string per run id, not one per cell
+        rows = self.conn.execute(sql, [service, *eval_ids])
+        return {key: runs.setdefault(run_id, run_id) for key, run_id in rows}
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Iterator[dict[str, Any]]:
         """Run a SELECT and yield rows as dicts."""

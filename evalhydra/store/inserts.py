@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -14,8 +15,9 @@ from typing import Any
 from evalhydra.store.rows import ATTEMPT_FIELDS, RESULT_FIELDS, ResultRow, storable
 from evalhydra.store.views import latest_version_sql
 
-__all__ = ["QUOTED_RESULT_COLUMNS", "Shape", "attempt_values", "checked_attempt", "delete_claims",
-           "insert_members", "insert_present", "insert_rows", "scrubbed", "typed_row", "written_cells"]
+__all__ = ["QUOTED_RESULT_COLUMNS", "ReusedCells", "Shape", "attempt_values", "checked_attempt",
+           "delete_claims", "insert_members", "insert_present", "insert_reused", "insert_rows", "scrubbed",
+           "typed_row", "written_cells"]
 
 #: Where a result row's values hold its cell key and its run.
 _KEY_AT, _RUN_AT = RESULT_FIELDS.index("cell_key"), RESULT_FIELDS.index("run_id")
@@ -163,6 +165,36 @@ def insert_members(conn: sqlite3.Connection, members: Sequence[Sequence[Any]],
             conn.execute(_REUSED_MEMBER.format(marks=", ".join("?" * size)),
                          [run_id, *keys[start:start + size]])
             start += size
+
+
+#: A stored cell a run reuses, naming the version the run read when it planned.
+_REUSED_VERSION = "insert or ignore into run_cells (run_id, cell_key, result_run_id) values "
+#: Reused cells' rows built at a time.
+_REUSED_ROWS = 4096
+
+
+@dataclass
+class ReusedCells:
+    """Stored cells a run reuses: their keys and, for each, the run that stored the version the
+    run read (a mapping the run holds anyway, so a batch costs a list of keys)."""
+
+    run_id: str
+    keys: list[str]
+    versions: Mapping[str, str]
+
+
+def insert_reused(conn: sqlite3.Connection, reused: ReusedCells) -> None:
+    """Record the memberships of stored cells a run reuses, each naming the version it read.
+
+    Inserted in key order (``reused.keys`` is sorted in place): both of ``run_cells``' indexes
+    are keyed by the cell key, a hash, so keys in plan order land on a different page each,
+    while sorted keys fill pages in turn.
+    """
+    keys, versions = reused.keys, reused.versions
+    keys.sort()
+    for start in range(0, len(keys), _REUSED_ROWS):
+        rows = [(key, versions[key]) for key in keys[start:start + _REUSED_ROWS]]
+        insert_rows(conn, _REUSED_VERSION, rows, shared=[reused.run_id])
 
 
 def delete_claims(conn: sqlite3.Connection, run_id: str, keys: Sequence[str]) -> None:

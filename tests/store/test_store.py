@@ -16,6 +16,7 @@ import pytest
 
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.store.db import Batch, insert_present, open_store
+from evalhydra.store.inserts import ReusedCells
 from evalhydra.store.merge import merge_stores
 from evalhydra.store.rows import RESULT_FIELDS, ResultRow
 from evalhydra.store.schema import RESULT_COLUMNS, SCHEMA_VERSION
@@ -105,9 +106,24 @@ def test_done_keys_and_retry_errors(tmp_path: Path) -> None:
     store.write(
         Batch(results=[_row("ok"), _row("bad", passed=False), _row("err", passed=False, error="timeout")])
     )
-    assert store.done_keys(["g.e"], "s", retry_errors=False) == {"ok", "bad", "err"}
-    assert store.done_keys(["g.e"], "s", retry_errors=True) == {"ok", "bad"}
-    assert store.done_keys(["other"], "s", retry_errors=False) == set()
+    assert set(store.done_versions(["g.e"], "s", retry_errors=False)) == {"ok", "bad", "err"}
+    assert set(store.done_versions(["g.e"], "s", retry_errors=True)) == {"ok", "bad"}
+    assert store.done_versions(["other"], "s", retry_errors=False) == {}
+    store.write(Batch(results=[_row("ok", run="r2")]))  # no evaluated_at: the larger run id is newer
+    assert store.done_versions(["g.e"], "s", retry_errors=True) == {"ok": "r2", "bad": "r1"}
+
+
+def test_reused_cells_name_the_version_read_whatever_their_order(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    keys = [f"k{i:03d}" for i in range(300)]
+    store.write(Batch(results=[_row(key) for key in keys]))
+    shuffled = keys[1::2] + keys[::2]
+    versions = dict.fromkeys(keys, "r1")
+    store.write(Batch(reused=[ReusedCells("r9", shuffled, versions)]))
+    store.write(Batch(reused=[ReusedCells("r9", keys[:1], versions)]))  # recorded twice: kept once
+    got = store.conn.execute("select cell_key, result_run_id from run_cells where run_id = 'r9' "
+                             "order by cell_key").fetchall()
+    assert got == [(key, "r1") for key in keys]
 
 
 def test_read_only_store_rejects_writes(tmp_path: Path) -> None:
