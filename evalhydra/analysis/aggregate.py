@@ -25,6 +25,7 @@ from evalhydra.analysis.selection import (
 from evalhydra.core import strictjson
 from evalhydra.core.values import PASSING
 from evalhydra.stats.rates import pass_at_k, pass_hat_k
+from evalhydra.store.fractions import fractions_valid
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
 __all__ = [
@@ -150,6 +151,14 @@ _CASES_CTE = f"""cases as materialized (
   from {{table}} where {{where}}
   group by eval_id, case_id, service_name, model)"""
 
+#: The same per-case rows from a finished run's saved fractions (:mod:`evalhydra.store.fractions`):
+#: one row per case to read instead of one per result.
+_SAVED_CASES_CTE = """cases as materialized (
+  select max("group") as g, eval_id as e, service_name as s, coalesce(model, '') as m,
+    case_id as c, sum(results) as n, sum(passed) as ok, sum(scored) as scored
+  from case_fractions where run_id = ?
+  group by eval_id, case_id, service_name, model)"""
+
 _HISTOGRAM_SQL = f"""with {_CASES_CTE}
 select g, e, s, m, scored, ok, count(*) from cases where scored > 0 group by g, e, s, m, scored, ok"""
 
@@ -177,6 +186,8 @@ select 5, g, e, s, m, c, ok, scored, null, f from (
   select *, row_number() over (partition by g, e, s, m order by f desc, c) as rank from flaky)
   where rank <= {{cap_flaky_json}}
 """
+
+_SAVED_CASES_SQL = _CASES_SQL.replace(_CASES_CTE, _SAVED_CASES_CTE)
 
 
 def _verdict(passed: int, total: int) -> str:
@@ -216,9 +227,15 @@ def _fold_cases(data: CaseData, rows: list[tuple[Any, ...]]) -> CaseData:
 
 
 def case_rows(conn: sqlite3.Connection, sel: Selection) -> list[tuple[Any, ...]]:
-    """The rows of :func:`collect_cases`'s statement (a query of its own, to run in parallel)."""
-    sql = _CASES_SQL.format(table=sel.table, where=sel.where, cap_cases=CAP_CASES, cap_flaky=CAP_FLAKY,
-                            cap_flaky_json=CAP_FLAKY_JSON)
+    """The rows of :func:`collect_cases`'s statement (a query of its own, to run in parallel).
+
+    A finished run's saved per-case fractions stand for its results when they still describe
+    it (:func:`~evalhydra.store.fractions.fractions_valid`): the same counts, a row per case.
+    """
+    caps = {"cap_cases": CAP_CASES, "cap_flaky": CAP_FLAKY, "cap_flaky_json": CAP_FLAKY_JSON}
+    if len(sel.run_ids) == 1 and fractions_valid(conn, sel.run_ids[0]):
+        return conn.execute(_SAVED_CASES_SQL.format(**caps), sel.run_ids).fetchall()
+    sql = _CASES_SQL.format(table=sel.table, where=sel.where, **caps)
     return conn.execute(sql, sel.params).fetchall()
 
 

@@ -18,10 +18,12 @@ import pytest
 
 from evalhydra.analysis import aggregate, selection
 from evalhydra.analysis.evalstats import evals_and_targets
+from evalhydra.analysis.runsummary import run_summary
 from evalhydra.analysis.selection import select_runs
 from evalhydra.reports import writer
 from evalhydra.reports.writer import ALL_FORMATS, write_run_reports
 from evalhydra.store.db import open_store
+from evalhydra.store.fractions import fractions_valid
 from tests.reference.stats import flakiness
 from tests.reports.support import MockStore, mock_store, random_rows, write_run
 
@@ -54,8 +56,9 @@ def _verdict(ok: int, scored: int) -> str:
     return "STABLE" if ok == scored else "BROKEN" if ok == 0 else "FLAKY"
 
 
+@pytest.mark.parametrize("saved", [False, True], ids=["from-results", "from-saved-fractions"])
 @pytest.mark.parametrize("seed", [0, 3])
-def test_case_statistics_equal_a_python_recount(tmp_path: Path, seed: int,
+def test_case_statistics_equal_a_python_recount(tmp_path: Path, seed: int, saved: bool,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(aggregate, "CAP_CASES", 7)  # the caps must cut, not just sort
     monkeypatch.setattr(aggregate, "CAP_FLAKY", 3)
@@ -63,6 +66,9 @@ def test_case_statistics_equal_a_python_recount(tmp_path: Path, seed: int,
     rows = random_rows(seed, 900)
     store = open_store(tmp_path / "s.db")
     write_run(store, RUN, rows)
+    if saved:  # a finished run's per-case fractions, saved with its summary, stand for its results
+        store.save_run_summary(RUN, run_summary(store.conn, [RUN]))
+    assert fractions_valid(store.conn, RUN) is saved
     sel = select_runs(store.conn, [RUN])
     _, targets = evals_and_targets(store.conn, sel)
     data = aggregate.collect_cases(store.conn, sel, targets)
