@@ -253,19 +253,38 @@ def case_histograms(conn: sqlite3.Connection, sel: Selection) -> dict[Target, Co
 
 
 def run_histograms(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, Counter[tuple[int, int]]]:
-    """Per run, the (scored trials, passed trials) histogram of its (target, case) clusters."""
-    marks = ", ".join("?" * len(run_ids))
-    sql = f"""select run_id, scored, ok, count(*) from (
-        select rc.run_id as run_id, sum({PASSED_SQL}) as ok,
-          count(*) - sum({INFRA_ERROR_SQL}) as scored
-        from run_cells rc join results r on r.cell_key = rc.cell_key
-          and r.run_id = rc.result_run_id where rc.run_id in ({marks})
-        group by rc.run_id, r.eval_id, r.case_id, r.service_name, r.model)
-      where scored > 0 group by run_id, scored, ok"""
+    """Per run, the (scored trials, passed trials) histogram of its (target, case) clusters.
+
+    A finished run's saved per-case fractions give it when they still describe the run, a row
+    per case read instead of a grouping of every result.
+    """
     out: dict[str, Counter[tuple[int, int]]] = {}
-    for run_id, scored, ok, cases in conn.execute(sql, list(run_ids)):
-        out.setdefault(run_id, Counter())[(scored, ok)] += cases
+    rest = []
+    for run_id in dict.fromkeys(run_ids):
+        if not fractions_valid(conn, run_id):
+            rest.append(run_id)
+            continue
+        for scored, ok, cases in conn.execute(_SAVED_RUN_HISTOGRAM_SQL, [run_id]):
+            out.setdefault(run_id, Counter())[(scored, ok)] += cases
+    if rest:
+        marks = ", ".join("?" * len(rest))
+        for run_id, scored, ok, cases in conn.execute(_RUN_HISTOGRAM_SQL.format(marks=marks), rest):
+            out.setdefault(run_id, Counter())[(scored, ok)] += cases
     return out
+
+
+_RUN_HISTOGRAM_SQL = f"""select run_id, scored, ok, count(*) from (
+    select rc.run_id as run_id, sum({PASSED_SQL}) as ok,
+      count(*) - sum({INFRA_ERROR_SQL}) as scored
+    from run_cells rc join results r on r.cell_key = rc.cell_key
+      and r.run_id = rc.result_run_id where rc.run_id in ({{marks}})
+    group by rc.run_id, r.eval_id, r.case_id, r.service_name, r.model)
+  where scored > 0 group by run_id, scored, ok"""
+
+_SAVED_RUN_HISTOGRAM_SQL = """select scored, ok, count(*) from (
+    select sum(passed) as ok, sum(scored) as scored from case_fractions where run_id = ?
+    group by eval_id, case_id, service_name, model)
+  where scored > 0 group by scored, ok"""
 
 
 def collect_cases(conn: sqlite3.Connection, sel: Selection, targets: dict[Target, TargetAgg],

@@ -209,7 +209,7 @@ class Store:
                "saved_at": now_iso()}
         with immediate(self.conn):
             self.db.table("run_summaries").upsert(row, pk="run_id")
-            save_case_fractions(self.conn, run_id)
+            save_case_fractions(self.conn, run_id, summary.get("sources") or ())
 
     # -- reads ------------------------------------------------------------
     def done_versions(self, eval_ids: Sequence[str], service: str, *, retry_errors: bool,

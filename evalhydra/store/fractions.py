@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from evalhydra.store.rows import INFRA_ERROR_SQL
@@ -33,8 +34,11 @@ select :run, "group", eval_id, service_name, model, case_id, count(*), count(dis
   evalhydra_median(ttft_ms) filter (where ttft_ms is not null),
   group_concat(case when not {INFRA_ERROR_SQL} then run_index || ':'
     || (case when passed then 1 else 0 end) || ':' || evalhydra_hash(output) end, ' ')
-from results where (cell_key, run_id) in (select cell_key, result_run_id from run_cells where run_id = :run)
+from results where {{versions}}
 group by "group", eval_id, service_name, model, case_id"""
+
+#: The versions a run holds, through its memberships.
+_MEMBER_VERSIONS = "(cell_key, run_id) in (select cell_key, result_run_id from run_cells where run_id = :run)"
 
 
 class _Median:
@@ -56,16 +60,32 @@ def _hash(text: Any) -> str:
     return hashlib.blake2b(data, digest_size=DIGEST_HASH_CHARS // 2).hexdigest()
 
 
-def save_case_fractions(conn: sqlite3.Connection, run_id: str) -> int:
+def save_case_fractions(conn: sqlite3.Connection, run_id: str, sources: Sequence[str] = ()) -> int:
     """Replace ``run_id``'s per-case fractions with ones computed now; the caller holds the write
-    transaction. Returns the cells they cover."""
+    transaction. Returns the cells they cover.
+
+    Args:
+        conn: The store's connection.
+        run_id: The finished run.
+        sources: The runs whose every row the run holds (its summary's ``sources``: a run resumed
+            after a kill), read by run id rather than through a membership test per row while
+            they still hold as many rows as the run has members.
+    """
     conn.create_function("evalhydra_hash", 1, _hash, deterministic=True)
     conn.create_aggregate("evalhydra_median", 1, _Median)  # type: ignore[arg-type]
     conn.execute("delete from case_fractions where run_id = ?", [run_id])
-    conn.execute(_SAVE_SQL, {"run": run_id})
-    cells = conn.execute("select count(*) from run_cells where run_id = ?", [run_id]).fetchone()[0]
+    cells = int(conn.execute("select count(*) from run_cells where run_id = ?", [run_id]).fetchone()[0])
+    params: dict[str, str] = {"run": run_id}
+    versions = _MEMBER_VERSIONS
+    if sources:
+        names = {f"s{i}": source for i, source in enumerate(sources)}
+        marks = ", ".join(f":{name}" for name in names)
+        held = conn.execute(f"select count(*) from results where run_id in ({marks})", names).fetchone()[0]
+        if held == cells:
+            versions, params = f"run_id in ({marks})", {**params, **names}
+    conn.execute(_SAVE_SQL.format(versions=versions), params)
     conn.execute("insert or replace into case_fraction_runs (run_id, cells) values (?, ?)", [run_id, cells])
-    return int(cells)
+    return cells
 
 
 def fractions_valid(conn: sqlite3.Connection, run_id: str) -> bool:

@@ -161,3 +161,22 @@ def _recording(seen: set[str]) -> Callable[..., list[tuple[Any, ...]]]:
 
 
 _CASE_ROWS = aggregate.case_rows
+
+
+@pytest.mark.parametrize("saved", [False, True], ids=["from-results", "from-saved-fractions"])
+def test_a_runs_case_histogram_equals_a_python_recount(tmp_path: Path, saved: bool) -> None:
+    rows = random_rows(5, 700)
+    store = open_store(tmp_path / "s.db")
+    write_run(store, RUN, rows)
+    other = random_rows(6, 50, run_id="eval-other-eeeeeeee")
+    for row in other:
+        row["cell_key"] = "other-" + row["cell_key"]
+    write_run(store, "eval-other-eeeeeeee", other)
+    if saved:
+        store.save_run_summary(RUN, run_summary(store.conn, [RUN]))
+    assert fractions_valid(store.conn, RUN) is saved
+    got = aggregate.run_histograms(store.conn, [RUN, "eval-other-eeeeeeee"])
+    store.close()
+    for run_id, run_rows in ((RUN, rows), ("eval-other-eeeeeeee", other)):
+        expected = Counter((scored, ok) for _, ok, scored in _python_cases(run_rows).values() if scored)
+        assert got[run_id] == expected, run_id

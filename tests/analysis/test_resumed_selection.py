@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import evalhydra
 from evalhydra.analysis.selection import Selection, select_runs, versions_of_runs
 from evalhydra.store.db import open_store
+from evalhydra.store.fractions import parse_digest, save_case_fractions
 from tests.helpers import numbered_registry
 
 
@@ -53,3 +56,24 @@ def test_a_run_holding_part_of_another_is_read_by_its_memberships(tmp_path: Path
     sel, rows = _rows(tmp_path, again)
     assert sel.where == versions_of_runs(1)
     assert len(rows) == 2 and {run for _, run in rows} == {first}
+
+
+def test_a_resumed_runs_fractions_read_by_run_id_equal_those_read_through_memberships(tmp_path: Path) -> None:
+    first = _run(tmp_path, "run.limit=3")
+    resumed = _run(tmp_path)
+    store = open_store(tmp_path / "s.db")
+    try:
+        sql = "select * from case_fractions where run_id = ? order by case_id"
+        saved = _fractions(store.conn.execute(sql, [resumed]))  # by run id: the summary names both runs
+        assert len(saved) == 4 and sum(row[6] for row in saved) == 8
+        for sources in ((), (first,)):  # none named, or too few rows to be the run's: memberships
+            with store.conn:
+                assert save_case_fractions(store.conn, resumed, sources) == 8
+            assert _fractions(store.conn.execute(sql, [resumed])) == saved
+    finally:
+        store.close()
+
+
+def _fractions(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``case_fractions`` rows, each digest parsed (its trials come in the order SQLite read them)."""
+    return [(*row[:-1], parse_digest(row[-1])) for row in rows]
