@@ -8,6 +8,7 @@ functions of it, whatever the number of stored results.
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from evalhydra.analysis import aggregate as agg
 from evalhydra.analysis.baselines import baseline_comparisons_sql
 from evalhydra.analysis.calibration import calibration_docs
 from evalhydra.analysis.compare import adjust_family
-from evalhydra.analysis.evalstats import evals_and_targets
+from evalhydra.analysis.evalstats import Totals, evals_and_targets
 from evalhydra.analysis.graders import grader_rows
 from evalhydra.analysis.judges import has_labels
 from evalhydra.analysis.selection import Selection
@@ -131,7 +132,8 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
             baseline_service: str | None = None,
             baseline_models: Mapping[str, str] | None = None,
             case_rows: Callable[[], list[tuple[Any, ...]]] | None = None,
-            summary: Mapping[str, Any] | None = None) -> ReportData:
+            summary: Mapping[str, Any] | None = None,
+            on_totals: Callable[[Totals], None] | None = None) -> ReportData:
     """Everything report.md, trials.json, summary.md and the gates need.
 
     Args:
@@ -145,8 +147,12 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
             when another thread runs that query (default: run it here, after the totals).
         summary: The run summary of ``sel``, which names the targets' judges (default: found
             in the results).
+        on_totals: Given :func:`~evalhydra.analysis.evalstats.evals_and_targets`' totals as soon
+            as they are computed (before the per-case statistics fold into them).
     """
     evals_doc, targets = evals_and_targets(conn, sel)
+    if on_totals is not None:
+        on_totals((copy.deepcopy(evals_doc), copy.deepcopy(targets)))
     data = ReportData(list(runs), evals_doc,
                       agg.collect_cases(conn, sel, targets, case_rows() if case_rows else None))
     data.first_token = first_token_latency(conn, sel, targets.values())

@@ -24,7 +24,10 @@ from evalhydra.analysis.selection import DURATION_SQL, PASSED_SQL, STATUS_SQL, S
 from evalhydra.analysis.zigstats import SCHEMA_VERSION, LevelStats, percentile_buckets_sql
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
-__all__ = ["evals_and_targets"]
+__all__ = ["Totals", "evals_and_targets"]
+
+#: ``evals.json`` and the per-target totals of one selection (:func:`evals_and_targets`).
+Totals = tuple[dict[str, Any], dict[Target, TargetAgg]]
 
 _LAT = "max(0, cast(coalesce(latency_ms, 0) + 0.5 as integer))"
 _SUMS = ("c", "passed", "latency_sum", "retried_runs", "total_attempts", "errors", "duration",
@@ -167,8 +170,7 @@ def _document(conn: sqlite3.Connection, sel: Selection, tree: _Tree) -> dict[str
     return {"schema_version": SCHEMA_VERSION, "evals": evals}
 
 
-def evals_and_targets(conn: sqlite3.Connection,
-                      sel: Selection) -> tuple[dict[str, Any], dict[Target, TargetAgg]]:
+def evals_and_targets(conn: sqlite3.Connection, sel: Selection) -> Totals:
     """``evals.json`` and the per eval × service × model totals of a selection.
 
     Args:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from evalhydra.analysis.aggregate import case_histograms
-from evalhydra.analysis.evalstats import evals_and_targets
+from evalhydra.analysis.evalstats import Totals, evals_and_targets
 from evalhydra.analysis.judges import has_labels, judge_report
 from evalhydra.analysis.runsummary import saved_summary_of, summary_histograms
 from evalhydra.analysis.selection import select_runs
@@ -98,7 +98,8 @@ _JUDGE = tuple(f.name for f in fields(JudgeFields))
 
 
 def store_stats(store: Store, run_ids: Sequence[str], *, pass_hat_k: int | None = None,
-                judges: bool | None = None, summary: Mapping[str, Any] | None = None) -> list[TargetStats]:
+                judges: bool | None = None, summary: Mapping[str, Any] | None = None,
+                totals: Totals | None = None) -> list[TargetStats]:
     """Per eval × service × model: counts, pass rate with its interval, pass^k, latency, errors, cost.
 
     The pass rate is the mean over cases of each case's pass fraction, its 95%
@@ -114,9 +115,11 @@ def store_stats(store: Store, run_ids: Sequence[str], *, pass_hat_k: int | None 
             labels (None).
         summary: The run summary of ``run_ids``, which names the targets' judges (default: the
             runs' saved summaries, else a pass over the results).
+        totals: :func:`~evalhydra.analysis.evalstats.evals_and_targets` of ``run_ids``, when the
+            reports have computed them (default: computed here).
     """
     sel = select_runs(store.conn, run_ids)
-    doc, targets = evals_and_targets(store.conn, sel)
+    doc, targets = totals if totals is not None else evals_and_targets(store.conn, sel)
     # the run summary holds the case histograms of the same selection: no second grouping pass
     histograms = summary_histograms(summary) if summary is not None else case_histograms(store.conn, sel)
     first_token = first_token_latency(store.conn, sel, targets.values())

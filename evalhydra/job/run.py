@@ -20,6 +20,7 @@ from typing import Any
 
 import trio
 
+from evalhydra.analysis.evalstats import Totals
 from evalhydra.analysis.gates import GateFailure, Gates
 from evalhydra.analysis.runfacts import failing_cases
 from evalhydra.analysis.runsummary import run_summary
@@ -225,9 +226,10 @@ def publish_run(store: Store, outcome: RunOutcome, out: Path, *, formats: Sequen
     Returns:
         Whether a gate failed, and the per-target stats of the summary.
     """
-    write_run_reports(store, [outcome.run_id], out, formats=formats, summary=summary)
+    totals: list[Totals] = []  # the reports' per-target totals, which the summary reads too
+    write_run_reports(store, [outcome.run_id], out, formats=formats, summary=summary, on_totals=totals.append)
     stats = print_run_summary(store, outcome, out, header=header, hints=hints, pass_hat_k=gates.pass_hat_k,
-                              judges=gates.judged or None, summary=summary)
+                              judges=gates.judged or None, summary=summary, totals=next(iter(totals), None))
     failing = run_gate(store, [outcome.run_id], gates, stats=stats) if gates.active else []
     if gates.active:  # the verdict joins the run's summary.md and the CI's step summary
         add_gate_verdict(out, failing, failing_cases(store, [outcome.run_id], limit=10) if failing else [])

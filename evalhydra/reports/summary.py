@@ -20,6 +20,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from evalhydra.analysis.evalstats import Totals
 from evalhydra.analysis.gates import GateFailure, Gates, failing_stats, top_fix
 from evalhydra.analysis.graders import grader_rows
 from evalhydra.analysis.runfacts import (
@@ -80,16 +81,19 @@ def _rate_cells(stat: TargetStats) -> list[str]:
 def print_run_summary(store: Store, outcome: Any, out_dir: Path, *, header: str | None = None,
                       hints: Sequence[str] = (), pass_hat_k: int | None = None,
                       judges: bool | None = None,
-                      summary: Mapping[str, Any] | None = None) -> list[TargetStats]:
+                      summary: Mapping[str, Any] | None = None,
+                      totals: Totals | None = None) -> list[TargetStats]:
     """Print a run's one-screen summary (computed in SQL); return the stats for :func:`run_gate`.
 
     In order: ``header`` (the registry and store used), the per-target table, the
     top error reasons per target, up to five failing cases with the command that
     lists the rest, the totals (duration, tokens, cost, stored errors reused),
     ``hints`` (a fix per problem), and where the reports are. ``summary`` (the run's
-    :func:`~evalhydra.analysis.runsummary.run_summary`) names the targets' judges.
+    :func:`~evalhydra.analysis.runsummary.run_summary`) names the targets' judges; ``totals``, its
+    per-target totals when the reports computed them.
     """
-    stats = store_stats(store, [outcome.run_id], pass_hat_k=pass_hat_k, judges=judges, summary=summary)
+    stats = store_stats(store, [outcome.run_id], pass_hat_k=pass_hat_k, judges=judges, summary=summary,
+                        totals=totals)
     if header:
         print(header)
     print(visible(_table(stats, "simple")))

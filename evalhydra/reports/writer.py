@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from functools import partial
@@ -34,6 +34,7 @@ from typing import Any
 from evalhydra.analysis.aggregate import case_rows
 from evalhydra.analysis.compare import split_paired
 from evalhydra.analysis.data import collect, sweep_baseline_of
+from evalhydra.analysis.evalstats import Totals
 from evalhydra.analysis.judges import has_labels
 from evalhydra.analysis.runsummary import saved_summary_of
 from evalhydra.analysis.selection import Selection, select_runs
@@ -193,7 +194,8 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
                       baseline_service: str | None = None, *, cumulative: bool = True,
                       baseline_models: dict[str, str] | None = None,
                       comparison: dict[str, Any] | None = None,
-                      summary: Mapping[str, Any] | None = None) -> list[Path]:
+                      summary: Mapping[str, Any] | None = None,
+                      on_totals: Callable[[Totals], None] | None = None) -> list[Path]:
     """Regenerate the reports of ``run_ids`` into ``out_dir``; return the files written.
 
     Args:
@@ -211,6 +213,8 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
         summary: The run summary of ``run_ids`` (:func:`~evalhydra.analysis.runsummary.run_summary`),
             which names the targets' judges (default: the runs' saved summaries, else a pass
             over the results).
+        on_totals: Given the per-target totals the reports computed (none for ``jsonl`` alone),
+            which the one-screen summary then reads instead of computing them again.
     """
     fmts = normalize_formats(formats)
     if cumulative and "jsonl" not in fmts:
@@ -230,7 +234,7 @@ def write_run_reports(store: Store, run_ids: Sequence[str], out_dir: Path,
             cases = pool.submit(_case_rows_job, store.path, sel) if _usable_cores() > len(jobs) + 1 else None
             data = collect(conn, sel, runs, baseline_service=baseline_service,
                            baseline_models=baseline_models, case_rows=cases.result if cases else None,
-                           summary=summary)
+                           summary=summary, on_totals=on_totals)
         experiment = _agent_experiment(store, runs)
         written = _json_files(conn, data, sel, out_dir, fmts)
         if "openai" in fmts:

@@ -20,6 +20,7 @@ from evalhydra.analysis import aggregate, selection
 from evalhydra.analysis.evalstats import evals_and_targets
 from evalhydra.analysis.runsummary import run_summary
 from evalhydra.analysis.selection import select_runs
+from evalhydra.analysis.targetstats import store_stats
 from evalhydra.reports import writer
 from evalhydra.reports.writer import ALL_FORMATS, write_run_reports
 from evalhydra.store.db import open_store
@@ -180,3 +181,18 @@ def test_a_runs_case_histogram_equals_a_python_recount(tmp_path: Path, saved: bo
     for run_id, run_rows in ((RUN, rows), ("eval-other-eeeeeeee", other)):
         expected = Counter((scored, ok) for _, ok, scored in _python_cases(run_rows).values() if scored)
         assert got[run_id] == expected, run_id
+
+
+def test_the_summary_reads_the_totals_the_reports_computed(mock_store: MockStore, tmp_path: Path) -> None:
+    ids = [mock_store.runs[n] for n in ("base", "flaky", "judge")]
+    store = open_store(mock_store.path, read_only=True)
+    handed: list[Any] = []
+    write_run_reports(store, ids, tmp_path / "r", formats=("json", "md"), cumulative=False,
+                      on_totals=handed.append)
+    assert len(handed) == 1
+    assert store_stats(store, ids, totals=handed[0]) == store_stats(store, ids)
+    handed.clear()
+    write_run_reports(store, ids, tmp_path / "l", formats=("jsonl",), cumulative=False,
+                      on_totals=handed.append)
+    assert handed == []  # aiwg's records alone compute no totals: the summary computes its own
+    store.close()
