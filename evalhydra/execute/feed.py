@@ -71,7 +71,9 @@ class Feed:
         A resumed run meets its stored cells in long stretches (a killed run stored the start of
         the plan): they are recorded a stretch at a time, before the next cells are sent, so
         the writer inserts them in one sorted pass (:func:`~evalhydra.store.inserts.insert_reused`)
-        rather than scattered over many transactions.
+        rather than scattered over many transactions. A process killed outright (``kill -9``)
+        before a stretch is handed over leaves its run without those members; the cells stay
+        stored, and the next run reuses them.
         """
         if not self.reused:
             return
@@ -80,6 +82,15 @@ class Feed:
         await self.rows.put(reused=[cells])
         self._count_skipped(count)
         await trio.lowlevel.checkpoint()  # a long stretch of stored cells leaves the loop room to run
+
+    def keep_reused(self) -> None:
+        """Hand the reused cells recorded so far to the writer without waiting (the run was
+        cancelled: the writer writes them as it ends, so an interrupted run holds every stored
+        cell it met)."""
+        if self.reused:
+            self.rows.put_nowait([ReusedCells(self.run_id, self.reused, self.done)])
+            self._count_skipped(len(self.reused))
+            self.reused = []
 
     def _count_skipped(self, count: int) -> None:
         self.progress.skip(count)

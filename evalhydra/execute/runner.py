@@ -315,6 +315,7 @@ async def _produce(work: _Work, source: _Source, jobs: JobQueue[CellJob]) -> Non
         await feed.send(pending)
         await feed.flush_reused()
     finally:
+        feed.keep_reused()
         jobs.close()
 
 

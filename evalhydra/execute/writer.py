@@ -56,6 +56,12 @@ class RowSink:
             while _size(self.pending) >= 2 * self.batch_size:
                 await self._room.park()
 
+    def put_nowait(self, reused: Iterable[ReusedCells]) -> None:
+        """Add reused cells without waiting for room: a cancelled producer's last ones, which
+        the writer writes when the sink closes."""
+        self.pending.reused.extend(reused)
+        self._filled.set()
+
     def hurry(self) -> None:
         """From now on the writer takes rows as soon as it is free, not a batch at a time.
 

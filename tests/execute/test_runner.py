@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -149,3 +152,29 @@ def test_a_dead_endpoint_watch_trips_only_before_any_answer() -> None:
     assert not alive.saw(row(None))  # one answer: the endpoint lives, whatever follows
     assert not any(alive.saw(row("timeout")) for _ in range(5))
     assert not any(DeadEndpointWatch(0).saw(row("timeout")) for _ in range(5))  # run.fail_fast=false
+
+
+async def test_an_interrupted_resumed_run_holds_every_stored_cell_it_met(
+    compose: Compose, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    registry = numbered_registry(tmp_path / "reg", 8)
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve, MockSettings())
+        base = [f"registry={registry}", "service=mock", "service.mock.enabled=false",
+                f"service.base_url={server.url}", "eval=g", "service.timeout_ms=600000"]
+        first = build_plan(compose(*base, "run.limit=6"))
+        store = open_store(first.store_path)
+        await execute(first, store, total=count_cells(first))
+        server.settings = dataclasses.replace(server.settings, fault="hang")  # the other two never end
+
+        async def stop() -> None:
+            await trio.sleep(60)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        nursery.start_soon(stop)
+        resumed = await execute(build_plan(compose(*base)), store, total=8)
+        nursery.cancel_scope.cancel()
+    assert resumed.interrupted and (resumed.skipped, resumed.executed) == (6, 0)
+    held = store.conn.execute("select count(*) from run_cells where run_id = ?", [resumed.run_id]).fetchone()
+    assert held == (6,)  # recorded as the producer stopped, though fewer than a batch
+    store.close()
