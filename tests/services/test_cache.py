@@ -169,6 +169,7 @@ UNREADABLE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", UNREADABLE)
 def test_an_unreadable_entry_is_a_miss_warned_once(damage: str, url: str, tmp_path: Path) -> None:
     run(url, tmp_path, "a.db")

@@ -203,6 +203,7 @@ def test_a_total_collapse_fails_the_gate_from_five_cases_and_four_say_they_canno
         assert few["verdict"] == "cannot reach p < 0.05 with 4 cases" and not is_regression(few)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(data=st.data(), n=st.integers(2, 30), trials=st.integers(1, 10))
 def test_the_gate_never_weakens_as_a_drop_grows(data: st.DataObject, n: int, trials: int) -> None:
@@ -250,12 +251,14 @@ def _false_alarms(trials: int, evals: int, seed: int, suites: int = SUITES) -> f
     return fired / suites
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trials", [1, 3, 8])
 def test_the_gate_rarely_fires_without_a_true_difference(trials: int) -> None:
     """A one-sided test at 5 %: false regressions at most 5 % (plus the simulation's noise)."""
     assert _false_alarms(trials, evals=1, seed=trials) <= 0.06
 
 
+@pytest.mark.slow
 def test_holm_keeps_the_family_wise_false_alarms_when_several_evals_gate() -> None:
     assert _false_alarms(3, evals=4, seed=44, suites=1000) <= 0.06
 
