@@ -59,11 +59,15 @@ class Feed:
             await self.rows.put(members=[(self.run_id, key) for key in keys])
             self._count_skipped(len(keys))
 
-    async def reuse(self, key: str) -> None:
-        """Record a cell stored before the run as a member of it, naming the version the plan read."""
+    def reuse(self, key: str) -> bool:
+        """Record a cell stored before the run as a member of it, naming the version the plan read.
+
+        Returns:
+            Whether enough are held that :meth:`flush_reused` is due (a plain call per stored
+            cell, not a coroutine: a resumed run meets hundreds of thousands of them).
+        """
         self.reused.append(key)
-        if len(self.reused) >= _REUSED_MAX:
-            await self.flush_reused()
+        return len(self.reused) >= _REUSED_MAX
 
     async def flush_reused(self) -> None:
         """Send the reused cells recorded so far to the writer, in one batch.
@@ -75,22 +79,22 @@ class Feed:
         before a stretch is handed over leaves its run without those members; the cells stay
         stored, and the next run reuses them.
         """
-        if not self.reused:
-            return
-        count = len(self.reused)
-        cells, self.reused = ReusedCells(self.run_id, self.reused, self.done), []
-        await self.rows.put(reused=[cells])
-        self._count_skipped(count)
-        await trio.lowlevel.checkpoint()  # a long stretch of stored cells leaves the loop room to run
+        if self.reused:
+            await self.rows.put(reused=self._take_reused())
+            await trio.lowlevel.checkpoint()  # a long stretch of stored cells leaves the loop room to run
 
     def keep_reused(self) -> None:
         """Hand the reused cells recorded so far to the writer without waiting (the run was
         cancelled: the writer writes them as it ends, so an interrupted run holds every stored
         cell it met)."""
         if self.reused:
-            self.rows.put_nowait([ReusedCells(self.run_id, self.reused, self.done)])
-            self._count_skipped(len(self.reused))
-            self.reused = []
+            self.rows.put_nowait(self._take_reused())
+
+    def _take_reused(self) -> list[ReusedCells]:
+        """The reused cells held, counted as skipped, and none held any more."""
+        cells, self.reused = ReusedCells(self.run_id, self.reused, self.done), []
+        self._count_skipped(len(cells.keys))
+        return [cells]
 
     def _count_skipped(self, count: int) -> None:
         self.progress.skip(count)

@@ -303,7 +303,8 @@ async def _produce(work: _Work, source: _Source, jobs: JobQueue[CellJob]) -> Non
     try:
         for job in source.jobs:
             if job.key in source.done:
-                await feed.reuse(job.key)
+                if feed.reuse(job.key):
+                    await feed.flush_reused()
             elif _over_budget(work):
                 work.outcome.budget_exhausted = True
                 break

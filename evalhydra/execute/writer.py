@@ -97,8 +97,10 @@ class RowSink:
 
 
 def _size(batch: Batch) -> int:
-    """A batch's size against ``batch_size``: its longest list of rows."""
-    return max(len(batch.results), len(batch.members), sum(len(cells.keys) for cells in batch.reused))
+    """A batch's size against ``batch_size``: its longest list of rows (asked at every cell's put, so
+    the reused cells, rarely any, are counted only when there are some)."""
+    reused = sum(len(cells.keys) for cells in batch.reused) if batch.reused else 0
+    return max(len(batch.results), len(batch.members), reused)
 
 
 async def store_writer(sink: RowSink, store: Store, flush_interval: float = FLUSH_INTERVAL_S, *,
