@@ -16,7 +16,7 @@ from evalhydra.config.schema import ServiceConfig
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.text import visible
 from evalhydra.job.exit_codes import ExitCode
-from evalhydra.plan.build import known_service_sources
+from evalhydra.plan.services import known_service_sources
 from evalhydra.registry.definitions import load_registry
 from evalhydra.services.batch.api import BatchApi, BatchApiError, api_base
 from evalhydra.store.batches import BatchLedger, list_batches

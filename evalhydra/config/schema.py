@@ -310,6 +310,7 @@ class EvalConfig:
     tool_class: str | None = None  # "pkg.module:Class": one per cell; its public methods are tools
     loop: Any = None  # a tool loop's limits and choices (LoopPlan's fields): max_turns, max_tokens, …
     mcp: Any = None  # MCP servers whose tools the loop offers: [{name, command | url, env, tools, …}]
+    user: Any = None  # a simulated user in the loop: {service, model, instructions, max_turns, …}
 
 
 @dataclass

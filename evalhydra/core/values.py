@@ -158,6 +158,8 @@ class Case:
         sample: An output recorded elsewhere, graded as the answer by ``service=recorded``.
         tags: Free-form labels.
         tools: The case's own tools, offered instead of the eval's (a BFCL line's functions).
+        user: What a simulated user of this case knows and wants (``persona``, ``known_info``, …,
+            and the mock's ``script``), filled into the eval's user instructions.
         content_hash: Hash of the whole line; part of the resume key.
         line: 1-based line number in the dataset, for error messages.
     """
@@ -174,6 +176,7 @@ class Case:
     sample: Any = None  # an output produced elsewhere (an OpenAI Evals jsonl run), for service=recorded
     tags: tuple[str, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
+    user: Any = None
     content_hash: str = ""
     line: int = 0
 

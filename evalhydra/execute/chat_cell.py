@@ -27,8 +27,10 @@ from evalhydra.core.values import (
     ErrorKind,
     MatchResult,
 )
+from evalhydra.execute.conversation import SimulatedUser, run_conversation, user_instructions
 from evalhydra.execute.mcp_tools import McpTools, McpUnavailable, SharedServers, open_mcp
 from evalhydra.execute.rows import attempt_row, chat_row
+from evalhydra.execute.services import JudgeServices
 from evalhydra.execute.toolbox import Toolbox
 from evalhydra.execute.toolloop import LoopOutcome, run_loop
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
@@ -37,6 +39,7 @@ from evalhydra.matchers.rubric import refinement_input
 from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import EvalPlan
 from evalhydra.plan.tools import LoopPlan, McpServerPlan
+from evalhydra.plan.users import UserPlan
 from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import EndpointReport, RunServices, Service
 from evalhydra.services.render import render_error_completion, render_request
@@ -168,6 +171,8 @@ class ChatCellRunner:
         match = replace(match, details={**(match.details or {}), "trajectory": trajectory})
         calls = [("candidate", turn) for turn in outcome.turns]
         labels = [f"turn{i}" for i in range(1, len(calls) + 1)]
+        calls += [("user", turn) for turn in outcome.user_turns]
+        labels += [f"user{i}" for i in range(1, len(outcome.user_turns) + 1)]
         if match.judge is not None:
             calls.append(("judge", match.judge))
             labels.append("judge")
@@ -197,7 +202,7 @@ class ChatCellRunner:
                                  call: CallContext) -> LoopOutcome:
         """The loop, with the eval's MCP servers started for this cell (their tools offered too)."""
         if not loop.mcp:
-            return await run_loop(self.service, request, loop, Toolbox(loop, job.eval.tools, self.root), call)
+            return await self._loop(request, loop, Toolbox(loop, job.eval.tools, self.root), job, call)
         if self._mcp_processes is None:
             self._mcp_processes = trio.CapacityLimiter(loop.max_processes)
         taken = {t.name for t in job.eval.tools}
@@ -207,10 +212,26 @@ class ChatCellRunner:
         async with open_mcp(own, taken | set(run_tools.routes), self._mcp_processes) as servers:
             servers = servers.joined(run_tools)
             tools = (*job.eval.tools, *servers.specs)
-            outcome = await run_loop(self.service, replace(request, tools=tools), loop,
-                                     Toolbox(loop, tools, self.root, servers), call)
+            outcome = await self._loop(replace(request, tools=tools), loop,
+                                       Toolbox(loop, tools, self.root, servers), job, call)
             outcome.stderr = servers.stderr_tails()
             return outcome
+
+    async def _loop(self, request: ChatRequest, loop: LoopPlan, toolbox: Toolbox, job: CellJob,
+                    call: CallContext) -> LoopOutcome:
+        """The cell's tool loop, or its conversation with a simulated user (the eval's ``user``)."""
+        plan = job.eval.user
+        if plan is None:
+            return await run_loop(self.service, request, loop, toolbox, call)
+        user = SimulatedUser(self._user_service(plan), plan, user_instructions(plan, job.case, job.key))
+        return await run_conversation(self.service, user, request, loop, toolbox, call)
+
+    def _user_service(self, plan: UserPlan) -> Service:
+        """The service that plays the simulated user: its own, or the run's."""
+        if plan.service is None or plan.service == self.config.name:
+            return self.service
+        opened = self.judges.services if isinstance(self.judges, JudgeServices) else {}
+        return opened[plan.service]  # the plan opened it (plan.build._judges)
 
     async def _shared_tools(self, shared: tuple[McpServerPlan, ...], taken: set[str]) -> McpTools:
         """The tools of the run's shared servers (``scope: run``), started on first use."""

@@ -40,7 +40,8 @@ from evalhydra.execute.toolbox import Toolbox, ToolOutcome
 from evalhydra.plan.tools import TOOL_CHOICES, LoopPlan
 from evalhydra.services.base import Service
 
-__all__ = ["LoopOutcome", "STOP_REASONS", "run_loop"]
+__all__ = ["LoopOutcome", "STOP_REASONS", "agent_turns", "combined", "first_messages", "request_params",
+           "run_loop"]
 
 #: Why a loop ended.
 STOP_REASONS = ("model_stopped", "submit", "turn_limit", "token_limit", "cost_limit", "time_limit")
@@ -59,12 +60,16 @@ class LoopOutcome:
     messages: list[dict[str, Any]] = field(default_factory=list)
     state: Any = None
     stderr: dict[str, str] = field(default_factory=dict)  # the end of each MCP server's stderr
+    user_turns: list[Completion] = field(default_factory=list)  # a simulated user's replies
+    user: dict[str, Any] | None = None  # a conversation's simulator: identity, who stopped, its costs
 
     def trajectory(self) -> dict[str, Any]:
         """What the store keeps (``details.trajectory``): the views ``turns`` and ``tool_calls`` read it.
         A transcript over :data:`MAX_TRANSCRIPT_CHARS` keeps every message with its text cut."""
         kept = {"stop_reason": self.stop_reason, "turns": self.turn_rows, "tool_calls": self.call_rows,
                 "state": self.state, "transcript": _bounded(self.messages)}
+        if self.user is not None:
+            kept["user"] = self.user
         return {**kept, "stderr": self.stderr} if self.stderr else kept
 
 
@@ -100,7 +105,7 @@ def _cut(text: str, share: int) -> str:
     return text if len(text) <= share else f"{text[:share]}… [cut: {len(text):,} characters stored in part]"
 
 
-def _request_params(loop: LoopPlan, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
+def request_params(loop: LoopPlan, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
     params: dict[str, Any] = {}
     if loop.tool_choice is not None:
         params["tool_choice"] = loop.tool_choice if loop.tool_choice in TOOL_CHOICES else {
@@ -114,7 +119,8 @@ def _request_params(loop: LoopPlan, tools: tuple[ToolSpec, ...]) -> dict[str, An
     return params
 
 
-def _first_messages(request: ChatRequest) -> list[dict[str, Any]]:
+def first_messages(request: ChatRequest) -> list[dict[str, Any]]:
+    """The conversation a loop starts from: the request's messages, or its one user message."""
     if request.messages:
         return [dict(m) for m in request.messages]
     return [{"role": "user", "content": request.user_content}]
@@ -131,21 +137,24 @@ async def run_loop(service: Service, request: ChatRequest, loop: LoopPlan,
         toolbox: The cell's tools.
         context: The cell every request is made for.
     """
-    params = {**(request.params or {}), **_request_params(loop, request.tools)}
-    outcome = LoopOutcome(Completion(output="", model=""), messages=_first_messages(request))
+    params = {**(request.params or {}), **request_params(loop, request.tools)}
+    outcome = LoopOutcome(Completion(output="", model=""), messages=first_messages(request))
     with trio.move_on_after(loop.cell_timeout_s if loop.cell_timeout_s else math.inf) as scope:
-        outcome.stop_reason = await _turns(service, replace(request, params=params or None), loop, toolbox,
-                                           outcome, context)
+        outcome.stop_reason = await agent_turns(service, replace(request, params=params or None), loop,
+                                                toolbox, outcome, context)
     if scope.cancelled_caught:
         outcome.stop_reason = "time_limit"
     outcome.state = await toolbox.final_state()
-    outcome.completion = _combined(outcome)
+    outcome.completion = combined(outcome)
     return outcome
 
 
-async def _turns(service: Service, request: ChatRequest, loop: LoopPlan, toolbox: Toolbox,
-                 outcome: LoopOutcome, context: CallContext) -> str | None:
-    for turn in range(1, loop.max_turns + 1):
+async def agent_turns(service: Service, request: ChatRequest, loop: LoopPlan, toolbox: Toolbox,
+                      outcome: LoopOutcome, context: CallContext) -> str | None:
+    """The agent's requests from ``outcome.messages`` on, until it answers without a call (or
+    submits) or a limit ends the loop: the stop reason (None: a request failed). Turns are numbered
+    on from ``outcome.turns``, and ``loop.max_turns`` counts them all (a conversation's too)."""
+    for turn in range(len(outcome.turns) + 1, loop.max_turns + 1):
         started = time.perf_counter()
         answer = await service.complete(replace(request, messages=tuple(outcome.messages)), context)
         outcome.turns.append(answer)
@@ -232,7 +241,7 @@ def _call_row(turn: int, index: int, call: ToolCall, canonical: str, result: Too
             "error_kind": result.error_kind, "latency_ms": round(result.latency_ms, 3)}
 
 
-def _combined(outcome: LoopOutcome) -> Completion:
+def combined(outcome: LoopOutcome) -> Completion:
     """The completion the row and the matchers see: the last answer's text (or the submit tool's
     arguments), every call made, usage and cost summed; a failed request's error when one failed."""
     turns = outcome.turns

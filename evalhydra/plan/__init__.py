@@ -15,4 +15,8 @@
   ``run.cases``, ``run.tags``, …).
 * :mod:`~evalhydra.plan.tools`: an eval's tool loop as it will run: which tools run and how, and the
   loop's limits, checked.
+* :mod:`~evalhydra.plan.services`: the services a run calls besides the one under test (judges,
+  simulated users), read from the service files.
+* :mod:`~evalhydra.plan.users`: an eval's simulated user as it will run: who plays it, its
+  instructions, how it stops, checked.
 """

@@ -8,9 +8,8 @@ plain frozen objects that the runner and tests use directly.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,7 +17,7 @@ from urllib.parse import urlsplit
 from omegaconf import DictConfig, OmegaConf
 
 from evalhydra.agents.command import check_executable, validate_command_service
-from evalhydra.compose.compose import config_dirs, eval_choice, eval_config_file, to_config
+from evalhydra.compose.compose import eval_choice, eval_config_file, to_config
 from evalhydra.config.redact import redact
 from evalhydra.config.schema import CacheConfig, Config, RunConfig, ServiceConfig
 from evalhydra.core import strictjson
@@ -27,7 +26,6 @@ from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.messages import MessageError, check_messages
 from evalhydra.core.values import ToolSpec
 from evalhydra.matchers.factory import (
-    judge_services_of,
     validate_matcher,
     with_judge_options,
     with_judge_service,
@@ -35,9 +33,11 @@ from evalhydra.matchers.factory import (
 from evalhydra.plan.cells import digest
 from evalhydra.plan.files import place_matcher_files
 from evalhydra.plan.model import CachePlan, EvalPlan, RunPlan
-from evalhydra.plan.placement import check_mock_settings, check_ranges, judge_service_config
+from evalhydra.plan.placement import check_mock_settings, check_ranges
 from evalhydra.plan.selection import selection_of
+from evalhydra.plan.services import known_service_sources, other_services
 from evalhydra.plan.tools import loop_plan
+from evalhydra.plan.users import conversation_loop, user_plan
 from evalhydra.registry.datasets import CaseTemplate
 from evalhydra.registry.definitions import Registry, load_registry, resolve_registry_root, validate_retry
 from evalhydra.services.cache import default_cache_path, parse_expiry
@@ -72,7 +72,7 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
         raise EvalHydraError(f"service.batch.enabled: {looped[0]} runs a tool loop, which batch mode cannot.",
                              "A loop's next request needs the last answer: run it without"
                              " service.batch.enabled=true.")
-    judges = _judges(conf, registry, evals, service)
+    judges = other_services(conf, registry, evals, service)
     plain = redact(OmegaConf.to_container(cfg, resolve=True))
     return RunPlan(
         service=service,
@@ -315,6 +315,9 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
     if spec.get("dataset_path") is None and spec.get("cases") is None:
         raise EvalHydraError(f"{where}: needs dataset_path (or cases for agent evals).")
     loop, class_specs = loop_plan(spec, root, where)
+    user = user_plan(spec.get("user"), where)
+    if user is not None:
+        loop = conversation_loop(loop, spec.get("loop") or {})
     plan = EvalPlan(
         id=spec["id"],
         group=spec.get("group") or spec["id"].split(".")[0],
@@ -331,6 +334,7 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
         base_dir=Path(spec["base_dir"]) if spec.get("base_dir") else None,
         loop=loop,
         wire=spec.get("wire") or "",
+        user=user,
     )
     if loop is not None and attempts > 1:
         raise EvalHydraError(f"{where}: max_attempts={attempts} with a tool loop.",
@@ -344,7 +348,8 @@ def _result_hash(plan: EvalPlan) -> str:
     tools = [(t.name, t.description, t.parameters) for t in plan.tools]
     parts: list[Any] = [plan.matcher, tools, plan.refinement_attempts]
     extra = {"prompt": plan.template.prompt, "messages": plan.template.messages, "params": plan.params,
-             "loop": asdict(plan.loop) if plan.loop else None, "wire": plan.wire}
+             "loop": asdict(plan.loop) if plan.loop else None, "wire": plan.wire,
+             "user": plan.user.identity if plan.user else None}
     extra = {k: v for k, v in extra.items() if v}
     if extra:
         parts.append(extra)
@@ -393,48 +398,3 @@ def _tool(tool: Any, where: str) -> ToolSpec:
     if not isinstance(params, dict):
         raise EvalHydraError(f"{where}: tool '{tool['name']}' parameters_json must be a JSON object.")
     return ToolSpec(name=tool["name"], description=tool.get("description") or "", parameters=params)
-
-
-def _judges(
-    conf: Config, registry: Registry, evals: list[EvalPlan], service: ServiceConfig
-) -> dict[str, ServiceConfig]:
-    names = set().union(*(judge_services_of(e.matcher) for e in evals))
-    if not names and not conf.judge_service:
-        return {}  # no judge named anywhere: the service files need not be read
-    known = known_service_sources(registry)
-    judges = {}
-    for name in sorted(names):
-        if name == service.name:
-            judges[name] = judge_service_config(service, conf.judge)
-        elif name in known:
-            judges[name] = judge_service_config(known[name](), conf.judge)
-        else:
-            raise EvalHydraError(
-                f"Judge service '{name}' not found (JudgeServiceNotFound).",
-                did_you_mean(name, [*known, service.name]) + "\nSet judge_service=NAME to choose another.",
-            )
-    if conf.judge_service and conf.judge_service not in known and conf.judge_service != service.name:
-        raise EvalHydraError(f"judge_service={conf.judge_service}: there is no service of that name.",
-                             did_you_mean(conf.judge_service, [*known, service.name]))  # a typo, even unused
-    return judges
-
-
-def known_service_sources(registry: Registry | None,
-                          extra_dirs: Sequence[Path] = ()) -> dict[str, Callable[[], ServiceConfig]]:
-    """The configured services (``service/*.yaml`` of every config directory and of
-    ``extra_dirs``, then the registry's), each read and type-checked only when asked for."""
-    base = OmegaConf.structured(ServiceConfig)
-    found: dict[str, Callable[[], ServiceConfig]] = {}
-    for directory in [*config_dirs(), *extra_dirs]:
-        for path in sorted(Path(directory, "service").glob("*.yaml")):
-            found[path.stem] = partial(_service_from, base, path)
-    for name, spec in (registry.services if registry else {}).items():
-        found[name] = partial(_service_from, base, spec)
-    return found
-
-
-def _service_from(base: DictConfig, source: Path | Any) -> ServiceConfig:
-    node = OmegaConf.merge(base, OmegaConf.load(source) if isinstance(source, Path) else source)
-    return OmegaConf.to_object(node)  # type: ignore[return-value]
-
-

@@ -10,6 +10,7 @@ from evalhydra.config.schema import RunConfig, ServiceConfig
 from evalhydra.core.values import ToolSpec
 from evalhydra.plan.selection import CaseSelection
 from evalhydra.plan.tools import LoopPlan
+from evalhydra.plan.users import UserPlan
 from evalhydra.registry.datasets import CaseTemplate
 
 __all__ = ["EvalPlan", "RunPlan"]
@@ -35,6 +36,7 @@ class EvalPlan:
     base_dir: Path | None = None  # the folder of the eval's own-format file: its paths resolve there first
     loop: LoopPlan | None = None  # a tool loop: the tools that run, and its limits
     wire: str = ""  # "zig_eval": replies are read as zig_eval reads them (a zig_eval-layout registry)
+    user: UserPlan | None = None  # a simulated user: each cell is a conversation with it
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class RunPlan:
     service: ServiceConfig
     model: str
     evals: tuple[EvalPlan, ...]
-    judges: dict[str, ServiceConfig]
+    judges: dict[str, ServiceConfig]  # every other service the run calls: judges, simulated users
     registry_root: Path
     run: RunConfig
     store_path: Path

@@ -30,7 +30,7 @@ __all__ = ["DATASET_FIELDS", "MAX_CASE_BYTES", "CaseTemplate", "dataset_file", "
 MAX_CASE_BYTES = 8 << 20
 #: The fields of a dataset line the loader reads (any other field is kept for templates).
 DATASET_FIELDS = ("id", "input", "ideal", "expected_tool_calls", "attachments", "tags", "expected", "item",
-                  "sample", "tools")
+                  "sample", "tools", "user")
 #: What loading trims, as zig_eval does: space, tab, CR and LF (not NO-BREAK SPACE or other
 #: Unicode spaces, which can be part of an answer).
 WHITESPACE = " \t\r\n"
@@ -220,6 +220,7 @@ def _parse_case(raw: Any, roots: tuple[Path, Path | None], where: str, number: i
         sample=raw.get("sample"),
         tags=tuple(str(t) for t in raw.get("tags") or ()),
         tools=_case_tools(raw.get("tools"), where),
+        user=_user(raw.get("user"), where),
         content_hash=content_hash,
         line=number,
     )
@@ -261,8 +262,20 @@ def _input(raw: dict[str, Any], template: CaseTemplate | None, where: str) -> An
             hint = "Add the field to every case, or fix the eval's template."
             raise EvalHydraError(f"{where}: {exc}.", hint) from None
     value = raw.get("input")
+    if value is None and isinstance(raw.get("user"), dict):
+        return ""  # a simulated user's case: the user speaks first
     if value is None or (isinstance(value, str) and not value.strip(WHITESPACE)):
         raise EvalHydraError(f"{where}: 'input' is required.")
+    return value
+
+
+def _user(value: Any, where: str) -> dict[str, Any] | None:
+    """A case's simulated user (``{persona, known_info, …, script}``), an object when given."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise EvalHydraError(f"{where}: 'user' must be an object (persona, known_info, unknown_info, "
+                             "task_instructions, script, …).")
     return value
 
 

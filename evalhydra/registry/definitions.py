@@ -52,7 +52,7 @@ REQUIRED_EVAL_FIELDS = (
     "default_run_count",
 )
 EVAL_KEYS = REQUIRED_EVAL_FIELDS + ("service_allowlist", "tools", "max_attempts", "cases", "prompt",
-                                    "messages", "params", "tool_class", "loop", "mcp")
+                                    "messages", "params", "tool_class", "loop", "mcp", "user")
 #: Each matcher kind's option that names a file (relative to the registry root in zig_eval).
 MATCHER_FILE_OPTIONS = {"rubric": "prompt", "json_schema": "schema", "custom": "validator"}
 #: Keys a services.json entry may set: every field of the service schema.

@@ -376,6 +376,10 @@ def _migration_21(db: sqlite_utils.Database) -> None:
         db.conn.execute("update labels set output = ? where id = ?",
                         [_output_with_digest(db.conn, eval_id, case_id, digest), label_id])
 
+def _migration_22(db: sqlite_utils.Database) -> None:
+    """``side`` in the ``turns`` and ``tool_calls`` views: who acted, the agent or a simulated user
+    (a conversation's cells). Views only, made by :func:`~evalhydra.store.views.create_views`."""
+
 
 def _output_with_digest(conn: sqlite3.Connection, eval_id: str, case_id: str, digest: str) -> str | None:
     """Migration 21's own lookup, frozen: the case's stored output whose SHA-256 (of its UTF-8,
@@ -392,6 +396,6 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
     _migration_14, _migration_15, _migration_16, _migration_17, _migration_18, _migration_19,
-    _migration_20, _migration_21,
+    _migration_20, _migration_21, _migration_22,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -138,16 +138,17 @@ def _trajectory_view(path: str, columns: dict[str, str]) -> str:
 
 #: Views of migration 19: a tool loop's path, read from each result's ``details.trajectory``:
 #: ``turns``, a row per request of a loop; ``tool_calls``, a row per call, in the model's order.
+#: Migration 22 adds ``side``: ``agent``, or ``user`` for a simulated user's turns (None before).
 TRAJECTORY_VIEWS: dict[str, str] = {
     "turns": _trajectory_view("turns", {k: k for k in (
         "turn", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "latency_ms", "calls",
-        "error_kind")}),
+        "error_kind", "side")}),
     "tool_calls": _trajectory_view("tool_calls", {
         "turn": "turn", "call_index": "index", "provider_id": "provider_id", "call_id": "id", "name": "name",
         "original_name": "original_name",
         "arguments": "arguments", "parsed_arguments": "parsed", "parallel": "parallel", "result": "result",
         "result_cut": "result_cut", "result_sha256": "result_sha256", "error_kind": "error_kind",
-        "latency_ms": "latency_ms"}),
+        "latency_ms": "latency_ms", "side": "side"}),
 }
 
 

@@ -3,6 +3,9 @@
 :func:`reply_for` is a pure function of the request payload. Rules, tried in
 order on the text of the last user message (text parts concatenated):
 
+0. A simulated user's request (its system message carries a ``<mock-user-script>``): the
+   script's next turn (:mod:`evalhydra.services.mock.simulated_user`).
+
 1. Judge prompts.
    a. zig_eval ``model_grade`` (starts with "You are grading an LLM or product
       response for an eval."): JSON only, ``{"score", "passed", "reason"}``;
@@ -56,6 +59,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evalhydra.services.mock.judge_replies import judge_draw, judge_reply
+from evalhydra.services.mock.simulated_user import user_reply
 from evalhydra.services.mock.text import message_text
 
 __all__ = ["CHANCE_MARK", "prompt_text", "reply_for", "usage_for"]
@@ -102,6 +106,9 @@ def reply_for(payload: dict[str, Any], chance: Callable[[], float] | None = None
         ``{"role": "assistant", "content": str | None}`` plus ``tool_calls``
         when the reply is a tool call.
     """
+    said = user_reply(payload)
+    if said is not None:
+        return _content(said)
     text = prompt_text(payload)
     judged = judge_reply(payload, text, judge_draw(chance, judge_errors))
     if judged is not None:

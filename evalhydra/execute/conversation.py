@@ -1,0 +1,168 @@
+"""A conversation: a simulated user and the agent take turns until the user stops, or a limit does.
+
+The agent's side is the tool loop (:func:`~evalhydra.execute.toolloop.agent_turns`): each user
+message starts agent requests that run tools until the agent answers in words. Then the user
+replies, seeing the conversation from its side only: its instructions as the system message,
+the agent's words as ``user`` messages and its own as ``assistant`` messages (never the agent's
+system prompt, tool calls or tool results). A user message holding one of the stop signals
+ends the conversation (``user_stop``, ``user_transfer``, ``user_out_of_scope``: the first,
+second and third signal); so do the user's turn limit (``user_turn_limit``) and every limit of
+the loop. A limit is an outcome, scored as the conversation stands.
+
+Both sides' requests go through their service's retries, limits, cache and cost accounting; the
+user's usage and cost are kept apart (``details.trajectory.user``), never in the cell's cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import trio
+
+from evalhydra.core.messages import as_text, render
+from evalhydra.core.values import NO_CELL, CallContext, Case, ChatRequest, Completion, Usage
+from evalhydra.execute.toolbox import Toolbox
+from evalhydra.execute.toolloop import LoopOutcome, agent_turns, combined, first_messages, request_params
+from evalhydra.plan.tools import LoopPlan
+from evalhydra.plan.users import OPTIONAL_FIELDS, UserPlan
+from evalhydra.services.base import Service
+from evalhydra.services.mock.simulated_user import script_block
+
+__all__ = ["USER_STOP_REASONS", "SimulatedUser", "run_conversation", "user_instructions", "user_view"]
+
+#: How a conversation the user ended ended, by the stop signal's place in ``user.stop_signals``.
+USER_STOP_REASONS = ("user_stop", "user_transfer", "user_out_of_scope")
+
+
+@dataclass(frozen=True)
+class SimulatedUser:
+    """The user side of one cell: the service that plays it, its plan, its rendered instructions."""
+
+    service: Service
+    plan: UserPlan
+    instructions: str
+
+    async def reply(self, transcript: list[dict[str, Any]], context: CallContext) -> Completion:
+        """The user's next message, given the conversation so far (the agent's transcript)."""
+        request = ChatRequest(user_content="", model=self.plan.model,
+                              messages=tuple(user_view(self.instructions, transcript)),
+                              params=dict(self.plan.params) or None)
+        return await self.service.complete(request, context)
+
+
+def user_instructions(plan: UserPlan, case: Case, cell: str) -> str:
+    """The user's system message for ``case``: the eval's instructions filled from the case's
+    ``user`` fields (those of :data:`OPTIONAL_FIELDS` it lacks read as empty), the stop signals,
+    and the case's mock script when it has one."""
+    fields: dict[str, Any] = dict.fromkeys(OPTIONAL_FIELDS, "")
+    fields.update({k: v for k, v in (case.user or {}).items() if k != "script"})
+    signals = (*plan.stop_signals, "", "")[:3]
+    fields.update(stop=signals[0], transfer=signals[1] or signals[0], out_of_scope=signals[2] or signals[0])
+    text = render(plan.instructions, {k: as_text(v) for k, v in fields.items()})
+    script = (case.user or {}).get("script")
+    if isinstance(script, dict):
+        errors = {"rate": plan.mock.rate, "kinds": list(plan.mock.kinds), "seed": plan.mock.seed}
+        text += script_block({**script, "stop": plan.stop_signals[0], "errors": errors, "cell": cell})
+    return text
+
+
+def user_view(instructions: str, transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as the user sees it: its instructions, the agent's words as ``user``
+    messages, its own as ``assistant`` messages; no system prompt, tool call or tool result."""
+    view: list[dict[str, Any]] = [{"role": "system", "content": instructions}]
+    for message in transcript:
+        role, content = message.get("role"), message.get("content")
+        if role == "assistant" and content:
+            view.append({"role": "user", "content": as_text(content)})
+        elif role == "user":
+            view.append({"role": "assistant", "content": as_text(content)})
+    return view
+
+
+async def run_conversation(agent: Service, user: SimulatedUser, request: ChatRequest, loop: LoopPlan,
+                           toolbox: Toolbox, context: CallContext = NO_CELL) -> LoopOutcome:
+    """Run one cell's conversation from the case's opening.
+
+    The case's own user message, when it has one, is the user's first; otherwise the agent
+    greets (``user.greeting``) and the user speaks first.
+
+    Args:
+        agent: The service under test.
+        user: The simulated user.
+        request: The cell's rendered request (the agent's system prompt, tools and parameters).
+        loop: The agent's limits (``max_turns`` counts its requests over the whole conversation).
+        toolbox: The cell's tools.
+        context: The cell every request is made for.
+    """
+    params = {**(request.params or {}), **request_params(loop, request.tools)}
+    opening, given = _opening(request, user.plan.greeting)
+    outcome = LoopOutcome(Completion(output="", model=""), messages=opening)
+    with trio.move_on_after(loop.cell_timeout_s if loop.cell_timeout_s else math.inf) as scope:
+        outcome.stop_reason = await _talk(agent, user, replace(request, params=params or None), loop, toolbox,
+                                          outcome, context, given)
+    if scope.cancelled_caught:
+        outcome.stop_reason = "time_limit"
+    outcome.state = await toolbox.final_state()
+    outcome.completion = combined(outcome)
+    outcome.user = _user_summary(user.plan, outcome)
+    return outcome
+
+
+def _opening(request: ChatRequest, greeting: str) -> tuple[list[dict[str, Any]], bool]:
+    """The agent's first messages, and whether the case gave the user's first message."""
+    messages = first_messages(request)
+    if messages and messages[-1].get("role") == "user" and as_text(messages[-1].get("content")).strip():
+        return messages, True
+    if messages and messages[-1].get("role") == "user":
+        messages = messages[:-1]
+    return [*messages, {"role": "assistant", "content": greeting}], False
+
+
+async def _talk(agent: Service, user: SimulatedUser, request: ChatRequest, loop: LoopPlan, toolbox: Toolbox,
+                outcome: LoopOutcome, context: CallContext, given: bool) -> str | None:
+    for said in range(1, user.plan.max_turns + 1):
+        if said > 1 or not given:
+            reply = await user.reply(outcome.messages, context)
+            outcome.user_turns.append(reply)
+            outcome.turn_rows.append(_user_row(said, reply))
+            if reply.error_kind is not None:
+                return None  # the user's request failed: the cell's infrastructure error
+            outcome.messages.append({"role": "user", "content": reply.output})
+            signal = _signal(reply.output, user.plan.stop_signals)
+            if signal is not None:
+                return USER_STOP_REASONS[min(signal, 2)]
+        rows, calls = len(outcome.turn_rows), len(outcome.call_rows)
+        stop = await agent_turns(agent, request, loop, toolbox, outcome, context)
+        for row in (*outcome.turn_rows[rows:], *outcome.call_rows[calls:]):
+            row["side"] = "agent"
+        if stop != "model_stopped":
+            return stop
+    return "user_turn_limit"
+
+
+def _signal(text: str, signals: tuple[str, ...]) -> int | None:
+    """The place of the first stop signal ``text`` holds (None: it holds none)."""
+    return next((i for i, signal in enumerate(signals) if signal in text), None)
+
+
+def _user_row(turn: int, reply: Completion) -> dict[str, Any]:
+    return {"turn": turn, "side": "user", "prompt_tokens": reply.usage.prompt_tokens,
+            "completion_tokens": reply.usage.completion_tokens, "cached_tokens": reply.usage.cached_tokens,
+            "cost_usd": reply.cost_usd, "latency_ms": round(reply.latency_ms, 3), "calls": 0,
+            "error_kind": str(reply.error_kind) if reply.error_kind else None, "cached": reply.cached}
+
+
+def _user_summary(plan: UserPlan, outcome: LoopOutcome) -> dict[str, Any]:
+    """What the store keeps of the user side: the simulator's identity, who ended the
+    conversation, and the user's requests, tokens and cost (apart from the agent's)."""
+    usage = sum((t.usage for t in outcome.user_turns), Usage())
+    reason = outcome.stop_reason
+    stopped_by = "user" if reason in USER_STOP_REASONS else "limit" if reason else None
+    if reason in ("model_stopped", "submit"):
+        stopped_by = "agent"
+    return {"simulator": plan.identity, "simulator_digest": plan.digest, "stopped_by": stopped_by,
+            "messages": len(outcome.user_turns), "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cost_usd": round(sum(t.cost_usd for t in outcome.user_turns), 10)}

@@ -1,0 +1,151 @@
+"""Issue 63: a simulated user in the loop. The built-in mock plays both sides (the user from each
+case's script, the agent from the user's words), each cell a conversation run through the real
+runner and store: who said what, who stopped, the user's view, its costs apart, its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import evalhydra
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.execute.conversation import user_view
+from tests.conftest import smoke_eval, write_registry
+from tests.helpers import query_rows
+
+
+def _talk(tmp_path: Path, *overrides: str, registry: Path | None = None,
+          eval_id: str = "users.order_desk_chat") -> evalhydra.EvalResult:
+    store = tmp_path / "s.db"
+    where = [f"registry={registry}"] if registry else []
+    return evalhydra.evaluate([*where, f"eval={eval_id}", f"store.path={store}",
+                               f"hydra.run.dir={tmp_path / 'out'}", *overrides])
+
+
+def _scripted(tmp_path: Path, turns: list[str], user: dict[str, Any] | None = None,
+              **script: Any) -> Path:
+    """A registry of one conversation eval (exact_match on the agent's last words), one case."""
+    case = {"id": "c1", "ideal": "done", "user": {"persona": "You are Ana.", "script": {"turns": turns, **script}}}
+    spec = smoke_eval("talk.e", "data/talk/test.jsonl", user=user or {})
+    return write_registry(tmp_path / "reg", evals={"talk/e.json": spec},
+                          data={"data/talk/test.jsonl": json.dumps(case) + "\n"})
+
+
+def test_the_order_desk_conversation_runs_offline_and_each_side_is_in_sql(tmp_path: Path) -> None:
+    result = _talk(tmp_path)
+    assert result.exit_code == 0 and [s["passed"] for s in result.stats] == [2]
+    store = tmp_path / "s.db"
+    turns = query_rows(store, "select side, turn, calls, stop_reason from turns where case_id = 'refund-7'"
+                              " order by rowid")
+    sides = [(t["side"], t["turn"]) for t in turns]
+    assert sides == [("user", 1), ("agent", 1), ("agent", 2), ("user", 2), ("agent", 3), ("agent", 4),
+                     ("user", 3)]
+    assert {t["stop_reason"] for t in turns} == {"user_stop"}
+    calls = query_rows(store, "select side, name from tool_calls where case_id = 'refund-7'")
+    assert calls == [{"side": "agent", "name": "lookup_order"}, {"side": "agent", "name": "refund"}]
+    user = json.loads(query_rows(store, "select json_extract(details, '$.trajectory.user') as u from results"
+                                        " where case_id = 'refund-7'")[0]["u"])
+    assert user["stopped_by"] == "user" and user["messages"] == 3 and user["prompt_tokens"] > 0
+    assert len(user["simulator_digest"]) == 16 and user["simulator"]["stop_signals"][0] == "###STOP###"
+    labels = {r["call"] for r in query_rows(store, "select call from attempts where cell_key in"
+                                                   " (select cell_key from results where case_id = 'refund-7')")}
+    assert labels == {"turn1", "turn2", "turn3", "turn4", "user1", "user2", "user3"}
+
+
+def test_the_user_never_sees_the_agents_prompt_calls_or_tool_results() -> None:
+    transcript = [{"role": "system", "content": "POLICY: refunds need a reason."},
+                  {"role": "assistant", "content": "Hi! How can I help you today?"},
+                  {"role": "user", "content": "Refund order 7."},
+                  {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1_0", "type": "function",
+                   "function": {"name": "lookup_order", "arguments": "{\"order_id\": 7}"}}]},
+                  {"role": "tool", "tool_call_id": "call_1_0", "content": "order 7: SECRET-STATE"},
+                  {"role": "assistant", "content": "Shall I refund it?"}]
+    view = user_view("You are Sam.", transcript)
+    assert view == [{"role": "system", "content": "You are Sam."},
+                    {"role": "user", "content": "Hi! How can I help you today?"},
+                    {"role": "assistant", "content": "Refund order 7."},
+                    {"role": "user", "content": "Shall I refund it?"}]
+    assert "SECRET" not in json.dumps(view) and "POLICY" not in json.dumps(view)
+
+
+def test_a_premature_stop_fails_the_cell_and_is_another_simulator(tmp_path: Path) -> None:
+    clean = _talk(tmp_path)
+    broken = _talk(tmp_path, "+eval.user.mock.error_rate=1.0")
+    assert [s["passed"] for s in broken.stats] == [0]
+    store = tmp_path / "s.db"
+    rows = query_rows(store, "select run_id, cell_key, json_extract(details, '$.trajectory.stop_reason') as stop,"
+                             " json_extract(details, '$.trajectory.state.refund_count') as refunds,"
+                             " json_extract(details, '$.trajectory.user.simulator_digest') as sim from results")
+    by_run = {run: [r for r in rows if r["run_id"] == run] for run in (clean.run_id, broken.run_id)}
+    assert {r["stop"] for r in by_run[broken.run_id]} == {"user_stop"}
+    assert {r["refunds"] for r in by_run[broken.run_id]} == {0}
+    assert not {r["cell_key"] for r in by_run[clean.run_id]} & {r["cell_key"] for r in by_run[broken.run_id]}
+    assert len({r["sim"] for r in rows}) == 2  # the simulator's identity says which played
+
+
+@pytest.mark.parametrize(("turns", "stop"), [
+    (["I want a human. ###TRANSFER###"], "user_transfer"),
+    (["Do you sell cars? ###OUT-OF-SCOPE###"], "user_out_of_scope"),
+])
+def test_transfer_and_out_of_scope_end_the_conversation(tmp_path: Path, turns: list[str], stop: str) -> None:
+    _talk(tmp_path, registry=_scripted(tmp_path, turns), eval_id="talk.e")
+    rows = query_rows(tmp_path / "s.db", "select json_extract(details, '$.trajectory.stop_reason') as stop,"
+                                         " json_extract(details, '$.trajectory.user.stopped_by') as who from results")
+    assert rows == [{"stop": stop, "who": "user"}]
+
+
+def test_the_users_turn_limit_is_a_scored_outcome(tmp_path: Path) -> None:
+    registry = _scripted(tmp_path, ["Say hello. Reply with exactly hello.", "Reply with exactly done."],
+                         user={"max_turns": 1})
+    result = _talk(tmp_path, registry=registry, eval_id="talk.e")
+    rows = query_rows(tmp_path / "s.db", "select passed, error_kind, output,"
+                                         " json_extract(details, '$.trajectory.stop_reason') as stop from results")
+    assert rows == [{"passed": 0, "error_kind": None, "output": "hello", "stop": "user_turn_limit"}]
+    assert result.stats[0]["errors"] == 0  # a failure, not an infrastructure error
+
+
+def test_stop_when_ends_the_conversation_once_the_agent_says_it(tmp_path: Path) -> None:
+    registry = _scripted(tmp_path, ["Reply with exactly done.", "Reply with exactly more."], stop_when="DONE")
+    result = _talk(tmp_path, registry=registry, eval_id="talk.e")
+    assert [s["passed"] for s in result.stats] == [1]
+    turns = query_rows(tmp_path / "s.db", "select side from turns order by rowid")
+    assert [t["side"] for t in turns] == ["user", "agent", "user"]
+
+
+def test_the_cases_own_first_message_is_the_users_first(tmp_path: Path) -> None:
+    case = {"id": "c1", "input": "Reply with exactly done.", "ideal": "done",
+            "user": {"script": {"turns": ["(unused: the case said it)"]}}}
+    registry = write_registry(tmp_path / "reg", evals={"talk/e.json": smoke_eval("talk.e", "data/t.jsonl",
+                                                                                   user={})},
+                              data={"data/t.jsonl": json.dumps(case) + "\n"})
+    result = _talk(tmp_path, registry=registry, eval_id="talk.e")
+    assert [s["passed"] for s in result.stats] == [1]
+    transcript = json.loads(query_rows(tmp_path / "s.db", "select json_extract(details, '$.trajectory.transcript')"
+                                                          " as t from results")[0]["t"])
+    assert transcript[0] == {"role": "user", "content": "Reply with exactly done."}
+    assert transcript[-1]["content"] == "###STOP###"  # the user's next turn is past its script
+
+
+@pytest.mark.parametrize(("user", "message"), [
+    ({"max_turn": 3}, "user.max_turn is not a simulated-user setting"),
+    ({"max_turns": 0}, "user.max_turns=0"),
+    ({"mock": {"error_kinds": ["premature"]}}, "'premature' is not an error kind"),
+    ({"mock": {"error_rate": 1.5}}, "user.mock.error_rate=1.5"),
+    ({"service": "nope"}, "user.service=nope: there is no service of that name"),
+    ({"stop_signals": []}, "user.stop_signals must be a non-empty list"),
+])
+def test_a_bad_user_node_is_refused_before_any_call(tmp_path: Path, user: dict[str, Any], message: str) -> None:
+    with pytest.raises(EvalHydraError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        _talk(tmp_path, registry=_scripted(tmp_path, ["hi"], user=user), eval_id="talk.e")
+
+
+def test_the_user_can_be_another_service(tmp_path: Path) -> None:
+    registry = _scripted(tmp_path, ["Reply with exactly done."], user={"service": "mock_judge", "model": "sim-1"})
+    result = _talk(tmp_path, registry=registry, eval_id="talk.e")
+    assert [s["passed"] for s in result.stats] == [1]
+    sim = json.loads(query_rows(tmp_path / "s.db", "select json_extract(details, '$.trajectory.user.simulator')"
+                                                    " as s from results")[0]["s"])
+    assert sim["service"] == "mock_judge" and sim["model"] == "sim-1"
