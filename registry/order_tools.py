@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-ORDERS = {7: "delivered, box damaged", 8: "shipped", 9: "delivered"}
+ORDERS = {7: "delivered, box damaged", 8: "shipped", 9: "delivered", 10: "delivered, wrong size",
+          11: "delivered, late", 12: "delivered, missing a part", 13: "delivered, wrong colour",
+          14: "delivered, scratched", 15: "delivered, not as described", 16: "delivered, arrived wet"}
 
 
 class OrderDesk:

@@ -6,6 +6,8 @@ histograms: nothing here reads the store or a file (``reports`` does, and calls 
   for its errors.
 * :mod:`~evalhydra.stats.permutation`: the regression gate's test: an exact one-sided sign-flip test
   on per-case differences.
+* :mod:`~evalhydra.stats.simulator`: an agent's pass rate corrected for its simulated user's errors,
+  from a person's audit.
 * :mod:`~evalhydra.stats.rates`: pure statistics for pass/fail eval results (stdlib only, no numpy).
 * :mod:`~evalhydra.stats.student_t`: student's t distribution for whole degrees of freedom (stdlib
   only).

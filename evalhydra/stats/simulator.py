@@ -35,7 +35,8 @@ from evalhydra.stats.rates import Z95
 __all__ = ["SIMULATOR_METHOD", "SimulatorCorrected", "audit_allocation", "corrected_for_simulator"]
 
 #: How a simulator-corrected rate and its interval are computed.
-SIMULATOR_METHOD = "pass rate among unbroken conversations, logit delta-method interval (run and audit variance)"
+SIMULATOR_METHOD = ("pass rate among unbroken conversations, logit delta-method interval"
+                    " (run and audit variance)")
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,13 @@ def corrected_for_simulator(passes: int, failures: int, audited_passes: int, bro
     b1 = broken_passes / audited_passes if audited_passes else None
     b0 = broken_failures / audited_failures if audited_failures else None
     if n == 0 or (b1 is None and passes) or (b0 is None and failures):
-        return SimulatorCorrected(raw, None, None, None, b1, b0, problem="audit some of each: passes and failures")
+        return SimulatorCorrected(raw, None, None, None, b1, b0,
+                                  problem="audit some of each: passes and failures")
     clean_passes = passes * (1 - (b1 or 0.0))
     clean_failures = failures * (1 - (b0 or 0.0))
     if clean_passes + clean_failures == 0:
-        return SimulatorCorrected(raw, None, None, None, b1, b0, problem="every audited conversation was broken")
+        return SimulatorCorrected(raw, None, None, None, b1, b0,
+                                  problem="every audited conversation was broken")
     estimate = clean_passes / (clean_passes + clean_failures)
     half = Z95 * math.sqrt(_logit_variance(raw, n, raw_variance, (audited_passes, broken_passes),
                                            (audited_failures, broken_failures)))

@@ -141,3 +141,25 @@ def test_the_functions_and_canned_replies_fragment_runs_as_written(tmp_path: Pat
     done = _shell("evalhydra registry=. eval=tools run.progress=false", tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "3 cells, 3 passed" in done.stdout
+
+
+def test_simulated_users_md_as_written(tmp_path: Path) -> None:
+    """simulated-users.md: its two runs print what it states, its Python prints what it states,
+    and its SQL answers over the store those runs wrote."""
+    steps = _steps("simulated-users.md")
+    assert [c for c, _ in steps] == ["python -m evalhydra eval=users.order_desk_chat",
+                                     "python -m evalhydra eval=users.order_desk_chat"
+                                     " +eval.user.mock.error_rate=0.3"]
+    _follow(steps, tmp_path)
+    guide = (DOCS / "simulated-users.md").read_text()
+    code = guide.split("```python\n", 1)[1].split("```", 1)[0]
+    stated = code.split("# → ", 1)[1].strip()
+    printed = _shell(f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}", tmp_path)
+    assert printed.returncode == 0 and printed.stdout.strip() == stated, printed.stderr
+    queries = [q for q in guide.split("```sql\n", 1)[1].split("```", 1)[0].split(";") if q.strip()]
+    conn = sqlite3.connect(tmp_path / "outputs" / "evalhydra.db")
+    sides = conn.execute(queries[0]).fetchall()
+    ends = conn.execute(queries[1]).fetchall()
+    conn.close()
+    assert {side for side, *_ in sides} == {"user", "agent"}
+    assert {stop for _, _, stop, _, _ in ends} == {"user_stop"} and len({sim for *_, sim in ends}) == 2

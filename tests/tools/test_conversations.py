@@ -28,15 +28,22 @@ def _talk(tmp_path: Path, *overrides: str, registry: Path | None = None,
 def _scripted(tmp_path: Path, turns: list[str], user: dict[str, Any] | None = None,
               **script: Any) -> Path:
     """A registry of one conversation eval (exact_match on the agent's last words), one case."""
-    case = {"id": "c1", "ideal": "done", "user": {"persona": "You are Ana.", "script": {"turns": turns, **script}}}
+    script = {"turns": turns, **script}
+    case = {"id": "c1", "ideal": "done", "user": {"persona": "You are Ana.", "script": script}}
     spec = smoke_eval("talk.e", "data/talk/test.jsonl", user=user or {})
     return write_registry(tmp_path / "reg", evals={"talk/e.json": spec},
                           data={"data/talk/test.jsonl": json.dumps(case) + "\n"})
 
 
+def _trajectories(store: Path, columns: str = "", **paths: str) -> list[dict[str, Any]]:
+    """Each result's ``columns`` and, for each name, its ``details.trajectory.<path>``."""
+    picked = [f"json_extract(details, '$.trajectory.{path}') as {name}" for name, path in paths.items()]
+    return query_rows(store, f"select {', '.join([c for c in [columns] if c] + picked)} from results")
+
+
 def test_the_order_desk_conversation_runs_offline_and_each_side_is_in_sql(tmp_path: Path) -> None:
     result = _talk(tmp_path)
-    assert result.exit_code == 0 and [s["passed"] for s in result.stats] == [2]
+    assert result.exit_code == 0 and [s["passed"] for s in result.stats] == [10]
     store = tmp_path / "s.db"
     turns = query_rows(store, "select side, turn, calls, stop_reason from turns where case_id = 'refund-7'"
                               " order by rowid")
@@ -50,8 +57,8 @@ def test_the_order_desk_conversation_runs_offline_and_each_side_is_in_sql(tmp_pa
                                         " where case_id = 'refund-7'")[0]["u"])
     assert user["stopped_by"] == "user" and user["messages"] == 3 and user["prompt_tokens"] > 0
     assert len(user["simulator_digest"]) == 16 and user["simulator"]["stop_signals"][0] == "###STOP###"
-    labels = {r["call"] for r in query_rows(store, "select call from attempts where cell_key in"
-                                                   " (select cell_key from results where case_id = 'refund-7')")}
+    cells = "select cell_key from results where case_id = 'refund-7'"
+    labels = {r["call"] for r in query_rows(store, f"select call from attempts where cell_key in ({cells})")}
     assert labels == {"turn1", "turn2", "turn3", "turn4", "user1", "user2", "user3"}
 
 
@@ -76,9 +83,8 @@ def test_a_premature_stop_fails_the_cell_and_is_another_simulator(tmp_path: Path
     broken = _talk(tmp_path, "+eval.user.mock.error_rate=1.0")
     assert [s["passed"] for s in broken.stats] == [0]
     store = tmp_path / "s.db"
-    rows = query_rows(store, "select run_id, cell_key, json_extract(details, '$.trajectory.stop_reason') as stop,"
-                             " json_extract(details, '$.trajectory.state.refund_count') as refunds,"
-                             " json_extract(details, '$.trajectory.user.simulator_digest') as sim from results")
+    rows = _trajectories(store, "run_id, cell_key", stop="stop_reason", refunds="state.refund_count",
+                         sim="user.simulator_digest")
     by_run = {run: [r for r in rows if r["run_id"] == run] for run in (clean.run_id, broken.run_id)}
     assert {r["stop"] for r in by_run[broken.run_id]} == {"user_stop"}
     assert {r["refunds"] for r in by_run[broken.run_id]} == {0}
@@ -92,8 +98,7 @@ def test_a_premature_stop_fails_the_cell_and_is_another_simulator(tmp_path: Path
 ])
 def test_transfer_and_out_of_scope_end_the_conversation(tmp_path: Path, turns: list[str], stop: str) -> None:
     _talk(tmp_path, registry=_scripted(tmp_path, turns), eval_id="talk.e")
-    rows = query_rows(tmp_path / "s.db", "select json_extract(details, '$.trajectory.stop_reason') as stop,"
-                                         " json_extract(details, '$.trajectory.user.stopped_by') as who from results")
+    rows = _trajectories(tmp_path / "s.db", stop="stop_reason", who="user.stopped_by")
     assert rows == [{"stop": stop, "who": "user"}]
 
 
@@ -101,8 +106,7 @@ def test_the_users_turn_limit_is_a_scored_outcome(tmp_path: Path) -> None:
     registry = _scripted(tmp_path, ["Say hello. Reply with exactly hello.", "Reply with exactly done."],
                          user={"max_turns": 1})
     result = _talk(tmp_path, registry=registry, eval_id="talk.e")
-    rows = query_rows(tmp_path / "s.db", "select passed, error_kind, output,"
-                                         " json_extract(details, '$.trajectory.stop_reason') as stop from results")
+    rows = _trajectories(tmp_path / "s.db", "passed, error_kind, output", stop="stop_reason")
     assert rows == [{"passed": 0, "error_kind": None, "output": "hello", "stop": "user_turn_limit"}]
     assert result.stats[0]["errors"] == 0  # a failure, not an infrastructure error
 
@@ -123,8 +127,7 @@ def test_the_cases_own_first_message_is_the_users_first(tmp_path: Path) -> None:
                               data={"data/t.jsonl": json.dumps(case) + "\n"})
     result = _talk(tmp_path, registry=registry, eval_id="talk.e")
     assert [s["passed"] for s in result.stats] == [1]
-    transcript = json.loads(query_rows(tmp_path / "s.db", "select json_extract(details, '$.trajectory.transcript')"
-                                                          " as t from results")[0]["t"])
+    transcript = json.loads(_trajectories(tmp_path / "s.db", t="transcript")[0]["t"])
     assert transcript[0] == {"role": "user", "content": "Reply with exactly done."}
     assert transcript[-1]["content"] == "###STOP###"  # the user's next turn is past its script
 
@@ -137,15 +140,16 @@ def test_the_cases_own_first_message_is_the_users_first(tmp_path: Path) -> None:
     ({"service": "nope"}, "user.service=nope: there is no service of that name"),
     ({"stop_signals": []}, "user.stop_signals must be a non-empty list"),
 ])
-def test_a_bad_user_node_is_refused_before_any_call(tmp_path: Path, user: dict[str, Any], message: str) -> None:
+def test_a_bad_user_node_is_refused_before_any_call(tmp_path: Path, user: dict[str, Any],
+                                                     message: str) -> None:
     with pytest.raises(EvalHydraError, match=message.replace("(", r"\(").replace(".", r"\.")):
         _talk(tmp_path, registry=_scripted(tmp_path, ["hi"], user=user), eval_id="talk.e")
 
 
 def test_the_user_can_be_another_service(tmp_path: Path) -> None:
-    registry = _scripted(tmp_path, ["Reply with exactly done."], user={"service": "mock_judge", "model": "sim-1"})
+    user = {"service": "mock_judge", "model": "sim-1"}
+    registry = _scripted(tmp_path, ["Reply with exactly done."], user=user)
     result = _talk(tmp_path, registry=registry, eval_id="talk.e")
     assert [s["passed"] for s in result.stats] == [1]
-    sim = json.loads(query_rows(tmp_path / "s.db", "select json_extract(details, '$.trajectory.user.simulator')"
-                                                    " as s from results")[0]["s"])
+    sim = json.loads(_trajectories(tmp_path / "s.db", s="user.simulator")[0]["s"])
     assert sim["service"] == "mock_judge" and sim["model"] == "sim-1"
