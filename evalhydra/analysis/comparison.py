@@ -45,6 +45,7 @@ from evalhydra.analysis.compare import (
 )
 from evalhydra.analysis.judgecompare import JudgedSide, SavedRun, add_judge_corrected
 from evalhydra.analysis.selection import versions_of_runs
+from evalhydra.analysis.simulators import simulator_changes
 from evalhydra.analysis.ttft import paired_first_token
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.stats.clustered import CaseDiffs
@@ -180,7 +181,8 @@ def _errors(conn: sqlite3.Connection, side: Side) -> int:
 
 
 def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequence[str] = (), *,
-            min_detectable_drop: float = 0.05, judge_corrected: bool = False) -> Comparison:
+            min_detectable_drop: float = 0.05, judge_corrected: bool = False,
+            allow_simulator_change: bool = False) -> Comparison:
     """Compare two targets; results with an infrastructure error are left out.
 
     Evals with results on one side only are listed in ``one_sided`` and left out
@@ -196,9 +198,12 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
         min_detectable_drop: The drop (a fraction) the comparison should detect at 80% power.
         judge_corrected: Also compare the pass rates corrected for each side's judge
             (:mod:`evalhydra.analysis.judgecompare`); the verdicts then follow the corrected ones.
+        allow_simulator_change: Compare conversations whose simulated users differ
+            (:mod:`evalhydra.analysis.simulators`).
 
     Raises:
-        EvalHydraError: If a side is empty or selects no results.
+        EvalHydraError: If a side is empty or selects no results, or the sides' simulated users
+            differ (unless ``allow_simulator_change``).
     """
     for name, target in (("baseline", base), ("candidate", cand)):
         if not (target.runs or target.service or target.model):
@@ -206,6 +211,8 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
                                  "Give RUN (an id, a prefix or 'latest') and/or @SERVICE[:MODEL]; "
                                  "is a shell variable unset?")
     sides = (side_of(base, evals, conn), side_of(cand, evals, conn))
+    if not allow_simulator_change:
+        _refuse_simulator_change(conn, side_of(base, evals), side_of(cand, evals))
     errors = (_errors(conn, sides[0]), _errors(conn, sides[1]))
     pairings = paired_by_eval(conn, *sides, skip_errors=True)
     for name, target, total, err in (("baseline", base, sum(p.base_total for p in pairings), errors[0]),
@@ -233,6 +240,15 @@ def compare(conn: sqlite3.Connection, base: Target, cand: Target, evals: Sequenc
                       precision(all_evals.diffs, overall.get("paired"), min_detectable_drop,
                                 overall["baseline_pass_rate"]), all_evals.diffs,
                       paired_first_token(conn, *sides), judge_corrected)
+
+
+def _refuse_simulator_change(conn: sqlite3.Connection, base: Side, cand: Side) -> None:
+    changes = simulator_changes(conn, base, cand)
+    if changes:
+        raise EvalHydraError(f"The sides' simulated users differ ({changes[0]}"
+                             + (f"; and {len(changes) - 1} more eval(s))" if len(changes) > 1 else ")")
+                             + ": the difference would measure the simulator too.",
+                             "Compare runs with the same simulator, or pass --allow-simulator-change.")
 
 
 def precision(diffs: CaseDiffs, paired: dict[str, Any] | None, target: float,

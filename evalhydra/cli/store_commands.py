@@ -172,6 +172,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     shared cases cannot show that, and the verdict says so.
     With --judge-corrected, a judge-scored eval's difference is also corrected
     for each side's judge (calibrated on labels), and the verdict follows it.
+    Conversations whose simulated users differ are refused, naming what differs,
+    unless --allow-simulator-change.
 
     Examples:
       evalhydra compare eval-smoke-1a2b3c4d eval-smoke-5e6f7a8b --fail-on-regression
@@ -184,7 +186,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     store = open_read_only(args)
     base, cand = _compare_targets(store, args)
     result = compare(store.conn, base, cand, args.eval or (), min_detectable_drop=args.min_detectable,
-                     judge_corrected=args.judge_corrected)
+                     judge_corrected=args.judge_corrected, allow_simulator_change=args.allow_simulator_change)
     print(visible(render(result, args.format, args.limit)))
     if not args.fail_on_regression:
         return ExitCode.OK
@@ -233,6 +235,9 @@ def _cfg_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-corrected", action="store_true",
                    help="also compare pass rates corrected for each side's judge (calibrated on"
                         " `evalhydra label` labels); verdicts and --fail-on-regression follow them")
+    p.add_argument("--allow-simulator-change", action="store_true",
+                   help="compare conversations whose simulated users differ (refused otherwise:"
+                        " the difference would measure the simulator too)")
     p.add_argument("--min-detectable", type=fraction, default=0.05, metavar="DROP",
                    help="say when the comparison cannot detect a drop this large at 80%% power"
                         " (a fraction; default 0.05 = 5 points)")

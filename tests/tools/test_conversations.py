@@ -153,3 +153,21 @@ def test_the_user_can_be_another_service(tmp_path: Path) -> None:
     assert [s["passed"] for s in result.stats] == [1]
     sim = json.loads(_trajectories(tmp_path / "s.db", s="user.simulator")[0]["s"])
     assert sim["service"] == "mock_judge" and sim["model"] == "sim-1"
+
+
+def test_compare_refuses_sides_whose_simulators_differ_unless_told(tmp_path: Path) -> None:
+    import sqlite3
+
+    from evalhydra.analysis.comparison import Target, compare
+
+    strong, weak = _talk(tmp_path), _talk(tmp_path, "+eval.user.mock.error_rate=0.3")
+    same = _talk(tmp_path, "trials=1", "run.fresh=true")  # the strong simulator again
+    assert strong.run_id and weak.run_id and same.run_id
+    conn = sqlite3.connect(tmp_path / "s.db")
+    base, cand, again = (Target(r, (r,)) for r in (strong.run_id, weak.run_id, same.run_id))
+    with pytest.raises(EvalHydraError, match=r"simulated users differ \(users\.order_desk_chat: mock .*"
+                                             r"\"rate\": 0\.0.* → .*\"rate\": 0\.3"):
+        compare(conn, base, cand)
+    allowed = compare(conn, base, cand, allow_simulator_change=True)
+    assert allowed.overall["baseline_pass_rate"] > allowed.overall["candidate_pass_rate"]
+    assert compare(conn, base, again).overall["candidate_pass_rate"] == 1.0  # same simulator: compared
