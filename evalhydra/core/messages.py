@@ -56,8 +56,9 @@ def is_conversation(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and isinstance(value[0], dict) and "role" in value[0]
 
 
-def check_messages(value: Any) -> tuple[dict[str, Any], ...]:
-    """Validate a conversation and return it as a tuple of plain dicts.
+def check_messages(value: Any, *, need_user: bool = True) -> tuple[dict[str, Any], ...]:
+    """Validate a conversation and return it as a tuple of plain dicts; with ``need_user`` False
+    (a simulated user's conversation, whose user speaks later) it may hold no user message.
 
     Raises:
         MessageError: Naming the message and what is wrong with it.
@@ -66,7 +67,7 @@ def check_messages(value: Any) -> tuple[dict[str, Any], ...]:
         raise MessageError("messages must be a non-empty list of {role, content} objects")
     for index, message in enumerate(value):
         _check_message(index, message)
-    if not any(m["role"] == "user" for m in value):
+    if need_user and not any(m["role"] == "user" for m in value):
         raise MessageError("messages need at least one user message")
     return tuple(dict(m) for m in value)
 

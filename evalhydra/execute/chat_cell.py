@@ -202,7 +202,8 @@ class ChatCellRunner:
                                  call: CallContext) -> LoopOutcome:
         """The loop, with the eval's MCP servers started for this cell (their tools offered too)."""
         if not loop.mcp:
-            return await self._loop(request, loop, Toolbox(loop, job.eval.tools, self.root), job, call)
+            toolbox = Toolbox(loop, job.eval.tools, self.root, initial_state=_initial_state(job.case))
+            return await self._loop(request, loop, toolbox, job, call)
         if self._mcp_processes is None:
             self._mcp_processes = trio.CapacityLimiter(loop.max_processes)
         taken = {t.name for t in job.eval.tools}
@@ -212,8 +213,8 @@ class ChatCellRunner:
         async with open_mcp(own, taken | set(run_tools.routes), self._mcp_processes) as servers:
             servers = servers.joined(run_tools)
             tools = (*job.eval.tools, *servers.specs)
-            outcome = await self._loop(replace(request, tools=tools), loop,
-                                       Toolbox(loop, tools, self.root, servers), job, call)
+            toolbox = Toolbox(loop, tools, self.root, servers, _initial_state(job.case))
+            outcome = await self._loop(replace(request, tools=tools), loop, toolbox, job, call)
             outcome.stderr = servers.stderr_tails()
             return outcome
 
@@ -289,6 +290,12 @@ class ChatCellRunner:
         names = labels or [kind for kind, _ in calls]
         return [attempt_row(job.key, self.run_id, name, record)
                 for (_, completion), name in zip(calls, names, strict=True) for record in completion.attempts]
+
+
+def _initial_state(case: Case) -> Any:
+    """A τ²-bench task's initial state (None for any other case)."""
+    task = case.expected.get("tau2") if isinstance(case.expected, dict) else None
+    return task.get("initial_state") if isinstance(task, dict) else None
 
 
 def _with_input(case: Case, text: str) -> Case:

@@ -56,7 +56,9 @@ class Toolbox:
     """The tools of one cell: functions, canned tables, and a tool class made for this cell."""
 
     def __init__(self, loop: LoopPlan, offered: tuple[ToolSpec, ...], root: Path,
-                 mcp: McpTools | None = None) -> None:
+                 mcp: McpTools | None = None, initial_state: Any = None) -> None:
+        """Make the cell's tool class (set to ``initial_state`` by its ``set_state``, when it has
+        one and a state is given: a τ²-bench task's) and look its functions up."""
         self.loop = loop
         self.mcp = mcp
         self.impls: dict[str, ToolImpl] = {t.name: t for t in loop.tools}
@@ -64,6 +66,8 @@ class Toolbox:
             self.impls.update({name: ToolImpl(name) for name in mcp.routes})
         self.schemas = {t.name: t.parameters for t in offered}
         self.instance = resolve_target(loop.tool_class, root, "tool_class")() if loop.tool_class else None
+        if initial_state is not None and callable(getattr(self.instance, "set_state", None)):
+            self.instance.set_state(initial_state)  # type: ignore[union-attr]
         self.functions = {t.name: resolve_target(t.implementation, root, f"tool '{t.name}'")
                           for t in loop.tools if t.implementation}
 

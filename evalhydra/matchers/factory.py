@@ -26,6 +26,7 @@ from evalhydra.matchers import (
     model_grade,
     openai_graders,
     rubric,
+    tau2,
     text,
     toolcall,
     trajectory,
@@ -212,6 +213,7 @@ _BUILDERS: dict[str, Builder] = {
     "rubric": lambda spec, root, judges: rubric.build_rubric(spec, root, judges),
     "custom": lambda spec, root, judges: custom.build_custom(spec, root),
     "openai_graders": lambda spec, root, judges: openai_graders.build_openai_graders(spec, judges),
+    "tau2": lambda spec, root, judges: tau2.build_tau2(spec, root, judges),
     **dict.fromkeys(trajectory.PATH_KINDS, lambda spec, root, judges: trajectory.build_path_matcher(spec)),
 }
 

@@ -42,6 +42,7 @@ MATCHER_KINDS: dict[str, set[str]] = {
     "tool_args_valid": set(),
     "no_tool_errors": set(),
     "state": {"state", "mode"},
+    "tau2": {"tool_class", "judge_service", "judge_model"},  # τ²-bench's reward (evalhydra.matchers.tau2)
 }
 
 #: Defaults filled into the cleaned spec.
@@ -69,6 +70,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "tool_sequence": ("steps",),
     "tool_call_f1": ("steps",),
     "state": ("state",),
+    "tau2": ("tool_class",),
 }
 
 
@@ -140,6 +142,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ignore": (_is_name_list, "a list of argument names"),
     "steps": (lambda v: _is_name_list(v) and bool(v), "a non-empty list of tool names"),
     "state": (lambda v: v is not None, "the expected end state (an object, or any JSON value)"),
+    "tool_class": (lambda v: isinstance(v, str) and ":" in v, "a class, module:Class"),
     "strict_arguments": _BOOL,
 }
 

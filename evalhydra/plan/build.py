@@ -304,6 +304,8 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
             matcher = with_judge_options(matcher, include_reasoning=True)
         if spec.get("wire") == "zig_eval" and matcher.get("kind") == "tool_call":
             matcher = {"strict_arguments": True, **matcher}
+        if matcher.get("kind") == "tau2" and spec.get("tool_class"):  # τ²'s domain: the eval's tools
+            matcher = {"tool_class": spec["tool_class"], **matcher}
         matcher = validate_matcher(place_matcher_files(matcher, spec.get("base_dir"), root),
                                    f"{where}: matcher", registry_root=root)
     attempts = spec.get("max_attempts", 1)
@@ -364,7 +366,7 @@ def _template(spec: dict[str, Any], where: str) -> CaseTemplate:
         raise EvalHydraError(f"{where}: prompt must be a string template ({{{{field}}}} placeholders).")
     if messages is not None:
         try:
-            messages = list(check_messages(messages))
+            messages = list(check_messages(messages, need_user=spec.get("user") is None))
         except MessageError as exc:
             hint = "For example: messages: [{role: user, content: '{{question}}'}]"
             raise EvalHydraError(f"{where}: {exc}.", hint) from None

@@ -99,12 +99,13 @@ def resolve_target(path: str, root: Path, where: str) -> Any:
 
 
 def class_tools(cls: Any, where: str) -> list[ToolSpec]:
-    """The tools a tool class offers: its public methods (not ``state``), each with a schema."""
+    """The tools a tool class offers: its public methods (not ``state``, ``set_state`` or the
+    ``assert_*`` methods a τ²-bench task's environment assertions call), each with a schema."""
     if not inspect.isclass(cls):
         raise EvalHydraError(f"{where}: tool_class must name a class, not {type(cls).__name__}.")
     specs = []
     for name, method in inspect.getmembers(cls, inspect.isfunction):
-        if name.startswith("_") or name == "state":
+        if name.startswith(("_", "assert_")) or name in ("state", "set_state"):
             continue
         doc = (inspect.getdoc(method) or "").split("\n\n", 1)[0].replace("\n", " ")
         specs.append(ToolSpec(name, doc, function_schema(method, f"{where}: {cls.__name__}.{name}")))

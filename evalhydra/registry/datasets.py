@@ -22,6 +22,7 @@ from evalhydra.core.messages import MessageError, check_messages, fill, is_conve
 from evalhydra.core.values import Attachment, Case, ExpectedToolCall, ToolSpec
 from evalhydra.registry.attachments import attachment_mime, check_attachment_path, check_text
 from evalhydra.registry.bfcl import answers_beside, bfcl_record, is_bfcl
+from evalhydra.registry.tau2 import is_task_file, task_records
 
 __all__ = ["DATASET_FIELDS", "MAX_CASE_BYTES", "CaseTemplate", "dataset_file", "iter_cases", "locate_file"]
 
@@ -112,7 +113,8 @@ def iter_cases(root: Path, dataset_path: str, *, check_attachments: bool = True,
     """Stream a dataset, one validated :class:`Case` per record.
 
     Formats, by file name: ``.csv`` (a header row names the fields; one case per row;
-    ``id`` defaults to the row number), else JSONL: zig_eval lines, or OpenAI-evals
+    ``id`` defaults to the row number), a ``.json`` array of τ²-bench tasks
+    (:mod:`evalhydra.registry.tau2`), else JSONL: zig_eval lines, or OpenAI-evals
     samples (``{"input": [messages], "ideal": str | [str]}``, ``id`` defaulting to the
     line number). With a ``template``, each case's input is the template filled from
     the record's fields. ``base`` is the folder of the eval file that names the dataset
@@ -124,7 +126,8 @@ def iter_cases(root: Path, dataset_path: str, *, check_attachments: bool = True,
     """
     path = dataset_file(root, dataset_path, f"{root}", base=base)
     seen: set[str] = set()
-    records = _csv_records(path) if path.suffix.lower() == ".csv" else _bfcl_lines(path, _jsonl_records(path))
+    records = (_csv_records(path) if path.suffix.lower() == ".csv"
+               else task_records(path) if is_task_file(path) else _bfcl_lines(path, _jsonl_records(path)))
     roots = _attachment_root(root, path)  # once per dataset: resolving a path costs system calls
     for number, raw, content_hash, numbered_id in records:
         where = f"{path}:{number}"
@@ -206,7 +209,7 @@ def _parse_case(raw: Any, roots: tuple[Path, Path | None], where: str, number: i
         raise EvalHydraError(f"{where}: each line must be a JSON object.")
     value = _input(raw, template, where)
     ideal, ideals = _ideal(raw.get("ideal"), where)
-    messages = _messages(value, where) if is_conversation(value) else None
+    messages = _messages(value, where, isinstance(raw.get("user"), dict)) if is_conversation(value) else None
     return Case(
         id=_case_id(raw.get("id"), number, numbered_id, where),
         input=value.strip(WHITESPACE) if isinstance(value, str) else value,
@@ -290,9 +293,9 @@ def _ideal(value: Any, where: str) -> tuple[str | None, tuple[str, ...]]:
     return (value.strip(WHITESPACE) or None), ()
 
 
-def _messages(value: Any, where: str) -> tuple[dict[str, Any], ...]:
+def _messages(value: Any, where: str, simulated: bool) -> tuple[dict[str, Any], ...]:
     try:
-        return check_messages(value)
+        return check_messages(value, need_user=not simulated)
     except MessageError as exc:
         raise EvalHydraError(f"{where}: input {exc}.",
                              "See docs/configuration.md, 'Conversations'.") from None

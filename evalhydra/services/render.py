@@ -110,7 +110,11 @@ def build_chat_request(case: Case, tools: tuple[ToolSpec, ...], root: Path,
     tools = case.tools or tools  # a case's own tools (a BFCL line's) replace the eval's
     if case.messages:
         messages = list(case.messages)
-        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+        if not users:  # a simulated user's conversation: the agent's prompt only, the user speaks first
+            return ChatRequest(user_content="", tools=tools, params=params, messages=tuple(messages),
+                               case_id=case.id, sample=case.sample)
+        last = users[-1]
         content = _with_attachments(messages[last]["content"], case.attachments, root)
         messages[last] = {**messages[last], "content": content}
         return ChatRequest(user_content=content, tools=tools, params=params, messages=tuple(messages),

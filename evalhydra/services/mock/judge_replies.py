@@ -1,7 +1,8 @@
 """The mock as a judge: a ``model_grade`` prompt gets a JSON verdict (passing when the output and
 the ideal contain one another, or erring on purpose with ``judge_sensitivity`` and
 ``judge_specificity``), a rubric prompt gets a score per criterion (1.0, or 0.3 when the output
-holds ``BAD``)."""
+holds ``BAD``), and a τ²-bench natural-language assertions prompt gets a result per assertion
+(met, unless it quotes a 'phrase' the conversation does not hold)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ __all__ = ["judge_draw", "judge_reply"]
 
 
 _GRADE_PREFIX = "You are grading an LLM or product response for an eval."
+
+
+#: The line of the tau2 matcher's assertions prompt (``evalhydra.matchers.tau2_nl.NL_PROMPT_MARK``).
+_NL_MARK = "Grade each expected outcome on its own."
+_QUOTED = re.compile(r"'([^']+)'")
 
 
 _WEIGHTS = re.compile(r"^\s*Weights:\s*(.+)$", re.M)
@@ -52,6 +58,8 @@ def judge_reply(payload: dict[str, Any], text: str,
     if text.lstrip().startswith(_GRADE_PREFIX):
         return _grade_reply(text, verdict)
     everything = _all_text(payload)
+    if _NL_MARK in everything:
+        return _assertions_reply(text)
     if "rubric_scores" in everything:
         return _rubric_reply(everything, text)
     return None
@@ -139,3 +147,16 @@ def _rubric_reply(everything: str, text: str) -> str:
         result.update(feedback=bad, failure_category="content", suggested_fix=fix)
     body = json.dumps(result, indent=2)
     return f"```json\n{body}\n```" if "MOCK_FENCE" in everything else body
+
+
+def _assertions_reply(text: str) -> str:
+    """Each expected outcome met unless it quotes a phrase the conversation lacks (case-insensitive)."""
+    conversation, _, listed = text.partition("expectedOutcomes:")
+    try:
+        outcomes = json.loads(listed.strip())
+    except ValueError:
+        outcomes = []
+    said = conversation.lower()
+    results = [{"expectedOutcome": o, "reasoning": "mock",
+                "metExpectation": all(q.lower() in said for q in _QUOTED.findall(str(o)))} for o in outcomes]
+    return json.dumps({"results": results})
