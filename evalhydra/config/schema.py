@@ -280,6 +280,7 @@ class MatcherConfig:
     ignore: list[str] | None = None  # tool_args: argument names left out
     steps: list[str] | None = None  # tool_sequence, tool_call_f1: tool names
     state: Any = None  # state: the tool class's expected end state
+    tool_class: str | None = None  # tau2: the domain's tools (module:Class; default: the eval's)
     strict_arguments: bool | None = None  # tool_call: "" is invalid JSON, as zig_eval reads it
 
 

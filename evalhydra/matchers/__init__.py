@@ -37,6 +37,8 @@ The runner needs only :func:`validate_matcher` (at load time),
 * :mod:`~evalhydra.matchers.text`: text matchers: ``exact_match``, ``includes`` (zig_eval) and
   ``regex``.
 * :mod:`~evalhydra.matchers.toolcall`: the ``tool_call`` matcher (zig_eval).
+* :mod:`~evalhydra.matchers.tau2`: the ``tau2`` matcher: a conversation scored as τ²-bench scores a
+  task; :mod:`~evalhydra.matchers.tau2_nl`: its natural-language assertions, graded by a judge.
 * :mod:`~evalhydra.matchers.trajectory`: matchers of a tool-using answer's path and end state, in
   promptfoo's vocabulary.
 """

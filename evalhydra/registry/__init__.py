@@ -8,6 +8,7 @@ The packaged example registry is the repository's top-level ``registry/``,
 installed as ``evalhydra.registry_data``.
 
 * :mod:`~evalhydra.registry.bfcl`: berkeley Function-Calling Leaderboard (BFCL) files as datasets.
+* :mod:`~evalhydra.registry.tau2`: τ²-bench task files as datasets, unchanged: one case per task.
 * :mod:`~evalhydra.registry.openai_evals`: openAI Evals API definitions as registry evals: an eval
   object and its runs, turned into files.
 """

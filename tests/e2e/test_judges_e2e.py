@@ -147,9 +147,10 @@ def test_the_matchers_group_covers_every_kind_and_case(matcher_rows: Rows) -> No
 
     kinds = {row["eval_id"].split(".")[1] for row in matcher_rows.values()}
     custom = {"custom_target", "custom_validator"}
-    # the path and state kinds need a tool loop, bfcl_ast a BFCL ground truth: the tools group
-    # (tools.order_desk, tools.bfcl_mini) and tests/tools run them
-    assert (kinds - custom) | {"custom"} == set(MATCHER_KINDS) - set(PATH_KINDS) - {"bfcl_ast"}
+    # the path and state kinds need a tool loop, bfcl_ast a BFCL ground truth, tau2 a simulated user:
+    # the tools and users groups (tools.order_desk, tools.bfcl_mini, users.order_desk_tau2) and
+    # tests/tools run them
+    assert (kinds - custom) | {"custom"} == set(MATCHER_KINDS) - set(PATH_KINDS) - {"bfcl_ast", "tau2"}
     assert set(matcher_rows) == {(f"matchers.{e}", c) for e, c, *_ in MATCHER_TABLE}
 
 

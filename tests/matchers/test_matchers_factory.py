@@ -30,7 +30,7 @@ def test_every_kind_is_listed() -> None:
         "exact_match", "includes", "regex", "json_fields", "json_schema", "tool_call",
         "model_grade", "rubric", "all_of", "any_of", "weighted", "custom", "openai_graders",
         "tool_used", "tool_args", "tool_sequence", "step_count", "tool_call_f1", "tool_args_valid",
-        "no_tool_errors", "state", "bfcl_ast",
+        "no_tool_errors", "state", "bfcl_ast", "tau2",
     }  # fmt: skip
     fields = set(MatcherConfig.__dataclass_fields__) - {"kind"}
     assert set().union(*MATCHER_KINDS.values()) == fields

@@ -149,7 +149,8 @@ def test_simulated_users_md_as_written(tmp_path: Path) -> None:
     steps = _steps("simulated-users.md")
     assert [c for c, _ in steps] == ["python -m evalhydra eval=users.order_desk_chat",
                                      "python -m evalhydra eval=users.order_desk_chat"
-                                     " +eval.user.mock.error_rate=0.3"]
+                                     " +eval.user.mock.error_rate=0.3",
+                                     "python -m evalhydra eval=users.order_desk_tau2"]
     _follow(steps, tmp_path)
     guide = (DOCS / "simulated-users.md").read_text()
     code = guide.split("```python\n", 1)[1].split("```", 1)[0]

@@ -69,3 +69,15 @@ def test_a_broken_script_is_no_script() -> None:
     request = {"messages": [{"role": "system", "content": "<mock-user-script>{oops</mock-user-script>"},
                             {"role": "user", "content": "Reply with exactly hi."}]}
     assert user_reply(request) is None and json.dumps(reply_for(request))
+
+
+def test_the_mock_judges_tau2_assertions_by_their_quoted_phrases() -> None:
+    from evalhydra.matchers.tau2_nl import NL_PROMPT_MARK, NL_SYSTEM_PROMPT
+
+    prompt = ("conversation:\nuser: refund O1\nassistant: It cannot be refunded.\n\nexpectedOutcomes:\n"
+              + json.dumps(["The agent says it 'cannot be refunded'.", "The agent says 'sorry'.", "Polite."]))
+    reply = reply_for({"messages": [{"role": "system", "content": NL_SYSTEM_PROMPT},
+                                    {"role": "user", "content": prompt}]})
+    results = json.loads(reply["content"])["results"]
+    assert [r["metExpectation"] for r in results] == [True, False, True]
+    assert NL_PROMPT_MARK in NL_SYSTEM_PROMPT

@@ -171,3 +171,24 @@ def test_compare_refuses_sides_whose_simulators_differ_unless_told(tmp_path: Pat
     allowed = compare(conn, base, cand, allow_simulator_change=True)
     assert allowed.overall["baseline_pass_rate"] > allowed.overall["candidate_pass_rate"]
     assert compare(conn, base, again).overall["candidate_pass_rate"] == 1.0  # same simulator: compared
+
+
+def test_the_tau2_domain_scores_as_tau2_bench_does(tmp_path: Path) -> None:
+    result = _talk(tmp_path, eval_id="users.order_desk_tau2")
+    assert [(s["n"], s["passed"]) for s in result.stats] == [(17, 17)]
+    rows = _trajectories(tmp_path / "s.db", "case_id", stop="stop_reason")
+    assert {r["stop"] for r in rows if r["case_id"] != "transfer_1"} == {"user_stop"}
+    assert [r["stop"] for r in rows if r["case_id"] == "transfer_1"] == ["user_transfer"]
+    bases = query_rows(tmp_path / "s.db", "select case_id, json_extract(details, '$.reward_breakdown') as b,"
+                                          " judge_service from results where case_id in ('late_refund_1',"
+                                          " 'refund_new_order')  order by case_id")
+    assert json.loads(bases[0]["b"]) == {"DB": 1.0, "COMMUNICATE": 1.0, "NL_ASSERTION": 1.0}
+    assert bases[0]["judge_service"] == "mock_judge"
+    assert json.loads(bases[1]["b"]) == {"DB": 1.0, "COMMUNICATE": 1.0, "ENV_ASSERTION": 1.0}
+
+
+def test_a_weak_simulator_lowers_the_tau2_score_of_the_same_agent(tmp_path: Path) -> None:
+    weak = _talk(tmp_path, "+eval.user.mock.error_rate=0.5", eval_id="users.order_desk_tau2")
+    assert 0 < weak.stats[0]["passed"] < 17
+    failed = _trajectories(tmp_path / "s.db", "passed", stop="stop_reason", who="user.stopped_by")
+    assert {(r["stop"], r["who"]) for r in failed if not r["passed"]} <= {("user_stop", "user")}
