@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.analysis.calibration import calibration
+from evalhydra.analysis.simulator_audit import simulator_corrections
 from evalhydra.cli.store_access import open_read_only
 from evalhydra.core import strictjson
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.job.exit_codes import ExitCode
-from evalhydra.reports.calibration import render_calibration
+from evalhydra.reports.calibration import render_calibration, render_simulator_audit
 from evalhydra.store.db import immediate, open_store
 from evalhydra.store.labels import import_labels
 
@@ -87,15 +88,32 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     verdict when the runs were rejudged. Label in the viewer (evalhydra view RUN, then l and
     p/f/s) or with evalhydra label.
 
+    Simulated users are calibrated as judges are: each target's pass rate among the
+    conversations its simulated user did not break, from people's audits (the viewer's
+    /runs/RUN/audit), with an interval carrying the audit's uncertainty. The text shows both;
+    --simulators shows (and --format json gives) the simulators' alone.
+
     Example: evalhydra calibrate latest --format json
     """
     store = open_read_only(args)
     ids = store.resolve_run_ids(args.run_ids or ["latest"])
-    print(render_calibration(calibration(store.conn, ids), args.format))
+    simulators = simulator_corrections(store.conn, ids)
+    if args.simulators:
+        print(render_simulator_audit(simulators, args.format))
+        return ExitCode.OK
+    docs = calibration(store.conn, ids)
+    if args.format == "text" and simulators and not docs:
+        print(render_simulator_audit(simulators))
+    elif args.format == "text" and simulators:
+        print(render_calibration(docs) + "\n\n" + render_simulator_audit(simulators))
+    else:
+        print(render_calibration(docs, args.format))
     return ExitCode.OK
 
 
 def configure_calibrate(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_ids", nargs="*", metavar="RUN", help="runs (ids, prefixes, latest; default latest)")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--simulators", action="store_true",
+                   help="the simulated users' audit alone (as JSON with --format json)")
 

@@ -106,7 +106,7 @@ async def run_conversation(agent: Service, user: SimulatedUser, request: ChatReq
         outcome.stop_reason = "time_limit"
     outcome.state = await toolbox.final_state()
     outcome.completion = combined(outcome)
-    outcome.user = _user_summary(user.plan, outcome)
+    outcome.user = _user_summary(user, outcome)
     return outcome
 
 
@@ -154,15 +154,21 @@ def _user_row(turn: int, reply: Completion) -> dict[str, Any]:
             "error_kind": str(reply.error_kind) if reply.error_kind else None, "cached": reply.cached}
 
 
-def _user_summary(plan: UserPlan, outcome: LoopOutcome) -> dict[str, Any]:
-    """What the store keeps of the user side: the simulator's identity, who ended the
-    conversation, and the user's requests, tokens and cost (apart from the agent's)."""
+#: Most characters of the user's instructions kept with a conversation (for its audit).
+MAX_INSTRUCTIONS_CHARS = 20_000
+
+
+def _user_summary(user: SimulatedUser, outcome: LoopOutcome) -> dict[str, Any]:
+    """What the store keeps of the user side: the simulator's identity and instructions, who ended
+    the conversation, and the user's requests, tokens and cost (apart from the agent's)."""
+    plan = user.plan
     usage = sum((t.usage for t in outcome.user_turns), Usage())
     reason = outcome.stop_reason
     stopped_by = "user" if reason in USER_STOP_REASONS else "limit" if reason else None
     if reason in ("model_stopped", "submit"):
         stopped_by = "agent"
     return {"simulator": plan.identity, "simulator_digest": plan.digest, "stopped_by": stopped_by,
+            "instructions": user.instructions[:MAX_INSTRUCTIONS_CHARS],
             "messages": len(outcome.user_turns), "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
             "cost_usd": round(sum(t.cost_usd for t in outcome.user_turns), 10)}

@@ -1,5 +1,6 @@
 """``evalhydra calibrate``'s text: the judges' agreement with people's labels and the corrected
-pass rates (:mod:`evalhydra.analysis.calibration` computes them) as tables, or JSON."""
+pass rates (:mod:`evalhydra.analysis.calibration` computes them), and the simulated users' audit
+(:mod:`evalhydra.analysis.simulator_audit`), as tables, or JSON."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-__all__ = ["render_calibration"]
+__all__ = ["render_calibration", "render_simulator_audit"]
 
 
 def _interval(value: Any, ci: Any) -> str:
@@ -53,3 +54,28 @@ def render_calibration(docs: list[dict[str, Any]], fmt: str = "text") -> str:
                       " interval):",
                       tabulate(targets, ["eval", "target", "cases", "judged", "corrected [95%]"],
                                tablefmt="simple")])
+
+
+def render_simulator_audit(rows: list[dict[str, Any]], fmt: str = "text") -> str:
+    """The simulator audit as ``text`` (a table per eval and target: the audit's counts, the raw and
+    the corrected pass rate) or ``json``
+    (:func:`~evalhydra.analysis.simulator_audit.simulator_corrections`'s rows)."""
+    if fmt == "json":
+        return json.dumps(rows, indent=2, ensure_ascii=False)
+    if not rows:
+        return "No conversation with a simulated user in these runs."
+    table = []
+    for row in rows:
+        ci = (row["corrected_ci_low"], row["corrected_ci_high"])
+        corrected = (_interval(row["corrected_pass_rate"], ci) if row["corrected_pass_rate"] is not None
+                     else row["problem"] or "—")
+        kinds = ", ".join(f"{k} {n}" for k, n in row["kinds"].items()) or "—"
+        table.append([row["eval_id"], f"{row['service_name']}/{row['model']}", row["n"],
+                      f"{row['broken_failures']}/{row['audited_failures']}",
+                      f"{row['broken_passes']}/{row['audited_passes']}", kinds,
+                      f"{row['raw_pass_rate']:.3f}", corrected])
+    head = ["eval", "target", "conversations", "broken/audited failures", "broken/audited passes",
+            "kinds", "raw", "corrected [95%]"]
+    return "\n".join(["pass rates corrected for the simulated user's errors (pass rate among unbroken"
+                      " conversations, logit delta-method 95% interval):",
+                      tabulate(table, head, tablefmt="simple")])

@@ -11,6 +11,8 @@
   store.
 * :mod:`~evalhydra.store.fractions`: per-case fractions of a finished run, saved beside its summary
   so comparisons skip its results.
+* :mod:`~evalhydra.store.audits`: people's audits of simulated users (``simulator_audits``), keyed
+  to the case and the transcript read.
 * :mod:`~evalhydra.store.labels`: people's verdicts on stored outputs (``labels``), keyed to the
   case and the output judged.
 * :mod:`~evalhydra.store.runinfo`: how a ``runs`` row reads to a person: its status, its partial

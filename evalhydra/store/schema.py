@@ -381,6 +381,15 @@ def _migration_22(db: sqlite_utils.Database) -> None:
     (a conversation's cells). Views only, made by :func:`~evalhydra.store.views.create_views`."""
 
 
+def _migration_23(db: sqlite_utils.Database) -> None:
+    """``simulator_audits``: people's audits of simulated users (did the simulator break the task?),
+    keyed to the case and the transcript read (its SHA-256), as ``labels`` are to outputs."""
+    db.conn.execute("""create table if not exists simulator_audits (id integer primary key,
+      eval_id text not null, case_id text not null, transcript_sha256 text not null,
+      broke integer not null, kind text, labeller text not null default '', labelled_at text, note text,
+      unique (eval_id, case_id, transcript_sha256, labeller))""")
+
+
 def _output_with_digest(conn: sqlite3.Connection, eval_id: str, case_id: str, digest: str) -> str | None:
     """Migration 21's own lookup, frozen: the case's stored output whose SHA-256 (of its UTF-8,
     lone surrogates kept) is ``digest``, "" for an empty one, None when none is."""
@@ -396,6 +405,6 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
     _migration_14, _migration_15, _migration_16, _migration_17, _migration_18, _migration_19,
-    _migration_20, _migration_21, _migration_22,
+    _migration_20, _migration_21, _migration_22, _migration_23,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

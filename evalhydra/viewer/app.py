@@ -52,8 +52,9 @@ from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.html import STATUS_MARKS, chart
 from evalhydra.store.db import Store, open_store
 from evalhydra.store.timelimit import interrupted, time_limit
+from evalhydra.viewer.auditing import audit_page, store_audit
 from evalhydra.viewer.export import FORMATS, export_lines
-from evalhydra.viewer.gate import LABELS_PATH, LOOPBACK_HOSTS, TokenGate
+from evalhydra.viewer.gate import AUDITS_PATH, LABELS_PATH, LOOPBACK_HOSTS, TokenGate
 from evalhydra.viewer.grid import (
     CaseView,
     GridPage,
@@ -107,6 +108,8 @@ def create_app(store_path: Path, token: str, host: str = "127.0.0.1", labeller: 
         Route("/runs/{ids}/export.{fmt}", pages.export),
         Route("/runs/{ids}/label", pages.queue),
         Route(LABELS_PATH, pages.label, methods=["POST"]),
+        Route("/runs/{ids}/audit", pages.audit),
+        Route(AUDITS_PATH, pages.save_audit, methods=["POST"]),
         Route("/compare", pages.compare),
         Route("/api/runs/{ids}", pages.status),
     ], exception_handlers={sqlite3.Error: _store_trouble, EvalHydraError: _store_trouble})
@@ -253,6 +256,24 @@ class _Pages:
 
     async def label(self, request: Request) -> Response:
         """Store a label a case page sent (JSON: ``eval``, ``case``, ``output_sha256``, ``label``)."""
+        return await self._write(request, save_label)
+
+    def audit(self, request: Request) -> Response:
+        """The simulator audit: the next conversation to audit (``after``: past this position)."""
+        with self._store() as store:
+            ids = _resolve(store, request.path_params["ids"].split(","))
+            if not ids:
+                return _missing(f"no run {request.path_params['ids']} in this store")
+            values = audit_page(store.conn, ids, _position(request.query_params.get("after", "")))
+        return _render(request, "audit.html.j2", ids=",".join(ids), key=self.key, **values)
+
+    async def save_audit(self, request: Request) -> Response:
+        """Store an audit the audit page sent (JSON: ``eval``, ``case``, ``transcript_sha256``,
+        ``broke``, ``kind``)."""
+        return await self._write(request, store_audit)
+
+    async def _write(self, request: Request, write: Callable[[Path, Any, str], str]) -> Response:
+        """Store what a page sent (a JSON object) with ``write``; its answer, or the problem (400)."""
         body = await request.body()
         if len(body) > MAX_LABEL_BYTES:
             return JSONResponse({"error": "too large"}, 413)
@@ -260,7 +281,7 @@ class _Pages:
             sent = json.loads(body)
             if not isinstance(sent, dict):
                 raise ValueError("not an object")
-            stored = await run_in_threadpool(save_label, self.store_path, sent, self.labeller)
+            stored = await run_in_threadpool(write, self.store_path, sent, self.labeller)
         except (ValueError, EvalHydraError) as exc:
             return JSONResponse({"error": getattr(exc, "message", None) or str(exc)}, 400)
         return JSONResponse({"stored": stored})

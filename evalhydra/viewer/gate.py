@@ -13,7 +13,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evalhydra.viewer.labelling import label_key
 
-__all__ = ["COOKIE", "LABEL_HEADER", "LABELS_PATH", "LOOPBACK_HOSTS", "TokenGate"]
+__all__ = ["AUDITS_PATH", "COOKIE", "LABEL_HEADER", "LABELS_PATH", "LOOPBACK_HOSTS", "WRITE_PATHS",
+           "TokenGate"]
 
 
 #: The cookie that carries the token after the first visit, suffixed by the server's port (two
@@ -26,8 +27,11 @@ COOKIE = "evalhydra_view_token"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 
 
-#: The one path the viewer takes a POST on, and the header that must carry :func:`label_key`.
+#: The paths the viewer takes a POST on (a label; a simulator audit), and the header that must
+#: carry :func:`label_key`.
 LABELS_PATH = "/api/labels"
+AUDITS_PATH = "/api/audits"
+WRITE_PATHS = frozenset({LABELS_PATH, AUDITS_PATH})
 
 
 LABEL_HEADER = "x-evalhydra-label"
@@ -66,7 +70,7 @@ class TokenGate:
         host = (request.headers.get("host") or "").rpartition(":")[0] or request.headers.get("host", "")
         if host.lower() not in self.hosts:  # a page of another site that rebound its name to us
             return PlainTextResponse("this viewer answers on its own address only", status_code=421)
-        if request.method == "POST" and request.url.path == LABELS_PATH:
+        if request.method == "POST" and request.url.path in WRITE_PATHS:
             sent = request.headers.get(LABEL_HEADER, "").encode("utf-8", "surrogateescape")
             if self._holds(request.cookies.get(cookie, "")) and secrets.compare_digest(sent, self.label_key):
                 return None

@@ -19,7 +19,8 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
-__all__ = ["DIFF_LINES", "DIFF_TOKENS", "MAX_JSON_DEPTH", "MAX_RENDER_CHARS", "Rendered", "render_text",
+__all__ = ["DIFF_LINES", "DIFF_TOKENS", "MAX_JSON_DEPTH", "MAX_RENDER_CHARS", "Rendered", "render_dialogue",
+           "render_text",
            "word_diff"]
 
 #: Words (and spaces and marks) of each side past which two outputs are diffed by lines instead
@@ -92,7 +93,17 @@ def _depth(text: str) -> int:
     return deepest
 
 
-def _transcript(messages: list[dict[str, Any]]) -> Markup:
+#: How a conversation with a simulated user names each role.
+DIALOGUE_ROLES = {"user": "simulated user", "assistant": "agent", "tool": "tool result", "system": "system"}
+
+
+def render_dialogue(messages: list[dict[str, Any]]) -> Markup:
+    """A conversation with a simulated user as a dialogue: the user's and the agent's turns named
+    as such, the agent's tool calls and their results between them."""
+    return _transcript(messages, DIALOGUE_ROLES)
+
+
+def _transcript(messages: list[dict[str, Any]], names: dict[str, str] | None = None) -> Markup:
     """System, user, assistant and tool turns, each with its text, and an assistant's tool calls."""
     turns = []
     for message in messages:
@@ -104,7 +115,7 @@ def _transcript(messages: list[dict[str, Any]]) -> Markup:
             arguments = function.get("arguments", "") if isinstance(function, dict) else ""
             parts.append(f'<div class="tool-call">→ {html.escape(str(name))}'
                          f"<pre>{html.escape(_arguments(arguments))}</pre></div>")
-        label = role + (f" · {message['name']}" if message.get("name") else "")
+        label = (names or {}).get(role, role) + (f" · {message['name']}" if message.get("name") else "")
         if message.get("tool_call_id"):
             label += f" · {message['tool_call_id']}"
         turns.append(f'<div class="turn role-{html.escape(role)}">'
