@@ -195,9 +195,13 @@ def _conversation(trajectory: Any) -> dict[str, Any] | None:
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content \
             else ""
         turns.append([str(message.get("role")), _cap(text), [_cap(c) for c in calls]])
-    return {"t": turns, "sr": trajectory.get("stop_reason"),
-            "st": _cap(json.dumps(trajectory.get("state"), ensure_ascii=False))
-            if trajectory.get("state") is not None else None}
+    shown = {"t": turns, "sr": trajectory.get("stop_reason"),
+             "st": _cap(json.dumps(trajectory.get("state"), ensure_ascii=False))
+             if trajectory.get("state") is not None else None}
+    user = trajectory.get("user")
+    if isinstance(user, dict):  # a simulated user's dialogue: who stopped it
+        shown["sb"] = str(user.get("stopped_by") or "limit")
+    return shown
 
 
 def _agent_extras(row: Mapping[str, Any], root: Path | None) -> dict[str, Any]:

@@ -8,6 +8,8 @@ hypercorn under trio.
 * :mod:`~evalhydra.viewer.export`: the grid as shown, every page of it, as CSV or JSONL.
 * :mod:`~evalhydra.viewer.grid`: the grid of cases × targets, a page at a time, and one case whole:
   read with SQL, paged in SQLite.
+* :mod:`~evalhydra.viewer.auditing`: the simulator audit: one conversation at a time, read as a
+  dialogue, marked by keyboard.
 * :mod:`~evalhydra.viewer.labelling`: labelling in the viewer: the label queue, and storing a label
   a page sends.
 * :mod:`~evalhydra.viewer.render`: stored text as a reader wants it: a chat transcript, pretty JSON

@@ -21,7 +21,7 @@ from evalhydra.matchers.composite import matcher_parts
 from evalhydra.reports.html import log_tail, store_folder
 from evalhydra.store.labels import output_sha256
 from evalhydra.store.rows import INFRA_ERROR_SQL, infra_error_sql
-from evalhydra.viewer.render import render_text, word_diff
+from evalhydra.viewer.render import Rendered, render_dialogue, render_text, word_diff
 
 __all__ = ["FILTERS", "GRID_PAGE", "SORTS", "CaseView", "GridPage", "case_view", "grid_keys", "grid_page",
            "neighbours",
@@ -301,7 +301,10 @@ def _conversation(details: Any) -> dict[str, Any] | None:
     trajectory = parsed.get("trajectory") if isinstance(parsed, dict) else None
     if not isinstance(trajectory, dict) or not isinstance(trajectory.get("transcript"), list):
         return None
-    return {"rendered": render_text(json.dumps(trajectory["transcript"], ensure_ascii=False)),
+    user = trajectory.get("user") if isinstance(trajectory.get("user"), dict) else None
+    rendered = (render_text(json.dumps(trajectory["transcript"], ensure_ascii=False)) if user is None
+                else Rendered("chat", render_dialogue(trajectory["transcript"]), ""))
+    return {"rendered": rendered, "user": user,
             "turns": len(trajectory.get("turns") or []), "calls": len(trajectory.get("tool_calls") or []),
             "stop_reason": trajectory.get("stop_reason"), "state": trajectory.get("state")}
 

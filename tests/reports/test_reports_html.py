@@ -182,3 +182,17 @@ def test_a_tool_loops_conversation_reads_in_report_html(compose: Compose, tmp_pa
     assert 'refund({"order_id":7,"reason":"damaged"})' in detail
     assert "order 7: delivered, box damaged" in detail
     assert '"refund_count": 1' in detail
+
+
+@pytest.mark.slow
+def test_a_simulated_users_dialogue_reads_in_report_html(compose: Compose, tmp_path: Path) -> None:
+    """Issue 63, item 7: a conversation with a simulated user reads as a dialogue: each side named,
+    the agent's calls between, who stopped it."""
+    store = f"store.path={tmp_path / 's.db'}"
+    plan = build_plan(compose("eval=users.order_desk_chat", "report=[html]", store))
+    assert run_plan(plan, output_dir=tmp_path / "out") == 0
+    detail = " ".join(_dom(tmp_path / "out" / "report.html",
+                           "#case=users.order_desk_chat/refund-7").text["detail"].split())
+    assert "dialogue with a simulated user" in detail and "stopped: user_stop (by the user)" in detail
+    assert "simulated user Hi, order 7" in detail and "agent Order 7 found" in detail
+    assert 'lookup_order({"order_id":7})' in detail
