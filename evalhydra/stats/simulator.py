@@ -74,7 +74,8 @@ def corrected_for_simulator(passes: int, failures: int, audited_passes: int, bro
         audited_failures: Failures audited (n₀).
         broken_failures: Of those, the ones marked broken (k₀).
         raw_variance: The variance of the raw pass rate over the run (clustered by case when
-            cases ran several trials); binomial when None.
+            cases ran several trials); binomial when None, and never below the binomial one of a
+            rate kept half a conversation from 0 and 1.
     """
     _check(passes, failures, audited_passes, broken_passes, audited_failures, broken_failures)
     n = passes + failures
@@ -93,14 +94,17 @@ def corrected_for_simulator(passes: int, failures: int, audited_passes: int, bro
     half = Z95 * math.sqrt(_logit_variance(raw, n, raw_variance, (audited_passes, broken_passes),
                                            (audited_failures, broken_failures)))
     centre = _logit(clean_passes, clean_failures, n)
-    return SimulatorCorrected(raw, estimate, _expit(centre - half), _expit(centre + half), b1, b0)
+    low = 0.0 if clean_passes == 0 else min(estimate, _expit(centre - half))  # a rate of 0 or 1: its
+    high = 1.0 if clean_failures == 0 else max(estimate, _expit(centre + half))  # own bound is exact
+    return SimulatorCorrected(raw, estimate, low, high, b1, b0)
 
 
 def _logit_variance(raw: float, n: int, raw_variance: float | None, passes: tuple[int, int],
                     failures: tuple[int, int]) -> float:
     """Var logit p̂ by the delta method: the raw rate's term and each audit stratum's."""
     q = min(max(raw, 0.5 / n), 1 - 0.5 / n)  # a run of all passes (or none) still has a spread
-    var_q = raw_variance if raw_variance is not None else q * (1 - q) / n
+    binomial = q * (1 - q) / n  # a floor: a run all passed (or failed) has a clustered variance of 0
+    var_q = max(raw_variance, binomial) if raw_variance is not None else binomial
     total = var_q * (1 / q + 1 / (1 - q)) ** 2
     for audited, broken in (passes, failures):
         if audited:

@@ -87,3 +87,16 @@ def test_the_audit_goes_to_failures_first_and_a_quarter_to_passes() -> None:
     assert audit_allocation(180, 20, 60) == (40, 20)
     assert audit_allocation(10, 190, 60) == (10, 50)
     assert audit_allocation(5, 5, 60) == (5, 5)
+
+
+def test_an_interval_holds_its_estimate_at_the_edges() -> None:
+    every_failure_broken = corrected_for_simulator(39, 21, 39, 0, 21, 21)
+    assert every_failure_broken.estimate == 1.0 and every_failure_broken.high == 1.0
+    assert every_failure_broken.low is not None and 0.85 < every_failure_broken.low < 1.0
+    nothing_passed = corrected_for_simulator(0, 50, 0, 0, 40, 10)
+    assert nothing_passed.estimate == 0.0 and nothing_passed.low == 0.0
+
+
+def test_a_run_that_all_passed_still_has_an_interval_as_wide_as_its_size_allows() -> None:
+    fixed = corrected_for_simulator(85, 0, 85, 0, 0, 0, raw_variance=0.0)  # clustered: 0 when all pass
+    assert fixed.estimate == 1.0 and fixed.low is not None and 0.85 < fixed.low < 0.96

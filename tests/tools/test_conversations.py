@@ -16,6 +16,8 @@ from evalhydra.execute.conversation import user_view
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import query_rows
 
+REGISTRY = Path(__file__).resolve().parents[2] / "registry"
+
 
 def _talk(tmp_path: Path, *overrides: str, registry: Path | None = None,
           eval_id: str = "users.order_desk_chat") -> evalhydra.EvalResult:
@@ -192,3 +194,35 @@ def test_a_weak_simulator_lowers_the_tau2_score_of_the_same_agent(tmp_path: Path
     assert 0 < weak.stats[0]["passed"] < 17
     failed = _trajectories(tmp_path / "s.db", "passed", stop="stop_reason", who="user.stopped_by")
     assert {(r["stop"], r["who"]) for r in failed if not r["passed"]} <= {("user_stop", "user")}
+
+
+@pytest.mark.slow
+def test_a_weak_simulator_moves_the_raw_score_but_not_the_corrected_one(tmp_path: Path) -> None:
+    """Issue 63, item 6: the same agent on the τ² order desk, 5 trials a task, with a strong mock
+    simulator and a weak one (premature stops in 40 % of conversations). Every conversation is
+    audited with the truth a person reads off it (the user never said its last scripted turn)."""
+    from evalhydra.analysis.simulator_audit import simulator_corrections
+    from evalhydra.store.audits import save_audit, transcript_sha256
+    from evalhydra.store.db import immediate, open_store
+
+    tasks = {t["id"]: t for t in json.loads(
+        (REGISTRY / "data/users/order_desk_tau2/tasks.json").read_text())}
+    rates = {}
+    for name, error_rate in (("strong", 0.0), ("weak", 0.4)):
+        result = _talk(tmp_path / name, "trials=5", f"+eval.user.mock.error_rate={error_rate}",
+                       eval_id="users.order_desk_tau2")
+        store = open_store(tmp_path / name / "s.db")
+        cells = store.conn.execute("select case_id, json_extract(details, '$.trajectory.transcript')"
+                                   " from results").fetchall()
+        with immediate(store.conn):
+            for case_id, transcript in cells:
+                said = [m["content"] for m in json.loads(transcript) if m["role"] == "user"]
+                broke = tasks[case_id]["mock_script"]["turns"][-1] not in said
+                save_audit(store.conn, {"eval": "users.order_desk_tau2", "case": case_id, "broke": broke,
+                                        "kind": "premature_stop" if broke else None,
+                                        "transcript_sha256": transcript_sha256(transcript)}, "truth")
+        (row,) = simulator_corrections(store.conn, [result.run_id])
+        store.close()
+        rates[name] = (row["raw_pass_rate"], row["corrected_pass_rate"])
+    assert rates["strong"][0] - rates["weak"][0] >= 0.15
+    assert abs(rates["strong"][1] - rates["weak"][1]) <= 0.03
