@@ -281,6 +281,7 @@ class MatcherConfig:
     steps: list[str] | None = None  # tool_sequence, tool_call_f1: tool names
     state: Any = None  # state: the tool class's expected end state
     tool_class: str | None = None  # tau2: the domain's tools (module:Class; default: the eval's)
+    user_tool_class: str | None = None  # tau2: the user's own tools (default: the eval's user.tool_class)
     strict_arguments: bool | None = None  # tool_call: "" is invalid JSON, as zig_eval reads it
 
 

@@ -24,7 +24,8 @@
 * :mod:`~evalhydra.execute.toolloop`: a tool loop: the conversation, the calls run, their results
   sent back, until an answer.
 * :mod:`~evalhydra.execute.conversation`: a simulated user and the agent take turns until the user
-  stops, or a limit does.
+  stops, or a limit does; :mod:`~evalhydra.execute.user_side`: the user's side: its instructions,
+  its view, its own tools.
 * :mod:`~evalhydra.execute.runrecord`: a new run's id and ``runs`` row;
   :mod:`~evalhydra.execute.deadend`: a dead endpoint told early (``run.fail_fast``);
   :mod:`~evalhydra.execute.masked`: every stored row with the run's secrets masked;

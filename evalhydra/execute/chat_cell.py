@@ -27,12 +27,13 @@ from evalhydra.core.values import (
     ErrorKind,
     MatchResult,
 )
-from evalhydra.execute.conversation import SimulatedUser, run_conversation, user_instructions
+from evalhydra.execute.conversation import run_conversation
 from evalhydra.execute.mcp_tools import McpTools, McpUnavailable, SharedServers, open_mcp
 from evalhydra.execute.rows import attempt_row, chat_row
 from evalhydra.execute.services import JudgeServices
 from evalhydra.execute.toolbox import Toolbox
 from evalhydra.execute.toolloop import LoopOutcome, run_loop
+from evalhydra.execute.user_side import SimulatedUser, user_instructions, user_toolbox
 from evalhydra.matchers.base import JudgeClient, MatchContext, Matcher
 from evalhydra.matchers.factory import judge_services_of
 from evalhydra.matchers.rubric import refinement_input
@@ -224,7 +225,8 @@ class ChatCellRunner:
         plan = job.eval.user
         if plan is None:
             return await run_loop(self.service, request, loop, toolbox, call)
-        user = SimulatedUser(self._user_service(plan), plan, user_instructions(plan, job.case, job.key))
+        user = SimulatedUser(self._user_service(plan), plan, user_instructions(plan, job.case, job.key),
+                             user_toolbox(plan, self.root, _initial_state(job.case)))
         return await run_conversation(self.service, user, request, loop, toolbox, call)
 
     def _user_service(self, plan: UserPlan) -> Service:

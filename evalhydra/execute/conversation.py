@@ -4,7 +4,8 @@ The agent's side is the tool loop (:func:`~evalhydra.execute.toolloop.agent_turn
 message starts agent requests that run tools until the agent answers in words. Then the user
 replies, seeing the conversation from its side only: its instructions as the system message,
 the agent's words as ``user`` messages and its own as ``assistant`` messages (never the agent's
-system prompt, tool calls or tool results). A user message holding one of the stop signals
+system prompt, tool calls or tool results), and acting on its own tools when it has them
+(:mod:`evalhydra.execute.user_side`). A user message holding one of the stop signals
 ends the conversation (``user_stop``, ``user_transfer``, ``user_out_of_scope``: the first,
 second and third signal); so do the user's turn limit (``user_turn_limit``) and every limit of
 the loop. A limit is an outcome, scored as the conversation stands.
@@ -16,69 +17,23 @@ user's usage and cost are kept apart (``details.trajectory.user``), never in the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import trio
 
-from evalhydra.core.messages import as_text, render
-from evalhydra.core.values import NO_CELL, CallContext, Case, ChatRequest, Completion, Usage
+from evalhydra.core.messages import as_text
+from evalhydra.core.values import NO_CELL, CallContext, ChatRequest, Completion, Usage
 from evalhydra.execute.toolbox import Toolbox
 from evalhydra.execute.toolloop import LoopOutcome, agent_turns, combined, first_messages, request_params
+from evalhydra.execute.user_side import SimulatedUser
 from evalhydra.plan.tools import LoopPlan
-from evalhydra.plan.users import OPTIONAL_FIELDS, UserPlan
 from evalhydra.services.base import Service
-from evalhydra.services.mock.simulated_user import script_block
 
-__all__ = ["USER_STOP_REASONS", "SimulatedUser", "run_conversation", "user_instructions", "user_view"]
+__all__ = ["USER_STOP_REASONS", "run_conversation"]
 
 #: How a conversation the user ended ended, by the stop signal's place in ``user.stop_signals``.
 USER_STOP_REASONS = ("user_stop", "user_transfer", "user_out_of_scope")
-
-
-@dataclass(frozen=True)
-class SimulatedUser:
-    """The user side of one cell: the service that plays it, its plan, its rendered instructions."""
-
-    service: Service
-    plan: UserPlan
-    instructions: str
-
-    async def reply(self, transcript: list[dict[str, Any]], context: CallContext) -> Completion:
-        """The user's next message, given the conversation so far (the agent's transcript)."""
-        request = ChatRequest(user_content="", model=self.plan.model,
-                              messages=tuple(user_view(self.instructions, transcript)),
-                              params=dict(self.plan.params) or None)
-        return await self.service.complete(request, context)
-
-
-def user_instructions(plan: UserPlan, case: Case, cell: str) -> str:
-    """The user's system message for ``case``: the eval's instructions filled from the case's
-    ``user`` fields (those of :data:`OPTIONAL_FIELDS` it lacks read as empty), the stop signals,
-    and the case's mock script when it has one."""
-    fields: dict[str, Any] = dict.fromkeys(OPTIONAL_FIELDS, "")
-    fields.update({k: v for k, v in (case.user or {}).items() if k != "script"})
-    signals = (*plan.stop_signals, "", "")[:3]
-    fields.update(stop=signals[0], transfer=signals[1] or signals[0], out_of_scope=signals[2] or signals[0])
-    text = render(plan.instructions, {k: as_text(v) for k, v in fields.items()})
-    script = (case.user or {}).get("script")
-    if isinstance(script, dict):
-        errors = {"rate": plan.mock.rate, "kinds": list(plan.mock.kinds), "seed": plan.mock.seed}
-        text += script_block({**script, "stop": plan.stop_signals[0], "errors": errors, "cell": cell})
-    return text
-
-
-def user_view(instructions: str, transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The conversation as the user sees it: its instructions, the agent's words as ``user``
-    messages, its own as ``assistant`` messages; no system prompt, tool call or tool result."""
-    view: list[dict[str, Any]] = [{"role": "system", "content": instructions}]
-    for message in transcript:
-        role, content = message.get("role"), message.get("content")
-        if role == "assistant" and content:
-            view.append({"role": "user", "content": as_text(content)})
-        elif role == "user":
-            view.append({"role": "assistant", "content": as_text(content)})
-    return view
 
 
 async def run_conversation(agent: Service, user: SimulatedUser, request: ChatRequest, loop: LoopPlan,
@@ -107,6 +62,8 @@ async def run_conversation(agent: Service, user: SimulatedUser, request: ChatReq
     outcome.state = await toolbox.final_state()
     outcome.completion = combined(outcome)
     outcome.user = _user_summary(user, outcome)
+    if user.toolbox is not None:  # the user's own device, as it ends
+        outcome.user["state"] = await user.toolbox.final_state()
     return outcome
 
 
@@ -124,9 +81,7 @@ async def _talk(agent: Service, user: SimulatedUser, request: ChatRequest, loop:
                 outcome: LoopOutcome, context: CallContext, given: bool) -> str | None:
     for said in range(1, user.plan.max_turns + 1):
         if said > 1 or not given:
-            reply = await user.reply(outcome.messages, context)
-            outcome.user_turns.append(reply)
-            outcome.turn_rows.append(_user_row(said, reply))
+            reply = await user.reply(outcome, said, context)
             if reply.error_kind is not None:
                 return None  # the user's request failed: the cell's infrastructure error
             outcome.messages.append({"role": "user", "content": reply.output})
@@ -145,13 +100,6 @@ async def _talk(agent: Service, user: SimulatedUser, request: ChatRequest, loop:
 def _signal(text: str, signals: tuple[str, ...]) -> int | None:
     """The place of the first stop signal ``text`` holds (None: it holds none)."""
     return next((i for i, signal in enumerate(signals) if signal in text), None)
-
-
-def _user_row(turn: int, reply: Completion) -> dict[str, Any]:
-    return {"turn": turn, "side": "user", "prompt_tokens": reply.usage.prompt_tokens,
-            "completion_tokens": reply.usage.completion_tokens, "cached_tokens": reply.usage.cached_tokens,
-            "cost_usd": reply.cost_usd, "latency_ms": round(reply.latency_ms, 3), "calls": 0,
-            "error_kind": str(reply.error_kind) if reply.error_kind else None, "cached": reply.cached}
 
 
 #: Most characters of the user's instructions kept with a conversation (for its audit).

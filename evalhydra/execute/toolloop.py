@@ -40,8 +40,8 @@ from evalhydra.execute.toolbox import Toolbox, ToolOutcome
 from evalhydra.plan.tools import TOOL_CHOICES, LoopPlan
 from evalhydra.services.base import Service
 
-__all__ = ["LoopOutcome", "STOP_REASONS", "agent_turns", "combined", "first_messages", "request_params",
-           "run_loop"]
+__all__ = ["LoopOutcome", "STOP_REASONS", "agent_turns", "assistant_message", "call_row", "combined",
+           "first_messages", "request_params", "run_loop"]
 
 #: Why a loop ended.
 STOP_REASONS = ("model_stopped", "submit", "turn_limit", "token_limit", "cost_limit", "time_limit")
@@ -162,7 +162,7 @@ async def agent_turns(service: Service, request: ChatRequest, loop: LoopPlan, to
         if answer.error_kind is not None:
             return None
         calls = [(call, f"call_{turn}_{i}") for i, call in enumerate(answer.tool_calls)]
-        outcome.messages.append(_assistant_message(answer, calls))
+        outcome.messages.append(assistant_message(answer, calls))
         if not calls:
             return "model_stopped"
         submitted = next((c for c, _ in calls if c.name == loop.submit_tool), None)
@@ -172,7 +172,7 @@ async def agent_turns(service: Service, request: ChatRequest, loop: LoopPlan, to
         results = await _run_calls(toolbox, calls, loop.max_concurrency)
         for group, ((call, canonical), result) in enumerate(zip(calls, results, strict=True)):
             outcome.messages.append({"role": "tool", "tool_call_id": canonical, "content": result.text})
-            outcome.call_rows.append(_call_row(turn, group, call, canonical, result, toolbox))
+            outcome.call_rows.append(call_row(turn, group, call, canonical, result, toolbox))
         limit = _limit_reached(loop, outcome.turns)
         if limit is not None:
             return limit
@@ -215,7 +215,8 @@ def _limit_reached(loop: LoopPlan, turns: list[Completion]) -> str | None:
     return None
 
 
-def _assistant_message(answer: Completion, calls: list[tuple[ToolCall, str]]) -> dict[str, Any]:
+def assistant_message(answer: Completion, calls: list[tuple[ToolCall, str]]) -> dict[str, Any]:
+    """An answer as the conversation keeps it: its text, and its calls under their canonical ids."""
     message: dict[str, Any] = {"role": "assistant", "content": answer.output or None}
     if calls:
         message["tool_calls"] = [
@@ -232,8 +233,9 @@ def _turn_row(turn: int, answer: Completion, latency_ms: float) -> dict[str, Any
             "error_kind": str(answer.error_kind) if answer.error_kind else None, "cached": answer.cached}
 
 
-def _call_row(turn: int, index: int, call: ToolCall, canonical: str, result: ToolOutcome,
-              toolbox: Toolbox) -> dict[str, Any]:
+def call_row(turn: int, index: int, call: ToolCall, canonical: str, result: ToolOutcome,
+             toolbox: Toolbox) -> dict[str, Any]:
+    """A call and its outcome as a ``tool_calls`` row."""
     return {"turn": turn, "index": index, "provider_id": call.id, "id": canonical, "name": call.name,
             "original_name": toolbox.original_name(call.name),
             "arguments": call.arguments, "parsed": result.arguments, "parallel": toolbox.parallel(call.name),

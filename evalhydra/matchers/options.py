@@ -42,7 +42,8 @@ MATCHER_KINDS: dict[str, set[str]] = {
     "tool_args_valid": set(),
     "no_tool_errors": set(),
     "state": {"state", "mode"},
-    "tau2": {"tool_class", "judge_service", "judge_model"},  # τ²-bench's reward (evalhydra.matchers.tau2)
+    # τ²-bench's reward (evalhydra.matchers.tau2)
+    "tau2": {"tool_class", "user_tool_class", "judge_service", "judge_model"},
 }
 
 #: Defaults filled into the cleaned spec.
@@ -143,6 +144,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "steps": (lambda v: _is_name_list(v) and bool(v), "a non-empty list of tool names"),
     "state": (lambda v: v is not None, "the expected end state (an object, or any JSON value)"),
     "tool_class": (lambda v: isinstance(v, str) and ":" in v, "a class, module:Class"),
+    "user_tool_class": (lambda v: isinstance(v, str) and ":" in v, "a class, module:Class"),
     "strict_arguments": _BOOL,
 }
 

@@ -6,9 +6,12 @@ A case loaded from a τ²-bench task file (:mod:`evalhydra.registry.tau2`) carri
 actions matched. The cell passes when the reward is 1:
 
 * ``DB``: a fresh ``tool_class`` set to the initial state, with the expected actions replayed on
-  it, ends in the same state as the agent's (the SHA-256 of ``state()``'s JSON, keys sorted);
+  it, ends in the same state as the agent's (the SHA-256 of ``state()``'s JSON, keys sorted); with
+  ``user_tool_class`` (the user's own device, τ²-bench's dual control), the user's end state too,
+  after the expected actions whose ``requestor`` is ``user``;
 * ``ENV_ASSERTION``: each assertion (``func_name`` with ``arguments``) called on the agent's
-  environment (a fresh ``tool_class`` with the agent's calls replayed) returns ``assert_value``;
+  environment (a fresh ``tool_class`` with the agent's calls replayed; ``env_type: user``: the
+  user's, with the user's calls) returns ``assert_value``;
 * ``ACTION``: each expected action has a call of its ``name`` whose arguments equal it on
   ``compare_args`` (by default the call's own arguments);
 * ``COMMUNICATE``: each ``communicate_info`` text is in some message of the agent (case-insensitive,
@@ -51,23 +54,17 @@ _RAN = (None, "tool_exception", "timeout")
 def build_tau2(spec: Mapping[str, Any], root: Path, judges: JudgeClient | None) -> Matcher:
     """The ``tau2`` matcher over the eval's tool class (``tool_class``, ``module:Class``), its
     natural-language assertions graded by ``judge_service`` (``judge_model``)."""
-    path = str(spec.get("tool_class") or "")
     service, model = spec.get("judge_service"), spec.get("judge_model")
     if service:
         judges = require_judge(judges, str(service), "tau2")
-    importable_from(root)
-    try:
-        cls = locate(path.replace(":", "."))
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise EvalHydraError(f"matcher tau2: tool_class {path!r} cannot be imported: {exc}.",
-                             "Set the eval's tool_class (module:Class, importable from the registry"
-                             " root).") from None
+    cls = _class(spec, "tool_class", root)
+    user_cls = _class(spec, "user_tool_class", root) if spec.get("user_tool_class") else None
 
     async def match(ctx: MatchContext) -> MatchResult:
         task = ctx.case.expected.get("tau2") if isinstance(ctx.case.expected, dict) else None
         if not isinstance(task, dict):
             return fail("the case is not a τ²-bench task (no evaluation_criteria to score)")
-        scored = await USER_THREADS.run_sync(partial(_score, cls, task, ctx.trajectory or {}))
+        scored = await USER_THREADS.run_sync(partial(_score, (cls, user_cls), task, ctx.trajectory or {}))
         if isinstance(scored, MatchResult):
             return scored
         parts, checks = scored
@@ -91,6 +88,17 @@ def build_tau2(spec: Mapping[str, Any], root: Path, judges: JudgeClient | None) 
     return match
 
 
+def _class(spec: Mapping[str, Any], key: str, root: Path) -> Any:
+    path = str(spec.get(key) or "")
+    importable_from(root)
+    try:
+        return locate(path.replace(":", "."))
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise EvalHydraError(f"matcher tau2: {key} {path!r} cannot be imported: {exc}.",
+                             "Set the eval's tool_class (and user.tool_class) to module:Class, importable"
+                             " from the registry root.") from None
+
+
 def fresh_environment(cls: Any, initial_state: Any) -> Any:
     """A new ``cls`` set to ``initial_state`` (``set_state``, when it has one and a state is given)."""
     environment = cls()
@@ -99,7 +107,7 @@ def fresh_environment(cls: Any, initial_state: Any) -> Any:
     return environment
 
 
-def _score(cls: Any, task: dict[str, Any],
+def _score(classes: tuple[Any, Any], task: dict[str, Any],
            trajectory: dict[str, Any]) -> MatchResult | tuple[dict[str, float], dict[str, Any]]:
     """The components computed without a judge, and their checks; or the result, when the
     conversation scores without them (a limit ended it, or the task has no criteria)."""
@@ -113,9 +121,9 @@ def _score(cls: Any, task: dict[str, Any],
     parts: dict[str, float] = {}
     checks: dict[str, Any] = {}
     if "DB" in basis:
-        parts["DB"], checks["db"] = _db(cls, task, trajectory)
+        parts["DB"], checks["db"] = _db(classes, task, trajectory)
     if "ENV_ASSERTION" in basis:
-        parts["ENV_ASSERTION"], checks["env_assertions"] = _env_assertions(cls, task, trajectory)
+        parts["ENV_ASSERTION"], checks["env_assertions"] = _env_assertions(classes, task, trajectory)
     if "ACTION" in basis:
         parts["ACTION"], checks["actions"] = _actions(criteria.get("actions") or [], trajectory)
     if "COMMUNICATE" in basis:
@@ -139,23 +147,40 @@ def _verdict(parts: dict[str, float], checks: dict[str, Any], task: dict[str, An
                        details=details, judge=judge)
 
 
-def _db(cls: Any, task: dict[str, Any], trajectory: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-    gold = fresh_environment(cls, task.get("initial_state"))
-    failed = _replay(gold, [(a["name"], a.get("arguments") or {}) for a in
-                            (task.get("evaluation_criteria") or {}).get("actions") or []])
-    expected = _digest(_state(gold))
-    actual = _digest(trajectory.get("state"))
-    return (1.0 if expected == actual else 0.0), {"match": expected == actual, "expected_sha256": expected,
-                                                   "actual_sha256": actual, "gold_replay_failed": failed}
+def _db(classes: tuple[Any, Any], task: dict[str, Any],
+        trajectory: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """The agent's database (and the user's, with a user tool class) against the gold replay's."""
+    check: dict[str, Any] = {}
+    sides = [("agent", classes[0], trajectory.get("state"))]
+    if classes[1] is not None:
+        sides.append(("user", classes[1], (trajectory.get("user") or {}).get("state")))
+    actions = (task.get("evaluation_criteria") or {}).get("actions") or []
+    for side, cls, state in sides:
+        gold = fresh_environment(cls, task.get("initial_state"))
+        failed = _replay(gold, [(a["name"], a.get("arguments") or {}) for a in actions
+                                if (a.get("requestor") == "user") == (side == "user")])
+        expected, actual = _digest(_state(gold)), _digest(state)
+        check[side] = {"match": expected == actual, "expected_sha256": expected, "actual_sha256": actual,
+                       "gold_replay_failed": failed}
+    matched = all(c["match"] for c in check.values())
+    shown = {**check["agent"], "agent_match": check["agent"]["match"], "match": matched}
+    return (1.0 if matched else 0.0), {**shown, **({"user": check["user"]} if "user" in check else {})}
 
 
-def _env_assertions(cls: Any, task: dict[str, Any], trajectory: dict[str, Any]) -> tuple[float, list[Any]]:
-    agent = fresh_environment(cls, task.get("initial_state"))
-    _replay(agent, [(c.get("name"), c.get("parsed") or {}) for c in trajectory.get("tool_calls") or []
-                    if c.get("side", "agent") == "agent" and c.get("error_kind") in _RAN])
+def _env_assertions(classes: tuple[Any, Any], task: dict[str, Any],
+                    trajectory: dict[str, Any]) -> tuple[float, list[Any]]:
+    environments = {}
+    for side, cls in (("agent", classes[0]), ("user", classes[1])):
+        if cls is None:
+            continue
+        environments[side] = fresh_environment(cls, task.get("initial_state"))
+        _replay(environments[side], [(c.get("name"), c.get("parsed") or {})
+                                     for c in trajectory.get("tool_calls") or []
+                                     if c.get("side", "agent") == side and c.get("error_kind") in _RAN])
     results = []
     for assertion in (task.get("evaluation_criteria") or {}).get("env_assertions") or []:
-        function = getattr(agent, str(assertion.get("func_name")), None)
+        environment = environments.get("user" if assertion.get("env_type") == "user" else "agent")
+        function = getattr(environment, str(assertion.get("func_name")), None)
         try:
             value = bool(function(**(assertion.get("arguments") or {}))) if callable(function) else None
         except BaseException as exc:

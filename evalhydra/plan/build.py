@@ -37,7 +37,7 @@ from evalhydra.plan.placement import check_mock_settings, check_ranges
 from evalhydra.plan.selection import selection_of
 from evalhydra.plan.services import known_service_sources, other_services
 from evalhydra.plan.tools import loop_plan
-from evalhydra.plan.users import conversation_loop, user_plan
+from evalhydra.plan.users import conversation_loop, tau2_classes, user_plan
 from evalhydra.registry.datasets import CaseTemplate
 from evalhydra.registry.definitions import Registry, load_registry, resolve_registry_root, validate_retry
 from evalhydra.services.cache import default_cache_path, parse_expiry
@@ -304,8 +304,8 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
             matcher = with_judge_options(matcher, include_reasoning=True)
         if spec.get("wire") == "zig_eval" and matcher.get("kind") == "tool_call":
             matcher = {"strict_arguments": True, **matcher}
-        if matcher.get("kind") == "tau2" and spec.get("tool_class"):  # τ²'s domain: the eval's tools
-            matcher = {"tool_class": spec["tool_class"], **matcher}
+        if matcher.get("kind") == "tau2":  # τ²'s domain: the eval's tools, and the user's
+            matcher = {**tau2_classes(spec), **matcher}
         matcher = validate_matcher(place_matcher_files(matcher, spec.get("base_dir"), root),
                                    f"{where}: matcher", registry_root=root)
     attempts = spec.get("max_attempts", 1)
@@ -317,7 +317,7 @@ def _eval_plan(spec: dict[str, Any], conf: Config, root: Path, suite_matcher: An
     if spec.get("dataset_path") is None and spec.get("cases") is None:
         raise EvalHydraError(f"{where}: needs dataset_path (or cases for agent evals).")
     loop, class_specs = loop_plan(spec, root, where)
-    user = user_plan(spec.get("user"), where)
+    user = user_plan(spec.get("user"), where, root)
     if user is not None:
         loop = conversation_loop(loop, spec.get("loop") or {})
     plan = EvalPlan(

@@ -7,6 +7,8 @@ transfers, says the request is out of scope, or a limit ends it. The user is a c
 ``user`` fields (τ²-bench's names: ``persona``, ``reason_for_call``, ``known_info``,
 ``unknown_info``, ``task_instructions``, and any other). ``mock`` sets the errors the built-in
 mock's scripted user makes on purpose (see :mod:`evalhydra.services.mock.simulated_user`).
+``tool_class`` gives the user tools of its own (τ²-bench's dual control: the user acts on its own
+device), a class made once per cell as the agent's is; only the user sees them.
 
 The simulator's identity (:attr:`UserPlan.identity`) joins every cell's key: a changed simulator
 is another measurement, never a stored answer reused.
@@ -17,13 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from evalhydra.core.errors import EvalHydraError, did_you_mean
-from evalhydra.plan.tools import LoopPlan
+from evalhydra.core.values import ToolSpec
+from evalhydra.plan.tools import LoopPlan, class_tools, resolve_target
 
 __all__ = ["CONVERSATION_MAX_TURNS", "DEFAULT_INSTRUCTIONS", "ERROR_KINDS", "STOP_SIGNALS", "UserPlan",
-           "conversation_loop", "user_plan"]
+           "conversation_loop", "tau2_classes", "user_plan"]
 
 #: τ²-bench's signals: the user is done, asks for a human, or the request is out of scope.
 STOP_SIGNALS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
@@ -51,7 +55,8 @@ OPTIONAL_FIELDS = ("persona", "reason_for_call", "known_info", "unknown_info", "
                    "instructions", "domain")
 #: The agent's requests over a whole conversation unless ``loop.max_turns`` says otherwise.
 CONVERSATION_MAX_TURNS = 50
-_KEYS = ("service", "model", "instructions", "stop_signals", "max_turns", "greeting", "params", "mock")
+_KEYS = ("service", "model", "instructions", "stop_signals", "max_turns", "greeting", "params", "mock",
+         "tool_class")
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,8 @@ class UserPlan:
     greeting: str = DEFAULT_GREETING
     params: dict[str, Any] = field(default_factory=dict)  # sampling parameters of the user's requests
     mock: MockErrors = field(default_factory=MockErrors)
+    tool_class: str | None = None  # the user's own tools (module:Class), made once per cell
+    tools: tuple[ToolSpec, ...] = ()  # what that class offers the user
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -84,7 +91,7 @@ class UserPlan:
         text = self.instructions.encode("utf-8", "surrogatepass")
         return {"instructions_sha256": hashlib.sha256(text).hexdigest()[:16], "service": self.service,
                 "model": self.model, "params": self.params, "stop_signals": list(self.stop_signals),
-                "max_turns": self.max_turns, "greeting": self.greeting,
+                "max_turns": self.max_turns, "greeting": self.greeting, "tool_class": self.tool_class,
                 "mock": {"rate": self.mock.rate, "kinds": list(self.mock.kinds), "seed": self.mock.seed}}
 
     @property
@@ -94,7 +101,7 @@ class UserPlan:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def user_plan(spec: Any, where: str) -> UserPlan | None:
+def user_plan(spec: Any, where: str, root: Path | None = None) -> UserPlan | None:
     """The eval's ``user`` node, checked (None when the eval has none).
 
     Raises:
@@ -111,11 +118,25 @@ def user_plan(spec: Any, where: str) -> UserPlan | None:
     turns = spec.get("max_turns", 10)
     if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= 1000:
         raise EvalHydraError(f"{where}: user.max_turns={turns!r}: must be a whole number in 1..1000.")
+    tool_class = _name(spec, "tool_class", where)
+    tools = tuple(class_tools(resolve_target(tool_class, root or Path("."), f"{where}: user.tool_class"),
+                              f"{where}: user.tool_class")) if tool_class else ()
     return UserPlan(service=_name(spec, "service", where), model=_name(spec, "model", where),
+                    tool_class=tool_class, tools=tools,
                     instructions=_text(spec, "instructions", DEFAULT_INSTRUCTIONS, where),
                     stop_signals=_signals(spec.get("stop_signals"), where), max_turns=turns,
                     greeting=_text(spec, "greeting", DEFAULT_GREETING, where),
                     params=_params(spec.get("params"), where), mock=_mock(spec.get("mock"), where))
+
+
+def tau2_classes(spec: dict[str, Any]) -> dict[str, str]:
+    """The tool classes a ``tau2`` matcher replays, from the eval: its ``tool_class`` (the agent's
+    domain) and its user's (``user_tool_class``)."""
+    found = {"tool_class": spec["tool_class"]} if spec.get("tool_class") else {}
+    user = spec.get("user")
+    if isinstance(user, dict) and isinstance(user.get("tool_class"), str):
+        found["user_tool_class"] = user["tool_class"]
+    return found
 
 
 def conversation_loop(loop: LoopPlan | None, limits: dict[str, Any]) -> LoopPlan:

@@ -12,7 +12,7 @@ import pytest
 
 import evalhydra
 from evalhydra.core.errors import EvalHydraError
-from evalhydra.execute.conversation import user_view
+from evalhydra.execute.user_side import user_view
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import query_rows
 
@@ -226,3 +226,86 @@ def test_a_weak_simulator_moves_the_raw_score_but_not_the_corrected_one(tmp_path
         rates[name] = (row["raw_pass_rate"], row["corrected_pass_rate"])
     assert rates["strong"][0] - rates["weak"][0] >= 0.15
     assert abs(rates["strong"][1] - rates["weak"][1]) <= 0.03
+
+
+PHONE_DOMAIN = '''
+class LineDesk:
+    """The agent's tools: the carrier's records."""
+
+    def __init__(self):
+        self.checked = []
+
+    def check_line(self, phone: str) -> str:
+        """Check a customer's line."""
+        self.checked.append(phone)
+        return "line active"
+
+    def state(self):
+        return {"checked": self.checked}
+
+
+class Phone:
+    """The user's own device (dual control): only the user can act on it."""
+
+    def __init__(self):
+        self.airplane_mode = True
+
+    def set_state(self, initial_state):
+        self.airplane_mode = initial_state["initialization_data"]["user_data"]["airplane_mode"]
+
+    def toggle_airplane_mode(self) -> str:
+        """Turn airplane mode on or off."""
+        self.airplane_mode = not self.airplane_mode
+        return f"airplane mode {'on' if self.airplane_mode else 'off'}"
+
+    def assert_data_works(self) -> bool:
+        return not self.airplane_mode
+
+    def state(self):
+        return {"airplane_mode": self.airplane_mode}
+'''
+
+
+def _phone_registry(tmp_path: Path, toggles: bool) -> Path:
+    ask = ("My mobile data does not work. Call check_line with {\"phone\": \"555\"}. Then reply with exactly"
+           " Your line is active; please turn airplane mode off.")
+    done = {"tool": "toggle_airplane_mode", "arguments": {},
+            "say": "Done, it is off. Reply with exactly Great, your data works now."}
+    task = {"id": "data_1", "user_scenario": {"instructions": {
+                "domain": "telecom", "reason_for_call": "Mobile data does not work.", "known_info": "555",
+                "unknown_info": "", "task_instructions": "Follow the agent's advice on your phone."}},
+            "initial_state": {"initialization_data": {"user_data": {"airplane_mode": True}}},
+            "evaluation_criteria": {
+                "actions": [{"action_id": "a0", "name": "check_line", "arguments": {"phone": "555"}},
+                            {"action_id": "a1", "name": "toggle_airplane_mode", "arguments": {},
+                             "requestor": "user"}],
+                "env_assertions": [{"env_type": "user", "func_name": "assert_data_works", "arguments": {},
+                                    "assert_value": True}],
+                "reward_basis": ["DB", "ENV_ASSERTION", "ACTION"]},
+            "mock_script": {"turns": [ask, done if toggles else "I would rather not touch my phone."]}}
+    spec = {**smoke_eval("phone.data", "data/phone/tasks.json"), "matcher": {"kind": "tau2"},
+            "tool_class": "phone_domain:LineDesk", "user": {"tool_class": "phone_domain:Phone"}}
+    registry = write_registry(tmp_path / "reg", evals={"phone/data.json": spec},
+                              data={"data/phone/tasks.json": json.dumps([task]),
+                                    "phone_domain.py": PHONE_DOMAIN})
+    return registry
+
+
+@pytest.mark.parametrize("toggles", [True, False])
+def test_a_user_acts_on_its_own_device_and_the_agent_never_sees_it(tmp_path: Path, toggles: bool) -> None:
+    """Issue 63, item 1: τ²-bench's dual control. The user's tool class is the user's alone; its
+    calls run through a toolbox of its own, are stored as the user's, and τ²'s scoring compares
+    the user's device with the gold replay of the user's expected actions."""
+    result = _talk(tmp_path, registry=_phone_registry(tmp_path, toggles), eval_id="phone.data")
+    assert [s["passed"] for s in result.stats] == [1 if toggles else 0]
+    store = tmp_path / "s.db"
+    calls = query_rows(store, "select side, name from tool_calls order by rowid")
+    assert calls == [{"side": "agent", "name": "check_line"}] + (
+        [{"side": "user", "name": "toggle_airplane_mode"}] if toggles else [])
+    (row,) = _trajectories(store, "details", transcript="transcript", device="user.state")
+    assert "toggle_airplane_mode" not in row["transcript"]  # the agent never saw the user's tool
+    assert json.loads(row["device"]) == {"airplane_mode": not toggles}
+    details = json.loads(row["details"])
+    assert details["db"]["user"]["match"] is toggles and details["db"]["match"] is toggles
+    assert details["env_assertions"] == [{"func_name": "assert_data_works", "met": toggles}]
+    assert [a["matched"] for a in details["actions"]] == [True, toggles]

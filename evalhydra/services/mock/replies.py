@@ -59,7 +59,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evalhydra.services.mock.judge_replies import judge_draw, judge_reply
-from evalhydra.services.mock.simulated_user import user_reply
+from evalhydra.services.mock.simulated_user import user_message
 from evalhydra.services.mock.text import message_text
 
 __all__ = ["CHANCE_MARK", "prompt_text", "reply_for", "usage_for"]
@@ -106,9 +106,9 @@ def reply_for(payload: dict[str, Any], chance: Callable[[], float] | None = None
         ``{"role": "assistant", "content": str | None}`` plus ``tool_calls``
         when the reply is a tool call.
     """
-    said = user_reply(payload)
+    said = user_message(payload)
     if said is not None:
-        return _content(said)
+        return said
     text = prompt_text(payload)
     judged = judge_reply(payload, text, judge_draw(chance, judge_errors))
     if judged is not None:

@@ -5,7 +5,9 @@ message, the case's script between ``<mock-user-script>`` and ``</mock-user-scri
 
 ``turns``
     What the user says, one message per turn (its own earlier messages are the request's
-    ``assistant`` messages; the agent's are its ``user`` messages).
+    ``assistant`` messages; the agent's are its ``user`` messages). A turn may act first on the
+    user's own device: ``{"tool", "arguments", "say"}`` calls that tool of the user's, then,
+    once its result is back, says ``say``.
 ``stop_when``
     Optional text: once the agent's last message contains it (case-insensitive), the user stops.
 ``leak``
@@ -34,7 +36,7 @@ from typing import Any
 
 from evalhydra.services.mock.text import message_text
 
-__all__ = ["DECLINE", "DRIFT", "SCRIPT_END", "SCRIPT_START", "script_block", "user_reply"]
+__all__ = ["DECLINE", "DRIFT", "SCRIPT_END", "SCRIPT_START", "script_block", "user_message", "user_reply"]
 
 SCRIPT_START = "<mock-user-script>"
 SCRIPT_END = "</mock-user-script>"
@@ -49,15 +51,35 @@ def script_block(script: dict[str, Any]) -> str:
     return f"\n\n{SCRIPT_START}{json.dumps(script, ensure_ascii=False, sort_keys=True)}{SCRIPT_END}"
 
 
-def user_reply(payload: dict[str, Any]) -> str | None:
-    """The scripted user's next message, or None when the request carries no script."""
+def user_message(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The scripted user's next message (words, or a call of one of its own tools), or None when
+    the request carries no script."""
     messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
     script = _script(messages)
     if script is None:
         return None
-    turns = [str(t) for t in script.get("turns") or []]
+    turn = _next_turn(script, messages)
+    if not isinstance(turn, dict):
+        return {"role": "assistant", "content": turn}
+    if messages and messages[-1].get("role") == "tool":  # its tool answered: now it says the turn
+        return {"role": "assistant", "content": _words(turn)}
+    said = sum(1 for m in messages if m.get("role") == "assistant" and not m.get("tool_calls"))
+    call = {"name": str(turn.get("tool")), "arguments": json.dumps(turn.get("arguments") or {})}
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": f"user_call_{said}", "type": "function", "function": call}]}
+
+
+def user_reply(payload: dict[str, Any]) -> str | None:
+    """The words of the scripted user's next message ("" for a tool call), or None without a script."""
+    message = user_message(payload)
+    return None if message is None else str(message.get("content") or "")
+
+
+def _next_turn(script: dict[str, Any], messages: list[dict[str, Any]]) -> str | dict[str, Any]:
+    """The script's next turn: its text, or a turn that acts first (``{"tool", "arguments", "say"}``)."""
+    turns = list(script.get("turns") or [])
     stop = str(script.get("stop") or "###STOP###")
-    said = sum(1 for m in messages if m.get("role") == "assistant")
+    said = sum(1 for m in messages if m.get("role") == "assistant" and not m.get("tool_calls"))
     heard = next((message_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
     until = script.get("stop_when")
     if said and isinstance(until, str) and until and until.lower() in heard.lower():
@@ -65,16 +87,21 @@ def user_reply(payload: dict[str, Any]) -> str | None:
     if said >= len(turns):
         return stop
     kind = _error_kind(script)
+    turn = turns[said] if isinstance(turns[said], dict) else str(turns[said])
     if kind is None or said != max(len(turns) - 1, 0):
-        return turns[said]
+        return turn
     if kind == "premature_stop":
         return stop
     if kind == "goal_drift":
         return DRIFT
     if kind == "contradicted_instructions":
         return DECLINE
-    leak = script.get("leak") or turns[-1]
-    return f"{turns[said]} (I was not supposed to say this: {leak})"
+    leak = script.get("leak") or _words(turns[-1])
+    return f"{_words(turn)} (I was not supposed to say this: {leak})"
+
+
+def _words(turn: Any) -> str:
+    return str(turn.get("say") or "") if isinstance(turn, dict) else str(turn)
 
 
 def _script(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
