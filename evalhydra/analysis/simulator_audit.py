@@ -29,7 +29,7 @@ from evalhydra.stats.simulator import corrected_for_simulator
 from evalhydra.store.audits import audits_by_transcript, transcript_sha256
 from evalhydra.store.rows import infra_error_sql
 
-__all__ = ["AuditItem", "audit_queue", "next_to_audit", "simulator_corrections"]
+__all__ = ["AuditItem", "audit_queue", "has_audits", "next_to_audit", "simulator_corrections"]
 
 _CONVERSATIONS_SQL = f"""select r.eval_id, r.service_name, r.model, r.case_id, r.passed,
   json_extract(r.details, '$.trajectory.transcript')
@@ -85,6 +85,14 @@ def next_to_audit(conn: sqlite3.Connection, run_ids: Sequence[str],
     following = next((q for q in queue if q.position > after
                       and (q.eval_id, q.case_id, q.transcript_sha256) not in done), None)
     return following, audited, len(queue)
+
+
+def has_audits(conn: sqlite3.Connection) -> bool:
+    """Whether anyone audited a simulated user in this store (a store before migration 23: no)."""
+    try:
+        return conn.execute("select exists (select 1 from simulator_audits)").fetchone()[0] == 1
+    except sqlite3.OperationalError:
+        return False
 
 
 def simulator_corrections(conn: sqlite3.Connection, run_ids: Sequence[str]) -> list[dict[str, Any]]:

@@ -48,6 +48,7 @@ from evalhydra.analysis.comparison import Target, compare, parse_target
 from evalhydra.analysis.judges import has_labels
 from evalhydra.analysis.runsummary import header_facts, summary_histograms, target_rows
 from evalhydra.analysis.selection import select_runs
+from evalhydra.analysis.simulator_audit import has_audits, simulator_corrections
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.reports.html import STATUS_MARKS, chart
 from evalhydra.store.db import Store, open_store
@@ -186,13 +187,14 @@ class _Pages:
             selected = select_runs(store.conn, ids)
             judges = (calibration_docs(store.conn, selected, hists=summary_histograms(summary),
                                        summary=summary) if has_labels(store.conn) else [])
+            simulators = simulator_corrections(store.conn, ids) if has_audits(store.conn) else []
             return _render(request, "run.html.j2", header=header_facts(summary, store.runs(ids)), rows=rows,
                            comparisons=comparisons(store.conn, ids, summary),
                            graders=summary.get("graders", []), chart=chart(rows),
                            previous=previous if len(ids) == 1 else None, grid=grid, ids=",".join(ids),
                            link=_linker(params), kept=kept, base_problem=base_problem,
                            history=history(store.conn, ids[0], self.live) if len(ids) == 1 else [],
-                           pager=_pager(grid, _linker(params), params), judges=judges,
+                           pager=_pager(grid, _linker(params), params), judges=judges, simulators=simulators,
                            judged=any(t.get("judges") for t in summary["targets"]))
 
     def case(self, request: Request) -> Response:

@@ -87,6 +87,7 @@ def test_an_audit_is_taken_only_from_a_page_the_token_opened(conversations: tupl
         with httpx.Client(base_url=base, follow_redirects=True) as client:
             page = client.get(url.split(base, 1)[1] if "?" in url else "/")
             assert page.status_code == 200
+            assert 'id="simulators"' not in client.get(f"/runs/{conversations[1]}").text  # nothing audited
             shown = client.get(f"/runs/{conversations[1]}/audit")
             assert shown.status_code == 200 and 'id="auditing"' in shown.text
             assert "simulated user" in shown.text
@@ -103,6 +104,8 @@ def test_an_audit_is_taken_only_from_a_page_the_token_opened(conversations: tupl
             assert wrong.status_code == 400 and "no stored conversation" in wrong.json()["error"]
             stored = client.post("/api/audits", json=body, headers=headers).json()
             assert stored == {"stored": "broke: premature_stop"}
+            run_page = client.get(f"/runs/{conversations[1]}").text
+            assert 'id="simulators"' in run_page and "1 / 1" in run_page  # one failure audited, broken
             case_page = client.get(f"/runs/{conversations[1]}/case",
                                    params={"eval": "talk.tasks", "case": case})
             assert "dialogue with a simulated user" in case_page.text and 'id="audit-queue"' in case_page.text
