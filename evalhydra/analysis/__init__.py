@@ -16,6 +16,8 @@ written. It imports only :mod:`evalhydra.store`, :mod:`evalhydra.stats` and :mod
   :mod:`~evalhydra.analysis.ttft`: time to first token.
 * :mod:`~evalhydra.analysis.judges`, :mod:`~evalhydra.analysis.calibration`: each judge against
   people's labels, and the pass rates corrected for it.
+* :mod:`~evalhydra.analysis.queues`: what the queues of items marked by hand share (the label queue,
+  the simulator audit).
 * :mod:`~evalhydra.analysis.simulator_audit`: the simulator audit's queue, and each agent's pass
   rate corrected for its simulated user's errors.
 * :mod:`~evalhydra.analysis.simulators`: which simulated user played each side of a comparison,

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evalhydra.analysis.queues import next_pending
 from evalhydra.stats.clustered import rate_variance
 from evalhydra.stats.simulator import corrected_for_simulator
 from evalhydra.store.audits import audits_by_transcript, transcript_sha256
@@ -79,12 +80,8 @@ def audit_queue(conn: sqlite3.Connection, run_ids: Sequence[str]) -> list[AuditI
 def next_to_audit(conn: sqlite3.Connection, run_ids: Sequence[str],
                   after: int = -1) -> tuple[AuditItem | None, int, int]:
     """The first unaudited conversation past ``after``, how many of the queue are audited, its size."""
-    queue = audit_queue(conn, run_ids)
-    done = audits_by_transcript(conn)
-    audited = sum(1 for q in queue if (q.eval_id, q.case_id, q.transcript_sha256) in done)
-    following = next((q for q in queue if q.position > after
-                      and (q.eval_id, q.case_id, q.transcript_sha256) not in done), None)
-    return following, audited, len(queue)
+    return next_pending(audit_queue(conn, run_ids), audits_by_transcript(conn),
+                        lambda q: (q.eval_id, q.case_id, q.transcript_sha256), after)
 
 
 def has_audits(conn: sqlite3.Connection) -> bool:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalhydra.analysis.queues import next_pending
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.store.db import immediate, open_store
 from evalhydra.store.labels import import_labels, label_of, labels_by_output, output_sha256, stored_output
@@ -76,12 +77,8 @@ def _queue(conn: sqlite3.Connection, run_ids: Sequence[str]) -> list[QueueItem]:
 def next_in_queue(conn: sqlite3.Connection, run_ids: Sequence[str],
                   after: int = -1) -> tuple[QueueItem | None, int, int]:
     """The first unlabelled output past ``after``, how many of the queue are labelled, and its size."""
-    queue = _queue(conn, run_ids)
-    done = labels_by_output(conn)
-    labelled = sum(1 for q in queue if (q.eval_id, q.case_id, q.output_sha256) in done)
-    following = next((q for q in queue if q.position > after
-                      and (q.eval_id, q.case_id, q.output_sha256) not in done), None)
-    return following, labelled, len(queue)
+    return next_pending(_queue(conn, run_ids), labels_by_output(conn),
+                        lambda q: (q.eval_id, q.case_id, q.output_sha256), after)
 
 
 def labels_of(conn: sqlite3.Connection, eval_id: str, case_id: str) -> dict[str, str]:
