@@ -60,7 +60,7 @@ async def run_conversation(agent: Service, user: SimulatedUser, request: ChatReq
     if scope.cancelled_caught:
         outcome.stop_reason = "time_limit"
     outcome.state = await toolbox.final_state()
-    outcome.completion = combined(outcome)
+    outcome.completion = _failed_user(outcome) or combined(outcome)
     outcome.user = _user_summary(user, outcome)
     if user.toolbox is not None:  # the user's own device, as it ends
         outcome.user["state"] = await user.toolbox.final_state()
@@ -97,6 +97,16 @@ async def _talk(agent: Service, user: SimulatedUser, request: ChatRequest, loop:
     return "user_turn_limit"
 
 
+def _failed_user(outcome: LoopOutcome) -> Completion | None:
+    """The user's failed request as the cell's answer, when it is what ended the conversation (its
+    infrastructure error is the cell's, as a failed request of the agent's is)."""
+    last = outcome.user_turns[-1] if outcome.user_turns else None
+    if outcome.stop_reason is not None or last is None or last.error_kind is None:
+        return None
+    return replace(combined(outcome), error_kind=last.error_kind, error_message=last.error_message,
+                   status_code=last.status_code, error_detail=last.error_detail)
+
+
 def _signal(text: str, signals: tuple[str, ...]) -> int | None:
     """The place of the first stop signal ``text`` holds (None: it holds none)."""
     return next((i for i, signal in enumerate(signals) if signal in text), None)
@@ -117,6 +127,6 @@ def _user_summary(user: SimulatedUser, outcome: LoopOutcome) -> dict[str, Any]:
         stopped_by = "agent"
     return {"simulator": plan.identity, "simulator_digest": plan.digest, "stopped_by": stopped_by,
             "instructions": user.instructions[:MAX_INSTRUCTIONS_CHARS],
-            "messages": len(outcome.user_turns), "prompt_tokens": usage.prompt_tokens,
+            "requests": len(outcome.user_turns), "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
             "cost_usd": round(sum(t.cost_usd for t in outcome.user_turns), 10)}

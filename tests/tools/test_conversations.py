@@ -57,7 +57,7 @@ def test_the_order_desk_conversation_runs_offline_and_each_side_is_in_sql(tmp_pa
     assert calls == [{"side": "agent", "name": "lookup_order"}, {"side": "agent", "name": "refund"}]
     user = json.loads(query_rows(store, "select json_extract(details, '$.trajectory.user') as u from results"
                                         " where case_id = 'refund-7'")[0]["u"])
-    assert user["stopped_by"] == "user" and user["messages"] == 3 and user["prompt_tokens"] > 0
+    assert user["stopped_by"] == "user" and user["requests"] == 3 and user["prompt_tokens"] > 0
     assert len(user["simulator_digest"]) == 16 and user["simulator"]["stop_signals"][0] == "###STOP###"
     cells = "select cell_key from results where case_id = 'refund-7'"
     labels = {r["call"] for r in query_rows(store, f"select call from attempts where cell_key in ({cells})")}
@@ -309,3 +309,16 @@ def test_a_user_acts_on_its_own_device_and_the_agent_never_sees_it(tmp_path: Pat
     assert details["db"]["user"]["match"] is toggles and details["db"]["match"] is toggles
     assert details["env_assertions"] == [{"func_name": "assert_data_works", "met": toggles}]
     assert [a["matched"] for a in details["actions"]] == [True, toggles]
+
+
+def test_a_user_whose_service_fails_makes_the_cell_an_infrastructure_error(tmp_path: Path) -> None:
+    """The simulated user's failed request is the cell's infrastructure error, as the agent's would
+    be: neither passed nor failed, sent again by the next run."""
+    registry = _scripted(tmp_path, ["Reply with exactly done."], user={"service": "flaky_user"})
+    services = [{"name": "flaky_user", "base_url": "http://127.0.0.1:9/v1", "default_model": "m",
+                 "timeout_ms": 5000, "mock": {"enabled": True, "fail_rate": 1.0}}]
+    (registry / "services.json").write_text(json.dumps(services))
+    result = _talk(tmp_path, registry=registry, eval_id="talk.e")
+    assert result.stats[0]["errors"] == 1 and result.stats[0]["passed"] == 0
+    (row,) = _trajectories(tmp_path / "s.db", "error_kind, status_code", stop="stop_reason")
+    assert row["error_kind"] is not None and row["status_code"] == 500 and row["stop"] is None
