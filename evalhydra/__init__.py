@@ -13,7 +13,7 @@ contract in ``pyproject.toml`` enforces it)::
     reports                          the files and terminal text written from the analyses
     execute                          the trio runner: cells in a nursery, one store writer
     plan                             a composed config validated into a frozen plan; pre-flight checks
-    services | agents | matchers     who answers (chat endpoints, the mock) | agent CLIs | scoring
+    services | agents | matchers | telemetry   who answers | agent CLIs | scoring | cells as spans
     http                             transports behind httpx's interface
     compose                          conf/ and the registry composed by Hydra
     analysis                         SQL over the store: figures, comparisons, gates, sample sizes

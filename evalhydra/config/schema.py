@@ -371,6 +371,16 @@ class CacheConfig:
 
 
 @dataclass
+class TelemetryConfig:
+    """OpenTelemetry out (off by default): every cell as GenAI spans, its verdicts as evaluation events."""
+
+    export: str = "none"  # none | file (OTLP JSON lines in the run's folder) | otlp (telemetry.endpoint)
+    endpoint: str | None = None  # an OTLP/HTTP traces URL (otlp); headers from OTEL_EXPORTER_OTLP_HEADERS
+    capture_content: bool = False  # also messages, tool arguments and results, explanations (masked)
+    propagate: bool = True  # send each cell's W3C traceparent with its requests (while telemetry is on)
+
+
+@dataclass
 class StoreConfig:
     """Where results go."""
 
@@ -392,5 +402,6 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)  # how the run executes and what it gates on
     store: StoreConfig = field(default_factory=StoreConfig)  # where results go
     cache: CacheConfig = field(default_factory=CacheConfig)  # the response cache
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)  # OpenTelemetry spans out
     # report formats a run writes (json, md, jsonl, text, junit, html, openai)
     report: list[str] = field(default_factory=lambda: list(DEFAULT_REPORT_FORMATS))

@@ -269,12 +269,14 @@ class CallContext:
 
     ``cell_key`` names the cell (a batch line's ``custom_id``), ``trial`` its trial (the response
     cache keeps trial k of a case as trial k), ``use_cache`` whether the response cache may answer
-    (a judge's call skips it unless ``cache.judge``); ``count`` is shared by every call of the cell.
+    (a judge's call skips it unless ``cache.judge``); ``count`` is shared by every call of the cell;
+    ``traceparent`` (W3C) goes with every request made for it when telemetry is on.
     """
 
     cell_key: str | None = None
     trial: int | None = None
     use_cache: bool = True
+    traceparent: str | None = None
     count: CallCount = field(default_factory=CallCount, compare=False, hash=False)
 
     def custom_id(self) -> str | None:

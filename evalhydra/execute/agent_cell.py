@@ -17,6 +17,7 @@ from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import RunPlan
 from evalhydra.services.base import EndpointReport
 from evalhydra.store.rows import ResultRow
+from evalhydra.telemetry.cells import traceparent
 
 __all__ = ["AgentCellRunner", "agent_output_root"]
 
@@ -30,9 +31,10 @@ def agent_output_root(plan: RunPlan) -> Path:
 class AgentCellRunner:
     """Executes agent cells: one CLI trial each, scored by the case's validator."""
 
-    def __init__(self, plan: RunPlan, run_id: str) -> None:
+    def __init__(self, plan: RunPlan, run_id: str, *, traced: bool = False) -> None:
         self.plan = plan
         self.run_id = run_id
+        self.traced = traced  # each trial's CLI gets its cell's TRACEPARENT (telemetry)
         self.root = agent_output_root(plan)
 
     def status(self) -> str:
@@ -46,5 +48,6 @@ class AgentCellRunner:
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Run one agent trial; return its result row (no HTTP attempts to record)."""
         case: AgentCase = job.case
-        trial = await run_trial(case, self.plan.service, job.model or self.plan.model, job.trial, self.root)
+        trial = await run_trial(case, self.plan.service, job.model or self.plan.model, job.trial, self.root,
+                                traceparent=traceparent(self.run_id, job.key) if self.traced else None)
         return agent_row(trial, case, job, self.run_id, self.plan.service.name), []

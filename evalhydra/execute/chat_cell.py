@@ -45,6 +45,7 @@ from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import EndpointReport, RunServices, Service
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow
+from evalhydra.telemetry.cells import traceparent
 
 __all__ = ["ChatCellRunner", "as_wired"]
 
@@ -69,6 +70,7 @@ class ChatCellRunner:
         secrets: list[str] | None = None,
         nursery: trio.Nursery | None = None,
         services: RunServices | None = None,
+        traced: bool = False,
     ) -> None:
         self.service = service
         self.services = services  # the run's open services: their status and refusals
@@ -76,6 +78,7 @@ class ChatCellRunner:
         self.matchers = matchers
         self.root = registry_root
         self.run_id = run_id
+        self.traced = traced  # each request carries its cell's traceparent (telemetry)
         self.judges = judges
         self.config: ServiceConfig = service.config
         self.model = self.config.model or self.config.default_model
@@ -99,7 +102,8 @@ class ChatCellRunner:
         """Execute one cell; return its result row and its attempt rows."""
         # every call of the cell is made for it: its trial keys the response cache (trial k of a
         # case stays trial k), its key names its batch lines
-        call = CallContext(job.key, job.trial)
+        call = CallContext(job.key, job.trial,
+                           traceparent=traceparent(self.run_id, job.key) if self.traced else None)
         if job.eval.loop is not None:
             return await self._run_loop(job, job.eval.loop, call)
         if job.eval.refinement_attempts == 1:

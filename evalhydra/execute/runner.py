@@ -55,6 +55,7 @@ from evalhydra.services.openai.secrets import secrets_of
 from evalhydra.store.claims import Claims
 from evalhydra.store.db import Store
 from evalhydra.store.rows import ResultRow, now_iso
+from evalhydra.telemetry.export import SpanSink
 
 __all__ = [
     "CellRunner",
@@ -93,6 +94,7 @@ async def execute(
     run_id: str | None = None,
     total: int | None = None,
     progress: Progress | None = None,
+    spans: SpanSink | None = None,
 ) -> RunOutcome:
     """Run every pending cell of ``plan`` and record results in ``store``.
 
@@ -102,6 +104,7 @@ async def execute(
         run_id: Reuse an id (tests); a new one is made otherwise.
         total: The cell count if already known (from :func:`~evalhydra.plan.cells.count_cells`).
         progress: Where progress goes; a quiet one is made if None.
+        spans: Where each written cell's spans go (``telemetry.export``).
     """
     run_id = run_id or new_run_id(plan)
     total = count_cells(plan) if total is None else total
@@ -120,7 +123,7 @@ async def execute(
             version = side.submit(cli_version, plan.service) if agent else None
             outcome = await execute_cells(plan, store, row, planned_cells(plan),
                                           partial(open_plan_runner, plan, run_id),
-                                          done=done, progress=progress, claims=claims)
+                                          done=done, progress=progress, claims=claims, spans=spans)
         if version is not None:
             store.finish_run(run_id, agent_cli_version=version.result())
         return outcome
@@ -133,16 +136,21 @@ async def open_plan_runner(plan: RunPlan, run_id: str, nursery: trio.Nursery) ->
     """The runner of a plan's own cells: chat cells on its HTTP service, or agent trials."""
     async with open_services(plan, nursery, run_id=run_id) as (service, judges):
         if service is None:
-            yield AgentCellRunner(plan, run_id)
+            yield AgentCellRunner(plan, run_id, traced=_traced(plan))
         else:
             secrets = secrets_of([plan.service, *plan.judges.values()])
             runner = ChatCellRunner(service, build_matchers(plan, judges), plan.registry_root, run_id, judges,
-                                    secrets=secrets, nursery=nursery, services=judges)
+                                    secrets=secrets, nursery=nursery, services=judges, traced=_traced(plan))
             try:
                 yield runner
             finally:
                 if runner.shared is not None:
                     runner.shared.close()  # the run's shared MCP sessions end with it
+
+
+def _traced(plan: RunPlan) -> bool:
+    """Whether each cell's requests carry its ``traceparent`` (telemetry on, propagation kept)."""
+    return plan.telemetry is not None and plan.telemetry.propagate
 
 
 async def execute_cells(
@@ -155,6 +163,7 @@ async def execute_cells(
     done: Mapping[str, str] | None = None,
     progress: Progress | None = None,
     claims: Claims | None = None,
+    spans: SpanSink | None = None,
 ) -> RunOutcome:
     """Record a run (``row``) and execute each of ``jobs`` whose key is not in ``done``.
 
@@ -173,7 +182,7 @@ async def execute_cells(
         if claims is not None:
             claims.start_renewing()
         try:
-            source = _Source(jobs, done or {}, claims)
+            source = _Source(jobs, done or {}, claims, spans)
             with RunGcPace():
                 await _run(plan, store, source, open_runner, outcome, progress, work_scope)
             status = "interrupted" if outcome.interrupted else "completed"
@@ -191,11 +200,13 @@ async def execute_cells(
 
 @dataclass
 class _Source:
-    """Where a run's cells come from: the jobs, the keys already stored, and the claims."""
+    """Where a run's cells come from: the jobs, the keys already stored, and the claims; and where
+    the spans of the cells it writes go (telemetry)."""
 
     jobs: Iterable[CellJob]
     done: Mapping[str, str]
     claims: Claims | None
+    spans: SpanSink | None = None
 
 
 @dataclass
@@ -218,7 +229,8 @@ async def _run(plan: RunPlan, store: Store, source: _Source, open_runner: OpenRu
     rows = RowSink(plan.run.batch_size)
     async with trio.open_nursery() as outer:
         claims_of = outcome.run_id if source.claims is not None else None
-        outer.start_soon(partial(store_writer, rows, store, claims_of=claims_of))
+        written = source.spans.record if source.spans is not None else None
+        outer.start_soon(partial(store_writer, rows, store, claims_of=claims_of, on_written=written))
         try:
             async with trio.open_nursery() as helpers:
                 if progress.enabled:  # a line at least every HEARTBEAT_S, whatever the cells do

@@ -7,7 +7,7 @@ them a batch at a time and commits each batch off the trio thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -104,15 +104,18 @@ def _size(batch: Batch) -> int:
 
 
 async def store_writer(sink: RowSink, store: Store, flush_interval: float = FLUSH_INTERVAL_S, *,
-                       claims_of: str | None = None) -> None:
+                       claims_of: str | None = None,
+                       on_written: Callable[[list[Any]], None] | None = None) -> None:
     """The only task that writes: one transaction per batch of the sink, or per
     ``flush_interval`` seconds, whichever comes first, committed off the trio thread.
 
     A crash loses at most the last interval's results, which resume re-runs;
     nothing stored is ever duplicated. With ``claims_of``, that run's claims on the
     results written end in the same transactions (:meth:`~evalhydra.store.db.Store.write`).
+    With ``on_written``, each written batch's results are handed to it after the commit (off the
+    trio thread too): what telemetry exports is stored.
     """
-    write = partial(store.write, claims_of=claims_of)
+    write = partial(_write, store, claims_of, on_written)
     try:
         while not (sink.closed and not len(sink.pending)):
             await sink.wait(flush_interval)
@@ -124,3 +127,10 @@ async def store_writer(sink: RowSink, store: Store, flush_interval: float = FLUS
             batch = sink.take()
             if len(batch):
                 await trio.to_thread.run_sync(write, batch)
+
+
+def _write(store: Store, claims_of: str | None, on_written: Callable[[list[Any]], None] | None,
+           batch: Batch) -> None:
+    store.write(batch, claims_of=claims_of)
+    if on_written is not None and batch.results:
+        on_written(batch.results)

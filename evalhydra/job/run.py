@@ -29,6 +29,7 @@ from evalhydra.config.defaults import DEFAULT_REPORT_FORMATS
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.execute.progress import Progress
 from evalhydra.execute.runner import RunOutcome, execute
+from evalhydra.execute.runrecord import new_run_id
 from evalhydra.job.diagnose import fix_hints, unmeasured
 from evalhydra.job.dry_run import print_dry_run
 from evalhydra.job.exit_codes import ExitCode
@@ -47,6 +48,8 @@ from evalhydra.reports.summary import (
 from evalhydra.reports.writer import normalize_formats, write_run_reports
 from evalhydra.services.cache import ResponseCache
 from evalhydra.store.db import Store, open_store
+from evalhydra.telemetry.cells import CellFacts
+from evalhydra.telemetry.export import SpanSink, open_sink
 
 __all__ = ["JobResult", "finish_job", "plan_gates", "preflight", "publish_run", "report_formats",
            "run_header", "run_job", "run_plan"]
@@ -82,11 +85,29 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
     store = open_store(plan.store_path)
     try:
         progress = Progress(total, enabled=plan.run.progress, label=f"[{plan.service.name}{_shard(plan)}] ")
-        outcome = trio.run(partial(execute, plan, store, total=total, progress=progress))
-        out = output_dir or plan.store_path.parent / "runs" / outcome.run_id
+        run_id = new_run_id(plan)
+        out = output_dir or plan.store_path.parent / "runs" / run_id
+        spans = _span_sink(plan, out)
+        try:
+            outcome = trio.run(partial(execute, plan, store, run_id=run_id, total=total, progress=progress,
+                                       spans=spans))
+        finally:
+            if spans is not None:
+                spans.close()
         return finish_job(plan, store, outcome, out, header=run_header(plan))
     finally:
         store.close()
+
+
+def _span_sink(plan: RunPlan, out: Path) -> SpanSink | None:
+    """Where the run's cells go as OpenTelemetry spans (``telemetry.export``; None: off)."""
+    telemetry = plan.telemetry
+    if telemetry is None:
+        return None
+    facts = {ev.id: CellFacts(str(ev.matcher.get("kind") or "validator"), ev.result_hash)
+             for ev in plan.evals}
+    return open_sink(telemetry.export, run_dir=out, endpoint=telemetry.endpoint, facts=facts,
+                     capture_content=telemetry.capture_content)
 
 
 def with_rerun_cases(plan: RunPlan) -> RunPlan:

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalhydra.agents.command import check_executable, validate_command_service
 from evalhydra.compose.compose import eval_choice, eval_config_file, to_config
 from evalhydra.config.redact import redact
-from evalhydra.config.schema import CacheConfig, Config, RunConfig, ServiceConfig
+from evalhydra.config.schema import CacheConfig, Config, RunConfig, ServiceConfig, TelemetryConfig
 from evalhydra.core import strictjson
 from evalhydra.core.envfiles import value_origin
 from evalhydra.core.errors import EvalHydraError, did_you_mean
@@ -42,6 +42,7 @@ from evalhydra.registry.datasets import CaseTemplate
 from evalhydra.registry.definitions import Registry, load_registry, resolve_registry_root, validate_retry
 from evalhydra.services.cache import default_cache_path, parse_expiry
 from evalhydra.services.mock.settings import MockSettings
+from evalhydra.telemetry.export import check_export
 
 __all__ = ["build_plan", "known_service_sources"]
 
@@ -88,6 +89,7 @@ def build_plan(cfg: DictConfig, overrides: Sequence[str] = ()) -> RunPlan:
         skipped=tuple(skipped),
         models=models if len(models) > 1 else (),
         cache=_cache_plan(conf.cache),
+        telemetry=_telemetry_plan(conf.telemetry),
         selection=selection_of(conf.run),
         url_origin=_url_origin(cfg),
     )
@@ -103,6 +105,12 @@ def _warn_broken(registry: Registry) -> None:
     """One line per registry eval file that does not load: not selected, so the run goes on."""
     for error in registry.broken.values():
         print(f"warning: {error.message} (not selected: skipped)", file=sys.stderr)
+
+
+def _telemetry_plan(telemetry: TelemetryConfig) -> TelemetryConfig | None:
+    """The run's telemetry, checked now (None: off)."""
+    check_export(telemetry.export, telemetry.endpoint)
+    return telemetry if telemetry.export != "none" else None
 
 
 def _cache_plan(cache: CacheConfig) -> CachePlan | None:

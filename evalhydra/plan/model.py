@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalhydra.config.schema import RunConfig, ServiceConfig
+from evalhydra.config.schema import RunConfig, ServiceConfig, TelemetryConfig
 from evalhydra.core.values import ToolSpec
 from evalhydra.plan.selection import CaseSelection
 from evalhydra.plan.tools import LoopPlan
@@ -68,6 +68,7 @@ class RunPlan:
     models: tuple[str, ...] = ()  # agent CLIs: every model of the run (``service.models``); else (model,)
     cache: CachePlan | None = None  # the response cache (``cache.enabled``)
     selection: CaseSelection = field(default_factory=CaseSelection)  # run.limit, run.cases, …
+    telemetry: TelemetryConfig | None = None  # spans out (``telemetry.export``); None: off
     url_origin: str = ""  # where service.base_url came from (:func:`~evalhydra.core.envfiles.value_origin`)
 
     @property

@@ -219,7 +219,8 @@ class OpenAICompatService:
             if cached is not None:
                 return cached
         estimate = self._estimate(body, request) if self._rate.counts_tokens else 0
-        attempt = partial(self._attempt, body, self.headers.request(len(body)), model, estimate)
+        attempt = partial(self._attempt, body, _traced(self.headers.request(len(body)), context.traceparent),
+                          model, estimate)
         before = partial(self._rate.acquire, estimate) if self._rate.enabled else None
         gate = self._endpoint_gate()
         entered = self._clock.now()
@@ -408,3 +409,13 @@ class OpenAICompatService:
             cache.close()
 
 
+def _traced(headers: httpx.Headers | list[tuple[bytes, bytes]],
+            traceparent: str | None) -> httpx.Headers | list[tuple[bytes, bytes]]:
+    """The request's headers with the cell's W3C ``traceparent``, when telemetry gave it one."""
+    if traceparent is None:
+        return headers
+    if isinstance(headers, list):
+        return [*headers, (b"traceparent", traceparent.encode("ascii"))]
+    traced = httpx.Headers(headers)
+    traced["traceparent"] = traceparent
+    return traced

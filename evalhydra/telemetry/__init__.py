@@ -1,0 +1,9 @@
+"""Telemetry out: every cell as OpenTelemetry GenAI spans, its verdicts as evaluation events.
+
+* :mod:`~evalhydra.telemetry.semconv`: the GenAI semantic conventions' names evalhydra emits, and
+  the commit of the spec they follow.
+* :mod:`~evalhydra.telemetry.cells`: a stored cell as span drafts (its trace, requests, tool calls
+  and verdict), and the W3C ``traceparent`` its requests carry; pure, no OpenTelemetry import.
+* :mod:`~evalhydra.telemetry.export`: the drafts through the OpenTelemetry SDK to a file of OTLP
+  JSON lines or an OTLP/HTTP endpoint (``pip install "evalhydra[otel]"``).
+"""

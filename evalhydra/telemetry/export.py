@@ -1,0 +1,146 @@
+"""Span drafts out through the OpenTelemetry SDK: a file of OTLP JSON lines, or OTLP/HTTP.
+
+``telemetry.export=file`` writes ``telemetry.jsonl`` in the run's folder: one line per batch of
+cells, each an OTLP ``ExportTraceServiceRequest`` in OTLP's JSON encoding (ids in hex), the
+format the OpenTelemetry Collector's file exporter writes and its OTLP JSON receiver reads.
+``telemetry.export=otlp`` sends the same spans to ``telemetry.endpoint`` with the SDK's OTLP/HTTP
+(protobuf) exporter, its headers from the standard ``OTEL_EXPORTER_OTLP_HEADERS`` variable.
+Nothing leaves the machine unless an endpoint is configured.
+
+The SDK is an extra (``pip install "evalhydra[otel]"``): it is imported only when telemetry is on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.version import __version__
+from evalhydra.store.inserts import typed_row
+from evalhydra.store.rows import ResultRow
+from evalhydra.telemetry.cells import CLIENT, CellFacts, SpanDraft, cell_spans
+
+__all__ = ["EXPORTS", "FILE_NAME", "SpanSink", "check_export", "open_sink"]
+
+#: Where telemetry goes: nowhere, a file in the run's folder, or an OTLP/HTTP endpoint.
+EXPORTS = ("none", "file", "otlp")
+FILE_NAME = "telemetry.jsonl"
+#: The instrumentation scope evalhydra's spans name.
+SCOPE = "evalhydra"
+_EXTRA = 'pip install "evalhydra[otel]"'
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+
+def check_export(export: str, endpoint: str | None) -> None:
+    """Refuse a telemetry setting that cannot work, before any call.
+
+    Raises:
+        EvalHydraError: An unknown export, ``otlp`` without an endpoint, or the SDK missing.
+    """
+    if export not in EXPORTS:
+        raise EvalHydraError(f"telemetry.export={export}: not one of {', '.join(EXPORTS)}.",
+                             "telemetry.export=file writes OTLP JSON lines in the run's folder.")
+    if export == "otlp" and not endpoint:
+        raise EvalHydraError("telemetry.export=otlp needs telemetry.endpoint (an OTLP/HTTP traces URL).",
+                             "For example telemetry.endpoint=http://127.0.0.1:4318/v1/traces.")
+    if export != "none":
+        try:
+            import opentelemetry.exporter.otlp.proto.common  # noqa: F401
+            import opentelemetry.sdk.trace  # noqa: F401
+        except ImportError:
+            raise EvalHydraError(f"telemetry.export={export} needs the OpenTelemetry SDK, which is not"
+                                 " installed.", f"Install it: {_EXTRA}") from None
+
+
+class SpanSink:
+    """Cells' spans on their way out: :meth:`record` takes a written batch's rows."""
+
+    def __init__(self, exporter: Any, facts: Mapping[str, CellFacts], capture_content: bool) -> None:
+        self.exporter, self.facts, self.capture_content = exporter, facts, capture_content
+        self._lock = threading.Lock()  # batches are written from worker threads
+
+    def record(self, rows: Iterable[ResultRow | Mapping[str, Any]]) -> None:
+        """Export the spans of these cells (one export call)."""
+        drafts = [d for row in map(typed_row, rows)
+                  for d in cell_spans(row, self.facts.get(row.eval_id), capture_content=self.capture_content)]
+        if drafts:
+            with self._lock:
+                self.exporter.export(_readable(drafts))
+
+    def close(self) -> None:
+        """Flush and close the exporter."""
+        with self._lock:
+            self.exporter.shutdown()
+
+
+def open_sink(export: str, *, run_dir: Path, endpoint: str | None, facts: Mapping[str, CellFacts],
+              capture_content: bool) -> SpanSink | None:
+    """The run's span sink (None with ``export=none``)."""
+    if export == "none":
+        return None
+    if export == "file":
+        return SpanSink(JsonLinesExporter(run_dir / FILE_NAME), facts, capture_content)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return SpanSink(OTLPSpanExporter(endpoint=endpoint), facts, capture_content)
+
+
+class JsonLinesExporter:
+    """A span exporter writing each export as one line of OTLP JSON (an ``ExportTraceServiceRequest``)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.handle = path.open("a", encoding="utf-8")
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        """Append the spans as one line."""
+        from google.protobuf.json_format import MessageToDict
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        document = _hex_ids(MessageToDict(encode_spans(spans)))
+        self.handle.write(json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n")
+        self.handle.flush()
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        """Close the file."""
+        self.handle.close()
+
+
+def _hex_ids(value: Any) -> Any:
+    """OTLP's JSON encoding writes trace and span ids in hex, not protobuf JSON's base64."""
+    if isinstance(value, list):
+        return [_hex_ids(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {k: (base64.b64decode(v).hex() if k in _ID_FIELDS and isinstance(v, str) else _hex_ids(v))
+            for k, v in value.items()}
+
+
+def _readable(drafts: list[SpanDraft]) -> list[Any]:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    resource = Resource.create({"service.name": "evalhydra"})
+    scope = InstrumentationScope(SCOPE, __version__)
+    spans = []
+    sampled = TraceFlags(TraceFlags.SAMPLED)
+    for d in drafts:
+        context = SpanContext(d.trace_id, d.span_id, is_remote=False, trace_flags=sampled)
+        parent = (SpanContext(d.trace_id, d.parent_id, is_remote=False, trace_flags=sampled)
+                  if d.parent_id is not None else None)
+        status = Status(StatusCode.ERROR, d.error) if d.error else Status(StatusCode.UNSET)
+        spans.append(ReadableSpan(
+            d.name, context, parent, resource, d.attributes,
+            [Event(name, attributes, timestamp) for name, attributes, timestamp in d.events],
+            kind=SpanKind.CLIENT if d.kind == CLIENT else SpanKind.INTERNAL, status=status,
+            start_time=d.start_ns, end_time=d.end_ns, instrumentation_scope=scope))
+    return spans

@@ -1,0 +1,195 @@
+"""Issue 64, items 1 and 2: every cell as OpenTelemetry GenAI spans with its verdict as a
+``gen_ai.evaluation.result`` event, to a file of OTLP JSON lines (read back through the OTLP
+protobuf types), to the SDK's own in-memory exporter, and to an OTLP/HTTP receiver on loopback
+through the SDK's OTLP exporter; each cell's ``traceparent`` on its requests; content off by
+default; settings that cannot work refused with exit 2."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.json_format import ParseDict
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import evalhydra
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.store.db import open_store
+from evalhydra.telemetry import semconv as sc
+from evalhydra.telemetry.cells import traceparent
+from evalhydra.telemetry.export import SpanSink, check_export
+from tests.helpers import mock_call, mock_process
+
+
+def _run(tmp_path: Path, *overrides: str) -> evalhydra.EvalResult:
+    return evalhydra.evaluate([f"store.path={tmp_path / 's.db'}", f"hydra.run.dir={tmp_path / 'out'}",
+                               *overrides])
+
+
+def _written(tmp_path: Path) -> Path:
+    """The run's telemetry file, in its report folder."""
+    (found,) = tmp_path.rglob("telemetry.jsonl")
+    return found
+
+
+def _spans(path: Path) -> list[dict[str, Any]]:
+    """Every span of a file of OTLP JSON lines, each line checked against OTLP's protobuf schema."""
+    spans = []
+    for line in path.read_text().splitlines():
+        document = json.loads(line)
+        ParseDict(_base64_ids(document), ExportTraceServiceRequest())  # a valid OTLP export request
+        for resource in document["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                spans += scope["spans"]
+    return spans
+
+
+def _base64_ids(value: Any) -> Any:
+    """OTLP JSON's hex ids as protobuf JSON's base64, to parse with the protobuf types."""
+    if isinstance(value, list):
+        return [_base64_ids(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {k: base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId", "parentSpanId")
+            else _base64_ids(v) for k, v in value.items()}
+
+
+def _attrs(entry: dict[str, Any]) -> dict[str, Any]:
+    return {a["key"]: next(iter(a["value"].values())) for a in entry.get("attributes", [])}
+
+
+def test_a_tool_loops_cells_are_traces_with_their_requests_calls_and_verdicts(tmp_path: Path) -> None:
+    result = _run(tmp_path, "eval=tools.order_desk", "telemetry.export=file")
+    spans = _spans(_written(tmp_path))
+    roots = [s for s in spans if "parentSpanId" not in s]
+    assert len(roots) == 2 and {s["name"] for s in roots} == {"invoke_agent mock"}
+    store = open_store(tmp_path / "s.db", read_only=True)
+    cells = dict(store.conn.execute("select case_id, cell_key from results").fetchall())
+    store.close()
+    for root in roots:
+        attrs = _attrs(root)
+        assert attrs[sc.OPERATION] == "invoke_agent" and attrs[sc.PROVIDER] == "openai"
+        expected = traceparent(result.run_id or "", cells[attrs["evalhydra.case_id"]]).split("-")
+        assert (root["traceId"], root["spanId"]) == (expected[1], expected[2])  # the trace its requests named
+        (event,) = root["events"]
+        verdict = _attrs(event)
+        assert event["name"] == sc.EVALUATION_EVENT and verdict[sc.EVALUATION_NAME] == "all_of"
+        assert verdict[sc.SCORE_LABEL] == "pass" and verdict[sc.SCORE_VALUE] == 1.0
+        assert verdict["evalhydra.run_id"] == result.run_id and verdict["evalhydra.trial"] == "1"
+        children = [s for s in spans if s.get("parentSpanId") == root["spanId"]]
+        chat = "chat mock-model"
+        tools = ["execute_tool lookup_order", "execute_tool refund"]
+        assert [s["name"] for s in children] == [chat, tools[0], chat, tools[1], chat]
+        assert all(s["traceId"] == root["traceId"] for s in children)
+        starts = [int(s["startTimeUnixNano"]) for s in children]
+        assert starts == sorted(starts) and int(root["startTimeUnixNano"]) <= starts[0]
+    for span in spans:  # what the spec requires of each
+        attrs = _attrs(span)
+        assert all(name in attrs for name in sc.REQUIRED[attrs[sc.OPERATION]]), span["name"]
+        assert sc.INPUT_MESSAGES not in attrs and sc.TOOL_ARGUMENTS not in attrs  # content is opt-in
+
+
+def test_content_is_captured_only_when_asked(tmp_path: Path) -> None:
+    _run(tmp_path, "eval=tools.order_desk", "telemetry.export=file", "telemetry.capture_content=true")
+    spans = _spans(_written(tmp_path))
+    tools = [_attrs(s) for s in spans if s["name"] == "execute_tool refund"]
+    assert {"order_id": 7, "reason": "damaged"} in [json.loads(t[sc.TOOL_ARGUMENTS]) for t in tools]
+    assert any("Refunded order" in _attrs(s).get(sc.OUTPUT_MESSAGES, "") for s in spans)
+
+
+def test_each_request_carries_its_cells_traceparent(tmp_path: Path) -> None:
+    with mock_process() as url:
+        result = _run(tmp_path, "eval=smoke", "service.mock.enabled=false", f"service.base_url={url}",
+                      "telemetry.export=file", "run.limit=1", "trials=1")
+        sent = mock_call(url, "last_headers")
+    key = sqlite3.connect(tmp_path / "s.db").execute("select cell_key from results").fetchone()[0]
+    assert sent["traceparent"] == traceparent(result.run_id or "", key)
+    (root,) = [s for s in _spans(_written(tmp_path)) if "parentSpanId" not in s]
+    assert root["name"] == "chat mock-model" and sent["traceparent"].split("-")[1] == root["traceId"]
+
+
+def test_without_telemetry_no_request_carries_a_traceparent(tmp_path: Path) -> None:
+    with mock_process() as url:
+        _run(tmp_path, "eval=smoke", "service.mock.enabled=false", f"service.base_url={url}", "run.limit=1",
+             "trials=1")
+        assert "traceparent" not in mock_call(url, "last_headers")
+    assert not list(tmp_path.rglob("telemetry.jsonl"))
+
+
+def test_the_sdks_own_exporter_takes_the_spans(tmp_path: Path) -> None:
+    """The spans are the SDK's ReadableSpans: its in-memory exporter holds them as written."""
+    _run(tmp_path, "eval=smoke", "trials=2")
+    store = open_store(tmp_path / "s.db", read_only=True)
+    rows = [dict(r) for r in store.query("select * from results")]
+    store.close()
+    memory = InMemorySpanExporter()
+    SpanSink(memory, {}, capture_content=False).record(rows)
+    finished = memory.get_finished_spans()
+    assert len(finished) == len(rows) and all(s.name == "chat mock-model" for s in finished)
+    assert {s.events[0].attributes[sc.SCORE_LABEL] for s in finished} <= {"pass", "fail"}
+    assert all(s.end_time >= s.start_time for s in finished)
+
+
+class _Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver: keeps each export request's protobuf body."""
+
+    received: list[ExportTraceServiceRequest] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+        body = self.rfile.read(int(self.headers["content-length"]))
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        self.received.append(request)
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def collector() -> Iterator[str]:
+    _Collector.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
+    server.shutdown()
+    server.server_close()
+
+
+def test_otlp_export_reaches_an_otlp_http_receiver(tmp_path: Path, collector: str) -> None:
+    _run(tmp_path, "eval=smoke", "trials=2", "telemetry.export=otlp", f"telemetry.endpoint={collector}")
+    spans = [s for r in _Collector.received for rs in r.resource_spans for ss in rs.scope_spans
+             for s in ss.spans]
+    assert len(spans) == 4 and all(s.name == "chat mock-model" for s in spans)  # 2 cases × 2 trials
+    assert all(e.name == sc.EVALUATION_EVENT for s in spans for e in s.events)
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["telemetry.export=jaeger"], "telemetry.export=jaeger: not one of none, file, otlp"),
+    (["telemetry.export=otlp"], "telemetry.export=otlp needs telemetry.endpoint"),
+])
+def test_a_setting_that_cannot_work_is_refused_before_any_call(tmp_path: Path, overrides: list[str],
+                                                                message: str) -> None:
+    with pytest.raises(EvalHydraError, match=message):
+        _run(tmp_path, "eval=smoke", *overrides)
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_without_the_sdk_the_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if not installed
+    with pytest.raises(EvalHydraError) as raised:
+        check_export("file", None)
+    assert raised.value.hint == 'Install it: pip install "evalhydra[otel]"'
