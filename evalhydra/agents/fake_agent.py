@@ -16,6 +16,7 @@ It obeys directives in the instruction, one per line; other lines are ignored:
 ``READ <file>``            print a file of the cwd
 ``NOTE <text>``            append a line to ``$<P>_LLM_JOURNAL_DIR/<session>.md``
 ``STDERR <text>``          print to stderr
+``ENV <name>``             print ``<name>=<its value in the environment>`` (empty when unset)
 ``MARKER <status>``        print ``VERIFICATION_RESULT: <status>``
 ``TOKENS <in> <out> [c]``  set the usage reported at the end (default 100 50 0)
 ``HISTORY <shape>``        ``pydantic`` (default), ``legacy``, ``bad`` or ``none``
@@ -155,6 +156,7 @@ _DIRECTIVES: dict[str, Callable[[_Run, str], None]] = {
     "READ": _read,
     "NOTE": _note,
     "STDERR": lambda run, arg: print(arg, file=sys.stderr, flush=True),
+    "ENV": lambda run, arg: print(f"{arg}={os.environ.get(arg, '')}", flush=True),
     "MARKER": lambda run, arg: print(f"VERIFICATION_RESULT: {arg}", flush=True),
     "TOKENS": _tokens,
     "HISTORY": lambda run, arg: setattr(run, "history_shape", arg.strip()),
