@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -88,13 +89,17 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
         run_id = new_run_id(plan)
         out = output_dir or plan.store_path.parent / "runs" / run_id
         spans = _span_sink(plan, out)
+        started = time.time_ns()
         try:
             outcome = trio.run(partial(execute, plan, store, run_id=run_id, total=total, progress=progress,
                                        spans=spans))
+            result = finish_job(plan, store, outcome, out, header=run_header(plan))
+            if spans is not None:
+                spans.record_run(run_id, started, time.time_ns(), [_target(s) for s in result.stats])
+            return result
         finally:
             if spans is not None:
                 spans.close()
-        return finish_job(plan, store, outcome, out, header=run_header(plan))
     finally:
         store.close()
 
@@ -108,6 +113,17 @@ def _span_sink(plan: RunPlan, out: Path) -> SpanSink | None:
              for ev in plan.evals}
     return open_sink(telemetry.export, run_dir=out, endpoint=telemetry.endpoint, facts=facts,
                      capture_content=telemetry.capture_content)
+
+
+def _target(stats: TargetStats) -> dict[str, Any]:
+    """A target's figures as the run span shows them."""
+    judged = stats.judged
+    return {"eval_id": stats.eval, "service": stats.service, "model": stats.model, "cells": stats.n,
+            "cases": stats.n_cases, "pass_rate": stats.pass_rate, "ci_low": stats.ci_low,
+            "ci_high": stats.ci_high, "ci_method": stats.ci_method,
+            "corrected_pass_rate": judged.corrected_pass_rate if judged else None,
+            "corrected_ci_low": judged.corrected_ci_low if judged else None,
+            "corrected_ci_high": judged.corrected_ci_high if judged else None}
 
 
 def with_rerun_cases(plan: RunPlan) -> RunPlan:

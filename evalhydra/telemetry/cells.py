@@ -23,7 +23,7 @@ from typing import Any
 from evalhydra.store.rows import ResultRow
 from evalhydra.telemetry import semconv as sc
 
-__all__ = ["CellFacts", "SpanDraft", "cell_spans", "span_id", "trace_id", "traceparent"]
+__all__ = ["CellFacts", "SpanDraft", "cell_spans", "run_span", "span_id", "trace_id", "traceparent"]
 
 #: Span kinds, by name (the SDK's enum is the exporter's to pick).
 CLIENT, INTERNAL = "client", "internal"
@@ -83,6 +83,18 @@ def cell_spans(row: ResultRow, facts: CellFacts | None, *, capture_content: bool
     children = _children(row, trajectory, root, capture_content)
     root.events.append((sc.EVALUATION_EVENT, _verdict(row, facts, capture_content), end))
     return [root, *children]
+
+
+def run_span(run_id: str, start_ns: int, end_ns: int, targets: list[dict[str, Any]]) -> SpanDraft:
+    """The run as a span of its own trace: an ``evalhydra.target`` event per eval and target with
+    its pass rate and 95 % interval (and the judge-corrected one, when a judge was calibrated)."""
+    draft = SpanDraft(f"evalhydra run {run_id}", trace_id(run_id, ""), span_id(run_id, ""), None, start_ns,
+                      max(end_ns, start_ns), INTERNAL, {"evalhydra.run_id": run_id,
+                                                        "evalhydra.targets": len(targets)})
+    for target in targets:
+        shown = {f"evalhydra.{k}": v for k, v in target.items() if v is not None}
+        draft.events.append(("evalhydra.target", shown, draft.end_ns))
+    return draft
 
 
 def _root(row: ResultRow, trajectory: dict[str, Any] | None, start: int, end: int,

@@ -23,7 +23,7 @@ from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.version import __version__
 from evalhydra.store.inserts import typed_row
 from evalhydra.store.rows import ResultRow
-from evalhydra.telemetry.cells import CLIENT, CellFacts, SpanDraft, cell_spans
+from evalhydra.telemetry.cells import CLIENT, CellFacts, SpanDraft, cell_spans, run_span
 
 __all__ = ["EXPORTS", "FILE_NAME", "SpanSink", "check_export", "open_sink"]
 
@@ -71,6 +71,11 @@ class SpanSink:
         if drafts:
             with self._lock:
                 self.exporter.export(_readable(drafts))
+
+    def record_run(self, run_id: str, start_ns: int, end_ns: int, targets: list[dict[str, Any]]) -> None:
+        """Export the run's own span (:func:`~evalhydra.telemetry.cells.run_span`)."""
+        with self._lock:
+            self.exporter.export(_readable([run_span(run_id, start_ns, end_ns, targets)]))
 
     def close(self) -> None:
         """Flush and close the exporter."""

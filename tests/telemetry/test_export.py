@@ -41,6 +41,11 @@ def _written(tmp_path: Path) -> Path:
     return found
 
 
+def _cell_spans(path: Path) -> list[dict[str, Any]]:
+    """The cells' spans (every span but the run's own)."""
+    return [s for s in _spans(path) if not s["name"].startswith("evalhydra run ")]
+
+
 def _spans(path: Path) -> list[dict[str, Any]]:
     """Every span of a file of OTLP JSON lines, each line checked against OTLP's protobuf schema."""
     spans = []
@@ -69,7 +74,7 @@ def _attrs(entry: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_tool_loops_cells_are_traces_with_their_requests_calls_and_verdicts(tmp_path: Path) -> None:
     result = _run(tmp_path, "eval=tools.order_desk", "telemetry.export=file")
-    spans = _spans(_written(tmp_path))
+    spans = _cell_spans(_written(tmp_path))
     roots = [s for s in spans if "parentSpanId" not in s]
     assert len(roots) == 2 and {s["name"] for s in roots} == {"invoke_agent mock"}
     store = open_store(tmp_path / "s.db", read_only=True)
@@ -113,7 +118,7 @@ def test_each_request_carries_its_cells_traceparent(tmp_path: Path) -> None:
         sent = mock_call(url, "last_headers")
     key = sqlite3.connect(tmp_path / "s.db").execute("select cell_key from results").fetchone()[0]
     assert sent["traceparent"] == traceparent(result.run_id or "", key)
-    (root,) = [s for s in _spans(_written(tmp_path)) if "parentSpanId" not in s]
+    (root,) = [s for s in _cell_spans(_written(tmp_path)) if "parentSpanId" not in s]
     assert root["name"] == "chat mock-model" and sent["traceparent"].split("-")[1] == root["traceId"]
 
 
@@ -173,8 +178,9 @@ def test_otlp_export_reaches_an_otlp_http_receiver(tmp_path: Path, collector: st
     _run(tmp_path, "eval=smoke", "trials=2", "telemetry.export=otlp", f"telemetry.endpoint={collector}")
     spans = [s for r in _Collector.received for rs in r.resource_spans for ss in rs.scope_spans
              for s in ss.spans]
-    assert len(spans) == 4 and all(s.name == "chat mock-model" for s in spans)  # 2 cases × 2 trials
-    assert all(e.name == sc.EVALUATION_EVENT for s in spans for e in s.events)
+    cells = [s for s in spans if not s.name.startswith("evalhydra run ")]
+    assert len(cells) == 4 and all(s.name == "chat mock-model" for s in cells)  # 2 cases × 2 trials
+    assert all(e.name == sc.EVALUATION_EVENT for s in cells for e in s.events)
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
@@ -193,3 +199,16 @@ def test_without_the_sdk_the_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> 
     with pytest.raises(EvalHydraError) as raised:
         check_export("file", None)
     assert raised.value.hint == 'Install it: pip install "evalhydra[otel]"'
+
+
+def test_the_run_is_a_span_with_each_targets_pass_rate_and_interval(tmp_path: Path) -> None:
+    result = _run(tmp_path, "eval=smoke", "trials=3", "telemetry.export=file")
+    (run,) = [s for s in _spans(_written(tmp_path)) if s["name"].startswith("evalhydra run ")]
+    assert run["name"] == f"evalhydra run {result.run_id}" and _attrs(run)["evalhydra.targets"] == str(len(result.stats))
+    targets = {_attrs(e)["evalhydra.eval_id"]: _attrs(e) for e in run["events"]}
+    shown = {s["eval"]: s for s in result.stats}
+    assert set(targets) == set(shown)
+    for eval_id, target in targets.items():
+        assert target["evalhydra.pass_rate"] == shown[eval_id]["pass_rate"]
+        assert target["evalhydra.ci_low"] == shown[eval_id]["ci_low"]
+        assert target["evalhydra.ci_high"] == shown[eval_id]["ci_high"]
