@@ -204,7 +204,8 @@ def test_without_the_sdk_the_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> 
 def test_the_run_is_a_span_with_each_targets_pass_rate_and_interval(tmp_path: Path) -> None:
     result = _run(tmp_path, "eval=smoke", "trials=3", "telemetry.export=file")
     (run,) = [s for s in _spans(_written(tmp_path)) if s["name"].startswith("evalhydra run ")]
-    assert run["name"] == f"evalhydra run {result.run_id}" and _attrs(run)["evalhydra.targets"] == str(len(result.stats))
+    assert run["name"] == f"evalhydra run {result.run_id}"
+    assert _attrs(run)["evalhydra.targets"] == str(len(result.stats))
     targets = {_attrs(e)["evalhydra.eval_id"]: _attrs(e) for e in run["events"]}
     shown = {s["eval"]: s for s in result.stats}
     assert set(targets) == set(shown)
