@@ -4,6 +4,7 @@
   the commit of the spec they follow.
 * :mod:`~evalhydra.telemetry.cells`: a stored cell as span drafts (its trace, requests, tool calls
   and verdict), and the W3C ``traceparent`` its requests carry; pure, no OpenTelemetry import.
-* :mod:`~evalhydra.telemetry.export`: the drafts through the OpenTelemetry SDK to a file of OTLP
-  JSON lines or an OTLP/HTTP endpoint (``pip install "evalhydra[otel]"``).
+* :mod:`~evalhydra.telemetry.export`: the drafts out, to a file of OTLP JSON lines
+  (:mod:`~evalhydra.telemetry.otlp_json` writes them) or, through the OpenTelemetry SDK, to an
+  OTLP/HTTP endpoint (``pip install "evalhydra[otel]"``).
 """

@@ -1,21 +1,20 @@
-"""Span drafts out through the OpenTelemetry SDK: a file of OTLP JSON lines, or OTLP/HTTP.
+"""Span drafts out: a file of OTLP JSON lines, or OTLP/HTTP through the OpenTelemetry SDK.
 
 ``telemetry.export=file`` writes ``telemetry.jsonl`` in the run's folder: one line per batch of
-cells, each an OTLP ``ExportTraceServiceRequest`` in OTLP's JSON encoding (ids in hex), the
-format the OpenTelemetry Collector's file exporter writes and its OTLP JSON receiver reads.
+cells, each an OTLP ``ExportTraceServiceRequest`` in OTLP's JSON encoding
+(:mod:`evalhydra.telemetry.otlp_json`), the format the OpenTelemetry Collector's file exporter
+writes and its OTLP JSON receiver reads; it needs nothing installed.
 ``telemetry.export=otlp`` sends the same spans to ``telemetry.endpoint`` with the SDK's OTLP/HTTP
 (protobuf) exporter, its headers from the standard ``OTEL_EXPORTER_OTLP_HEADERS`` variable.
 Nothing leaves the machine unless an endpoint is configured.
 
-The SDK is an extra (``pip install "evalhydra[otel]"``): it is imported only when telemetry is on.
+The SDK is an extra (``pip install "evalhydra[otel]"``), imported only for ``otlp``.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,9 @@ from evalhydra.core.version import __version__
 from evalhydra.store.inserts import typed_row
 from evalhydra.store.rows import ResultRow
 from evalhydra.telemetry.cells import CLIENT, CellFacts, SpanDraft, cell_spans, run_span
+from evalhydra.telemetry.otlp_json import export_line
 
-__all__ = ["EXPORTS", "FILE_NAME", "SpanSink", "check_export", "open_sink"]
+__all__ = ["EXPORTS", "FILE_NAME", "JsonLinesWriter", "SdkWriter", "SpanSink", "check_export", "open_sink"]
 
 #: Where telemetry goes: nowhere, a file in the run's folder, or an OTLP/HTTP endpoint.
 EXPORTS = ("none", "file", "otlp")
@@ -33,14 +33,13 @@ FILE_NAME = "telemetry.jsonl"
 #: The instrumentation scope evalhydra's spans name.
 SCOPE = "evalhydra"
 _EXTRA = 'pip install "evalhydra[otel]"'
-_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
 
 def check_export(export: str, endpoint: str | None) -> None:
     """Refuse a telemetry setting that cannot work, before any call.
 
     Raises:
-        EvalHydraError: An unknown export, ``otlp`` without an endpoint, or the SDK missing.
+        EvalHydraError: An unknown export, ``otlp`` without an endpoint or without the SDK.
     """
     if export not in EXPORTS:
         raise EvalHydraError(f"telemetry.export={export}: not one of {', '.join(EXPORTS)}.",
@@ -48,9 +47,9 @@ def check_export(export: str, endpoint: str | None) -> None:
     if export == "otlp" and not endpoint:
         raise EvalHydraError("telemetry.export=otlp needs telemetry.endpoint (an OTLP/HTTP traces URL).",
                              "For example telemetry.endpoint=http://127.0.0.1:4318/v1/traces.")
-    if export != "none":
+    if export == "otlp":
         try:
-            import opentelemetry.exporter.otlp.proto.common  # noqa: F401
+            import opentelemetry.exporter.otlp.proto.http  # noqa: F401
             import opentelemetry.sdk.trace  # noqa: F401
         except ImportError:
             raise EvalHydraError(f"telemetry.export={export} needs the OpenTelemetry SDK, which is not"
@@ -58,29 +57,30 @@ def check_export(export: str, endpoint: str | None) -> None:
 
 
 class SpanSink:
-    """Cells' spans on their way out: :meth:`record` takes a written batch's rows."""
+    """Cells' spans on their way out: :meth:`record` takes a written batch's rows; ``writer`` takes
+    the drafts (:class:`JsonLinesWriter`, or :class:`SdkWriter` over any SDK span exporter)."""
 
-    def __init__(self, exporter: Any, facts: Mapping[str, CellFacts], capture_content: bool) -> None:
-        self.exporter, self.facts, self.capture_content = exporter, facts, capture_content
+    def __init__(self, writer: Any, facts: Mapping[str, CellFacts], capture_content: bool) -> None:
+        self.writer, self.facts, self.capture_content = writer, facts, capture_content
         self._lock = threading.Lock()  # batches are written from worker threads
 
     def record(self, rows: Iterable[ResultRow | Mapping[str, Any]]) -> None:
-        """Export the spans of these cells (one export call)."""
+        """Export the spans of these cells (one export)."""
         drafts = [d for row in map(typed_row, rows)
                   for d in cell_spans(row, self.facts.get(row.eval_id), capture_content=self.capture_content)]
         if drafts:
             with self._lock:
-                self.exporter.export(_readable(drafts))
+                self.writer.write(drafts)
 
     def record_run(self, run_id: str, start_ns: int, end_ns: int, targets: list[dict[str, Any]]) -> None:
         """Export the run's own span (:func:`~evalhydra.telemetry.cells.run_span`)."""
         with self._lock:
-            self.exporter.export(_readable([run_span(run_id, start_ns, end_ns, targets)]))
+            self.writer.write([run_span(run_id, start_ns, end_ns, targets)])
 
     def close(self) -> None:
-        """Flush and close the exporter."""
+        """Flush and close."""
         with self._lock:
-            self.exporter.shutdown()
+            self.writer.close()
 
 
 def open_sink(export: str, *, run_dir: Path, endpoint: str | None, facts: Mapping[str, CellFacts],
@@ -89,43 +89,42 @@ def open_sink(export: str, *, run_dir: Path, endpoint: str | None, facts: Mappin
     if export == "none":
         return None
     if export == "file":
-        return SpanSink(JsonLinesExporter(run_dir / FILE_NAME), facts, capture_content)
+        return SpanSink(JsonLinesWriter(run_dir / FILE_NAME), facts, capture_content)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return SpanSink(OTLPSpanExporter(endpoint=endpoint), facts, capture_content)
+    return SpanSink(SdkWriter(OTLPSpanExporter(endpoint=endpoint)), facts, capture_content)
 
 
-class JsonLinesExporter:
-    """A span exporter writing each export as one line of OTLP JSON (an ``ExportTraceServiceRequest``)."""
+class JsonLinesWriter:
+    """Each export as one line of OTLP JSON (:func:`~evalhydra.telemetry.otlp_json.export_line`)."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.handle = path.open("a", encoding="utf-8")
 
-    def export(self, spans: Sequence[Any]) -> Any:
-        """Append the spans as one line."""
-        from google.protobuf.json_format import MessageToDict
-        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-        from opentelemetry.sdk.trace.export import SpanExportResult
-
-        document = _hex_ids(MessageToDict(encode_spans(spans)))
-        self.handle.write(json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n")
+    def write(self, drafts: list[SpanDraft]) -> None:
+        """Append the drafts as one line."""
+        self.handle.write(export_line(drafts) + "\n")
         self.handle.flush()
-        return SpanExportResult.SUCCESS
 
-    def shutdown(self) -> None:
+    def close(self) -> None:
         """Close the file."""
         self.handle.close()
 
 
-def _hex_ids(value: Any) -> Any:
-    """OTLP's JSON encoding writes trace and span ids in hex, not protobuf JSON's base64."""
-    if isinstance(value, list):
-        return [_hex_ids(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    return {k: (base64.b64decode(v).hex() if k in _ID_FIELDS and isinstance(v, str) else _hex_ids(v))
-            for k, v in value.items()}
+class SdkWriter:
+    """The drafts through an OpenTelemetry SDK span exporter, as the SDK's ``ReadableSpan``s."""
+
+    def __init__(self, exporter: Any) -> None:
+        self.exporter = exporter
+
+    def write(self, drafts: list[SpanDraft]) -> None:
+        """Export the drafts."""
+        self.exporter.export(_readable(drafts))
+
+    def close(self) -> None:
+        """Shut the exporter down (it flushes)."""
+        self.exporter.shutdown()
 
 
 def _readable(drafts: list[SpanDraft]) -> list[Any]:
@@ -136,8 +135,8 @@ def _readable(drafts: list[SpanDraft]) -> list[Any]:
 
     resource = Resource.create({"service.name": "evalhydra"})
     scope = InstrumentationScope(SCOPE, __version__)
-    spans = []
     sampled = TraceFlags(TraceFlags.SAMPLED)
+    spans = []
     for d in drafts:
         context = SpanContext(d.trace_id, d.span_id, is_remote=False, trace_flags=sampled)
         parent = (SpanContext(d.trace_id, d.parent_id, is_remote=False, trace_flags=sampled)

@@ -26,7 +26,7 @@ from evalhydra.core.errors import EvalHydraError
 from evalhydra.store.db import open_store
 from evalhydra.telemetry import semconv as sc
 from evalhydra.telemetry.cells import traceparent
-from evalhydra.telemetry.export import SpanSink, check_export
+from evalhydra.telemetry.export import SdkWriter, SpanSink, check_export
 from tests.helpers import mock_call, mock_process
 
 
@@ -137,7 +137,7 @@ def test_the_sdks_own_exporter_takes_the_spans(tmp_path: Path) -> None:
     rows = [dict(r) for r in store.query("select * from results")]
     store.close()
     memory = InMemorySpanExporter()
-    SpanSink(memory, {}, capture_content=False).record(rows)
+    SpanSink(SdkWriter(memory), {}, capture_content=False).record(rows)
     finished = memory.get_finished_spans()
     assert len(finished) == len(rows) and all(s.name == "chat mock-model" for s in finished)
     assert {s.events[0].attributes[sc.SCORE_LABEL] for s in finished} <= {"pass", "fail"}
@@ -196,8 +196,9 @@ def test_a_setting_that_cannot_work_is_refused_before_any_call(tmp_path: Path, o
 
 def test_without_the_sdk_the_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if not installed
+    check_export("file", None)  # the file export needs nothing installed
     with pytest.raises(EvalHydraError) as raised:
-        check_export("file", None)
+        check_export("otlp", "http://127.0.0.1:4318/v1/traces")
     assert raised.value.hint == 'Install it: pip install "evalhydra[otel]"'
 
 
