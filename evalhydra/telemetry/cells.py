@@ -102,10 +102,12 @@ def _root(row: ResultRow, trajectory: dict[str, Any] | None, start: int, end: in
     agentic = trajectory is not None or row.kind in _AGENT_KINDS
     operation = "invoke_agent" if agentic else "chat"
     name = f"invoke_agent {row.service_name}" if agentic else f"chat {row.requested_model or row.model}"
+    attributes = {sc.OPERATION: operation, sc.PROVIDER: _provider(row),
+                  sc.REQUEST_MODEL: row.requested_model or row.model or "", "evalhydra.case_id": row.case_id,
+                  "evalhydra.trial": int(row.run_index),
+                  **_usage(row.prompt_tokens, row.completion_tokens, row.cached_tokens)}
     draft = SpanDraft(name, trace_id(row.run_id, row.cell_key), span_id(row.run_id, row.cell_key), None,
-                      start, end, CLIENT, _identity(row), error=row.error_kind)
-    draft.attributes.update({sc.OPERATION: operation, sc.PROVIDER: _provider(row),
-                             **_usage(row.prompt_tokens, row.completion_tokens, row.cached_tokens)})
+                      start, end, CLIENT, attributes, error=row.error_kind)
     if agentic:
         draft.attributes[sc.AGENT_NAME] = row.service_name
     if row.reasoning_tokens:
@@ -199,10 +201,10 @@ def _verdict(row: ResultRow, facts: CellFacts | None, capture_content: bool) -> 
 
 
 def _identity(row: ResultRow) -> dict[str, Any]:
+    """The cell as the verdict names it (the root span names its case and trial; the rest is here)."""
     return {"evalhydra.run_id": row.run_id, "evalhydra.eval_id": row.eval_id,
             "evalhydra.case_id": row.case_id, "evalhydra.trial": int(row.run_index),
-            "evalhydra.cell_key": row.cell_key,
-            sc.REQUEST_MODEL: row.requested_model or row.model or ""}
+            "evalhydra.cell_key": row.cell_key}
 
 
 def _usage(prompt: Any, completion: Any, cached: Any) -> dict[str, int]:
