@@ -77,6 +77,7 @@ def test_the_queue_audits_failures_first_with_a_quarter_on_passes(conversations:
     assert [q.position for q in queue] == list(range(CASES))
 
 
+@pytest.mark.slow
 def test_an_audit_is_taken_only_from_a_page_the_token_opened(conversations: tuple[Path, str],
                                                              tmp_path: Path) -> None:
     path = _copy(conversations[0], tmp_path)
