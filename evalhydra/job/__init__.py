@@ -7,6 +7,8 @@
 * :mod:`~evalhydra.job.exit_codes`: :class:`~evalhydra.job.exit_codes.ExitCode`.
 * :mod:`~evalhydra.job.diagnose`: the one-line fixes, and whether a run measured anything.
 * :mod:`~evalhydra.job.dry_run`: ``run.dry_run=true``.
+* :mod:`~evalhydra.job.judged`: each judged eval's judge as measured before a run (its verdicts'
+  telemetry events carry it).
 
 This package prints (the summary, warnings) but never reads argv: that is :mod:`evalhydra.cli`.
 

@@ -23,6 +23,7 @@ import trio
 
 from evalhydra.analysis.evalstats import Totals
 from evalhydra.analysis.gates import GateFailure, Gates
+from evalhydra.analysis.judges import has_labels
 from evalhydra.analysis.runfacts import failing_cases
 from evalhydra.analysis.runsummary import run_summary
 from evalhydra.analysis.targetstats import TargetStats
@@ -34,6 +35,7 @@ from evalhydra.execute.runrecord import new_run_id
 from evalhydra.job.diagnose import fix_hints, unmeasured
 from evalhydra.job.dry_run import print_dry_run
 from evalhydra.job.exit_codes import ExitCode
+from evalhydra.job.judged import judge_figures
 from evalhydra.plan.cells import count_cells
 from evalhydra.plan.model import RunPlan
 from evalhydra.plan.preflight import check_services
@@ -88,7 +90,7 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
         progress = Progress(total, enabled=plan.run.progress, label=f"[{plan.service.name}{_shard(plan)}] ")
         run_id = new_run_id(plan)
         out = output_dir or plan.store_path.parent / "runs" / run_id
-        spans = _span_sink(plan, out)
+        spans = _span_sink(plan, out, store)
         started = time.time_ns()
         try:
             outcome = trio.run(partial(execute, plan, store, run_id=run_id, total=total, progress=progress,
@@ -104,12 +106,13 @@ def run_job(plan: RunPlan, *, output_dir: Path | None = None) -> JobResult:
         store.close()
 
 
-def _span_sink(plan: RunPlan, out: Path) -> SpanSink | None:
+def _span_sink(plan: RunPlan, out: Path, store: Store) -> SpanSink | None:
     """Where the run's cells go as OpenTelemetry spans (``telemetry.export``; None: off)."""
     telemetry = plan.telemetry
     if telemetry is None:
         return None
-    facts = {ev.id: CellFacts(str(ev.matcher.get("kind") or "validator"), ev.result_hash)
+    judges = judge_figures(store, plan) if has_labels(store.conn) else {}
+    facts = {ev.id: CellFacts(str(ev.matcher.get("kind") or "validator"), ev.result_hash, judges.get(ev.id))
              for ev in plan.evals}
     return open_sink(telemetry.export, run_dir=out, endpoint=telemetry.endpoint, facts=facts,
                      capture_content=telemetry.capture_content)

@@ -49,10 +49,12 @@ class SpanDraft:
 
 @dataclass(frozen=True)
 class CellFacts:
-    """What the plan knows of a cell's eval: its matcher's kind and settings' fingerprint."""
+    """What the plan knows of a cell's eval: its matcher's kind and settings' fingerprint, and its
+    judge as measured against people's labels before the run (sensitivity, specificity, labels)."""
 
     matcher: str
     fingerprint: str
+    judge: tuple[float | None, float | None, int] | None = None
 
 
 def _digest(*parts: str) -> bytes:
@@ -197,6 +199,13 @@ def _verdict(row: ResultRow, facts: CellFacts | None, capture_content: bool) -> 
     if row.judge_service:
         attributes["evalhydra.judge.service"] = row.judge_service
         attributes["evalhydra.judge.model"] = row.judge_model or ""
+        if facts is not None and facts.judge is not None:
+            sensitivity, specificity, labels = facts.judge
+            attributes["evalhydra.judge.labels"] = labels
+            if sensitivity is not None:
+                attributes["evalhydra.judge.sensitivity"] = sensitivity
+            if specificity is not None:
+                attributes["evalhydra.judge.specificity"] = specificity
     return attributes
 
 

@@ -214,3 +214,28 @@ def test_the_run_is_a_span_with_each_targets_pass_rate_and_interval(tmp_path: Pa
         assert target["evalhydra.pass_rate"] == shown[eval_id]["pass_rate"]
         assert target["evalhydra.ci_low"] == shown[eval_id]["ci_low"]
         assert target["evalhydra.ci_high"] == shown[eval_id]["ci_high"]
+
+
+def test_a_judges_verdicts_carry_its_measured_agreement(tmp_path: Path) -> None:
+    """Issue 64, item 1: a judge verdict's event names the judge and its sensitivity, specificity
+    and label count against the labels stored before the run."""
+    from evalhydra.store.db import immediate
+    from evalhydra.store.labels import import_labels
+
+    _run(tmp_path, "eval=quality.helpful_summary")
+    store = open_store(tmp_path / "s.db")
+    cases = [c for (c,) in store.conn.execute("select case_id from results order by case_id")]
+    with immediate(store.conn):  # a person agrees with every verdict of the first run
+        for case_id, passed in store.conn.execute("select case_id, passed from results").fetchall():
+            import_labels(store.conn, [(f"x:{case_id}", {"eval": "quality.helpful_summary", "case": case_id,
+                                                         "label": "PASS" if passed else "FAIL"})])
+    store.close()
+    again = _run(tmp_path, "eval=quality.helpful_summary", "run.fresh=true", "telemetry.export=file")
+    written = tmp_path / "runs" / str(again.run_id) / "telemetry.jsonl"
+    events = [_attrs(e) for s in _cell_spans(written) for e in s.get("events", [])]
+    assert len(events) == len(cases)
+    for verdict in events:
+        assert verdict["evalhydra.judge.service"] == "mock_judge"
+        assert verdict["evalhydra.judge.labels"] == str(len(cases))
+        measured = {verdict.get("evalhydra.judge.sensitivity"), verdict.get("evalhydra.judge.specificity")}
+        assert measured <= {1.0, None} and measured != {None}  # it agreed with every label
