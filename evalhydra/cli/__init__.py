@@ -19,6 +19,8 @@
   written.
 * :mod:`~evalhydra.cli.labels`: ``evalhydra label`` (import people's verdicts) and ``evalhydra
   calibrate`` (judges against them).
+* :mod:`~evalhydra.cli.ingest`: ``evalhydra ingest otlp``: an agent's OpenTelemetry traces as a
+  dataset of recorded answers.
 * :mod:`~evalhydra.cli.openai_import`: ``evalhydra import openai-evals``: OpenAI Evals API
   definitions into a registry evalhydra runs.
 """

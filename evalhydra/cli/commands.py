@@ -30,9 +30,10 @@ STORE_COMMANDS: dict[str, str] = {
     "import": "import OpenAI Evals API definitions into a registry",
     "label": "import people's PASS/FAIL labels of stored outputs",
     "calibrate": "judges against people's labels; pass rates corrected for judge errors",
+    "ingest": "turn an agent's OpenTelemetry traces into recorded answers (service=recorded scores them)",
 }
 #: Store commands that never open a store: their --help offers no --store.
-STORELESS_COMMANDS = frozenset({"import", "cache", "list"})
+STORELESS_COMMANDS = frozenset({"import", "cache", "list", "ingest"})
 #: Commands that take a run's Hydra overrides: ``rejudge`` (:mod:`evalhydra.cli.rejudge`) and ``check``.
 RUN_COMMANDS: dict[str, str] = {
     "rejudge": "score a run's stored outputs again",

@@ -26,6 +26,7 @@ from evalhydra.cli.cache import cmd_cache, configure_cache
 from evalhydra.cli.callbacks import sweep_run_ids
 from evalhydra.cli.catalog import eval_rows, service_rows
 from evalhydra.cli.commands import STORE_COMMANDS, STORELESS_COMMANDS, CommandParser
+from evalhydra.cli.ingest import cmd_ingest, configure_ingest
 from evalhydra.cli.labels import cmd_calibrate, cmd_label, configure_calibrate, configure_label
 from evalhydra.cli.openai_import import cmd_import, configure_import
 from evalhydra.cli.power import cmd_power, configure_power
@@ -352,6 +353,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": cmd_import,
     "label": cmd_label,
     "calibrate": cmd_calibrate,
+    "ingest": cmd_ingest,
 }
 CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "runs": _cfg_runs,
@@ -368,4 +370,5 @@ CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "import": configure_import,
     "label": configure_label,
     "calibrate": configure_calibrate,
+    "ingest": configure_ingest,
 }

@@ -121,9 +121,15 @@ def _root(row: ResultRow, trajectory: dict[str, Any] | None, start: int, end: in
     if row.error_kind:
         draft.attributes[sc.ERROR_TYPE] = row.error_kind
     if capture_content:
-        draft.attributes[sc.INPUT_MESSAGES] = _text(row.input)
-        draft.attributes[sc.OUTPUT_MESSAGES] = _text(row.output)
+        draft.attributes[sc.INPUT_MESSAGES] = _messages("user", row.input)
+        draft.attributes[sc.OUTPUT_MESSAGES] = _messages("assistant", row.output)
     return draft
+
+
+def _messages(role: str, content: Any) -> str:
+    """Content as the conventions' messages JSON: ``[{role, parts: [{type: text, content}]}]``."""
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": _text(content or "")}]}],
+                      ensure_ascii=False)
 
 
 def _children(row: ResultRow, trajectory: dict[str, Any] | None, root: SpanDraft,

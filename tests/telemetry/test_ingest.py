@@ -1,0 +1,94 @@
+"""Issue 64, items 3 and 5: an agent's OTLP traces as recorded answers, scored without running the
+agent again; the round trip export → ingest → service=recorded reproduces each cell's tool calls
+and verdict; traces that name no case are reported, not dropped silently."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import evalhydra
+from evalhydra.core.errors import EvalHydraError
+from evalhydra.store.db import open_store
+from evalhydra.telemetry.ingest import ingest_traces, read_spans, trace_samples
+from tests.conftest import write_registry
+
+REGISTRY = Path(__file__).resolve().parents[2] / "registry"
+CASES = REGISTRY / "data" / "tools" / "order_desk" / "test.jsonl"
+
+
+def _rows(store: Path) -> dict[str, tuple[int, list[tuple[str, str]]]]:
+    """Each case's verdict and tool calls (name, arguments), as stored."""
+    reader = open_store(store, read_only=True)
+    rows = reader.conn.execute("select case_id, passed, tool_calls from results").fetchall()
+    reader.close()
+    return {case: (passed, [(c["name"], json.dumps(json.loads(c["arguments"]), sort_keys=True))
+                            for c in json.loads(calls or "[]")]) for case, passed, calls in rows}
+
+
+def _export(tmp_path: Path) -> tuple[evalhydra.EvalResult, Path]:
+    result = evalhydra.evaluate(["eval=tools.order_desk", f"store.path={tmp_path / 'a.db'}",
+                                 "telemetry.export=file", "telemetry.capture_content=true"])
+    return result, tmp_path / "runs" / str(result.run_id) / "telemetry.jsonl"
+
+
+def _recorded_eval(tmp_path: Path, dataset: Path) -> Path:
+    spec = {"id": "rec.order_desk", "group": "rec", "description": "the order desk's recorded traces",
+            "dataset_path": "data/recorded.jsonl", "split": "test", "default_run_count": 1,
+            "matcher": {"kind": "all_of", "parts": [
+                {"kind": "includes"}, {"kind": "tool_sequence", "steps": ["lookup_order", "refund"]}]}}
+    return write_registry(tmp_path / "reg", evals={"rec/order_desk.json": spec},
+                          data={"data/recorded.jsonl": dataset.read_text()})
+
+
+def test_an_export_round_trips_into_recorded_answers_scored_alike(tmp_path: Path) -> None:
+    first, traces = _export(tmp_path)
+    found, missing = ingest_traces([traces], CASES, tmp_path / "recorded.jsonl")
+    assert set(found.samples) == {"broken-7", "broken-9"} and missing == 0 and not found.unmatched
+    registry = _recorded_eval(tmp_path, tmp_path / "recorded.jsonl")
+    second = evalhydra.evaluate([f"registry={registry}", "eval=rec.order_desk", "service=recorded",
+                                 f"store.path={tmp_path / 'b.db'}"])
+    assert second.exit_code == 0
+    assert _rows(tmp_path / "b.db") == _rows(tmp_path / "a.db")  # the same calls, the same verdicts
+    assert {s["passed"] for s in first.stats} == {s["passed"] for s in second.stats} == {2}
+
+
+def test_traces_that_name_no_case_are_reported(tmp_path: Path) -> None:
+    _, traces = _export(tmp_path)
+    spans = list(read_spans([traces]))
+    for span in spans:  # one trace loses its case
+        if span["attributes"].get("evalhydra.case_id") == "broken-9":
+            del span["attributes"]["evalhydra.case_id"]
+    found = trace_samples(spans)
+    assert set(found.samples) == {"broken-7"} and len(found.unmatched) == 1
+    shown = subprocess.run([sys.executable, "-m", "evalhydra", "ingest", "otlp", str(traces), "--cases",
+                            str(CASES), "--out", str(tmp_path / "r.jsonl"), "--case-key", "nope"],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 2 and shown.stderr.startswith("error: no trace names a case")
+
+
+def test_protobuf_traces_read_as_json_lines_do(tmp_path: Path) -> None:
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from tests.telemetry.test_export import _base64_ids
+
+    _, traces = _export(tmp_path)
+    first = json.loads(traces.read_text().splitlines()[0])
+    request = ParseDict(_base64_ids(first), ExportTraceServiceRequest())
+    (tmp_path / "t.pb").write_bytes(request.SerializeToString())
+    from_pb = trace_samples(read_spans([tmp_path / "t.pb"]))
+    from_json = trace_samples(read_spans([traces]))
+    assert from_pb.samples and from_pb.samples == {k: v for k, v in from_json.samples.items()
+                                                   if k in from_pb.samples}
+
+
+def test_a_file_that_is_not_otlp_is_refused_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    with pytest.raises(EvalHydraError, match=r"bad.jsonl:1: not OTLP JSON"):
+        list(read_spans([bad]))
