@@ -72,6 +72,7 @@ def _attrs(entry: dict[str, Any]) -> dict[str, Any]:
     return {a["key"]: next(iter(a["value"].values())) for a in entry.get("attributes", [])}
 
 
+@pytest.mark.slow
 def test_a_tool_loops_cells_are_traces_with_their_requests_calls_and_verdicts(tmp_path: Path) -> None:
     result = _run(tmp_path, "eval=tools.order_desk", "telemetry.export=file")
     spans = _cell_spans(_written(tmp_path))
@@ -111,6 +112,7 @@ def test_content_is_captured_only_when_asked(tmp_path: Path) -> None:
     assert any("Refunded order" in _attrs(s).get(sc.OUTPUT_MESSAGES, "") for s in spans)
 
 
+@pytest.mark.slow
 def test_each_request_carries_its_cells_traceparent(tmp_path: Path) -> None:
     with mock_process() as url:
         result = _run(tmp_path, "eval=smoke", "service.mock.enabled=false", f"service.base_url={url}",
@@ -122,6 +124,7 @@ def test_each_request_carries_its_cells_traceparent(tmp_path: Path) -> None:
     assert root["name"] == "chat mock-model" and sent["traceparent"].split("-")[1] == root["traceId"]
 
 
+@pytest.mark.slow
 def test_without_telemetry_no_request_carries_a_traceparent(tmp_path: Path) -> None:
     with mock_process() as url:
         _run(tmp_path, "eval=smoke", "service.mock.enabled=false", f"service.base_url={url}", "run.limit=1",
@@ -216,6 +219,7 @@ def test_the_run_is_a_span_with_each_targets_pass_rate_and_interval(tmp_path: Pa
         assert target["evalhydra.ci_high"] == shown[eval_id]["ci_high"]
 
 
+@pytest.mark.slow
 def test_a_judges_verdicts_carry_its_measured_agreement(tmp_path: Path) -> None:
     """Issue 64, item 1: a judge verdict's event names the judge and its sensitivity, specificity
     and label count against the labels stored before the run."""

@@ -57,6 +57,7 @@ def test_an_export_round_trips_into_recorded_answers_scored_alike(tmp_path: Path
     assert {s["passed"] for s in first.stats} == {s["passed"] for s in second.stats} == {2}
 
 
+@pytest.mark.slow
 def test_traces_that_name_no_case_are_reported(tmp_path: Path) -> None:
     _, traces = _export(tmp_path)
     spans = list(read_spans([traces]))

@@ -80,6 +80,7 @@ def test_the_user_never_sees_the_agents_prompt_calls_or_tool_results() -> None:
     assert "SECRET" not in json.dumps(view) and "POLICY" not in json.dumps(view)
 
 
+@pytest.mark.slow
 def test_a_premature_stop_fails_the_cell_and_is_another_simulator(tmp_path: Path) -> None:
     clean = _talk(tmp_path)
     broken = _talk(tmp_path, "+eval.user.mock.error_rate=1.0")
@@ -157,6 +158,7 @@ def test_the_user_can_be_another_service(tmp_path: Path) -> None:
     assert sim["service"] == "mock_judge" and sim["model"] == "sim-1"
 
 
+@pytest.mark.slow
 def test_compare_refuses_sides_whose_simulators_differ_unless_told(tmp_path: Path) -> None:
     import sqlite3
 

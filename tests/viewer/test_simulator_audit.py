@@ -119,6 +119,7 @@ def test_an_audit_is_taken_only_from_a_page_the_token_opened(conversations: tupl
     assert rows == [(case, 1, "premature_stop", "ana")]
 
 
+@pytest.mark.slow
 def test_the_correction_leaves_out_what_the_simulator_broke(conversations: tuple[Path, str],
                                                            tmp_path: Path) -> None:
     path = _copy(conversations[0], tmp_path)
