@@ -8,10 +8,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +152,21 @@ def query_rows(db: Path, sql: str, params: Sequence[Any] = ()) -> list[dict[str,
         return [dict(r) for r in conn.execute(sql, params)]
     finally:
         conn.close()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    request_queue_size = 256  # a run opens dozens of connections at once
+    daemon_threads = True
+
+
+@contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """A standard-library HTTP server of ``handler`` on 127.0.0.1 in a thread; yields its port."""
+    server = _QuietServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()

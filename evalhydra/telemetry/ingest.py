@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.strictjson import json_lines
 from evalhydra.telemetry import semconv as sc
 
 __all__ = ["Ingested", "ingest_traces", "read_spans", "trace_samples"]
@@ -47,20 +48,14 @@ def read_spans(paths: Iterable[Path]) -> Iterator[dict[str, Any]]:
     ``start`` (ns), ``attributes`` (plain values).
 
     Raises:
-        EvalHydraError: A file that is neither OTLP JSON lines nor OTLP protobuf, naming it.
+        EvalHydraError: A line that is not JSON (its file and line), or a ``.pb`` file that is not
+            OTLP protobuf.
     """
     for path in paths:
         if path.suffix == ".pb":
             yield from _protobuf_spans(path)
             continue
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                document = json.loads(line)
-            except ValueError as exc:
-                hint = "Give OTLP JSON lines (one ExportTraceServiceRequest a line) or .pb files."
-                raise EvalHydraError(f"{path}:{number}: not OTLP JSON: {exc}.", hint) from None
+        for _, document in json_lines(path):
             yield from _json_spans(document)
 
 
@@ -94,15 +89,9 @@ def ingest_traces(traces: list[Path], dataset: Path, out: Path,
     found = trace_samples(read_spans(traces), case_key)
     missing = 0
     lines = []
-    for number, line in enumerate(dataset.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            case = json.loads(line)
-        except ValueError as exc:
-            raise EvalHydraError(f"{dataset}:{number}: invalid JSON: {exc}.") from None
-        sample = found.samples.get(str(case.get("id")))
-        if sample is None:
+    for _, case in json_lines(dataset):
+        sample = found.samples.get(str(case.get("id"))) if isinstance(case, dict) else None
+        if sample is None or not isinstance(case, dict):
             missing += 1
         else:
             case["sample"] = sample

@@ -9,9 +9,8 @@ or the error message, or JSON nested 1,000 levels deep.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from evalhydra.core import strictjson
 from evalhydra.reports.writer import write_run_reports
 from evalhydra.store.db import open_store
 from tests.conftest import smoke_eval, write_registry
+from tests.helpers import http_server
 
 SURROGATE = b"\xed\xa0\x80"  # U+D800 encoded as if it were a character: no valid UTF-8
 POISONS: dict[str, tuple[int, bytes]] = {
@@ -57,19 +57,10 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet."""
 
 
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 256  # the run opens dozens of connections at once
-    daemon_threads = True
-
-
 @pytest.fixture
 def hostile_url() -> Iterator[str]:
-    server = _Server(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with http_server(_Handler) as port:
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 def _registry(root: Path, poison: str, cases: int = 200) -> Path:

@@ -10,9 +10,8 @@ import base64
 import json
 import sqlite3
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from evalhydra.store.db import open_store
 from evalhydra.telemetry import semconv as sc
 from evalhydra.telemetry.cells import traceparent
 from evalhydra.telemetry.export import SdkWriter, SpanSink, check_export
-from tests.helpers import mock_call, mock_process
+from tests.helpers import http_server, mock_call, mock_process
 
 
 def _run(tmp_path: Path, *overrides: str) -> evalhydra.EvalResult:
@@ -169,12 +168,8 @@ class _Collector(BaseHTTPRequestHandler):
 @pytest.fixture
 def collector() -> Iterator[str]:
     _Collector.received = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
-    server.shutdown()
-    server.server_close()
+    with http_server(_Collector) as port:
+        yield f"http://127.0.0.1:{port}/v1/traces"
 
 
 def test_otlp_export_reaches_an_otlp_http_receiver(tmp_path: Path, collector: str) -> None:

@@ -91,5 +91,5 @@ def test_protobuf_traces_read_as_json_lines_do(tmp_path: Path) -> None:
 def test_a_file_that_is_not_otlp_is_refused_naming_it(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
-    with pytest.raises(EvalHydraError, match=r"bad.jsonl:1: not OTLP JSON"):
+    with pytest.raises(EvalHydraError, match=r"bad.jsonl:1: invalid JSON"):
         list(read_spans([bad]))
