@@ -37,9 +37,11 @@ SCORE_LABEL = "gen_ai.evaluation.score.label"
 EXPLANATION = "gen_ai.evaluation.explanation"
 
 #: What the spec requires of each span or event evalhydra emits (by operation, or the event's
-#: name): the attributes whose requirement level is ``required``.
+#: name): the attributes whose requirement level is ``required``. A ``chat`` span names provider
+#: ``openai``, whose refinement of the inference span (``openai.inference.client``) requires the
+#: request model too.
 REQUIRED = {
-    "chat": (OPERATION, PROVIDER),
+    "chat": (OPERATION, PROVIDER, REQUEST_MODEL),
     "invoke_agent": (OPERATION, PROVIDER),
     "execute_tool": (OPERATION, TOOL_NAME),
     EVALUATION_EVENT: (EVALUATION_NAME,),

@@ -100,6 +100,10 @@ def test_a_tool_loops_cells_are_traces_with_their_requests_calls_and_verdicts(tm
     for span in spans:  # what the spec requires of each
         attrs = _attrs(span)
         assert all(name in attrs for name in sc.REQUIRED[attrs[sc.OPERATION]]), span["name"]
+        for event in span.get("events", []):  # the verdict: its name, and a label or an error
+            verdict = _attrs(event)
+            assert all(name in verdict for name in sc.REQUIRED[event["name"]])
+            assert (sc.SCORE_LABEL in verdict) != (sc.ERROR_TYPE in verdict)
         assert sc.INPUT_MESSAGES not in attrs and sc.TOOL_ARGUMENTS not in attrs  # content is opt-in
 
 
@@ -238,3 +242,13 @@ def test_a_judges_verdicts_carry_its_measured_agreement(tmp_path: Path) -> None:
         assert verdict["evalhydra.judge.labels"] == str(len(cases))
         measured = {verdict.get("evalhydra.judge.sensitivity"), verdict.get("evalhydra.judge.specificity")}
         assert measured <= {1.0, None} and measured != {None}  # it agreed with every label
+
+
+def test_an_infrastructure_error_is_an_errored_span_without_a_verdict_label(tmp_path: Path) -> None:
+    _run(tmp_path, "eval=smoke", "trials=1", "service.mock.fail_rate=1.0", "run.fail_fast=false",
+         "telemetry.export=file")
+    roots = [s for s in _cell_spans(_written(tmp_path)) if "parentSpanId" not in s]
+    assert roots and all(s["status"]["code"] == 2 for s in roots)  # STATUS_CODE_ERROR
+    for root in roots:
+        verdict = _attrs(root["events"][0])
+        assert _attrs(root)[sc.ERROR_TYPE] == verdict[sc.ERROR_TYPE] and sc.SCORE_LABEL not in verdict
