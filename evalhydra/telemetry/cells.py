@@ -182,6 +182,10 @@ def _tool(row: ResultRow, root: SpanDraft, call: dict[str, Any], where: str, sta
                       error=call.get("error_kind"))
     if call.get("error_kind"):
         draft.attributes[sc.ERROR_TYPE] = str(call["error_kind"])
+    original = str(call.get("original_name") or name)
+    if original != name and ":" in original:  # an MCP server's tool: the MCP attributes join the span
+        draft.attributes[sc.MCP_METHOD] = "tools/call"
+        draft.attributes["evalhydra.mcp.server"] = original.split(":", 1)[0]
     if capture_content:
         draft.attributes[sc.TOOL_ARGUMENTS] = _text(call.get("arguments"))
         draft.attributes[sc.TOOL_RESULT] = _text(call.get("result"))

@@ -28,6 +28,8 @@ TOOL_RESULT = "gen_ai.tool.call.result"
 INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 ERROR_TYPE = "error.type"
+#: An MCP tool call's method (``model/mcp``: an execute_tool span of an MCP call carries it).
+MCP_METHOD = "mcp.method.name"
 
 #: The event of a verdict, parented to the evaluated span.
 EVALUATION_EVENT = "gen_ai.evaluation.result"
