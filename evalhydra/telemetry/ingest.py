@@ -26,7 +26,7 @@ from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.strictjson import json_lines
 from evalhydra.telemetry import semconv as sc
 
-__all__ = ["Ingested", "ingest_traces", "read_spans", "trace_samples"]
+__all__ = ["Ingested", "ingest_traces", "read_spans", "request_spans", "trace_samples", "write_recorded"]
 
 #: The span attribute that names a trace's case unless told otherwise.
 CASE_KEY = "evalhydra.case_id"
@@ -86,7 +86,13 @@ def ingest_traces(traces: list[Path], dataset: Path, out: Path,
     Raises:
         EvalHydraError: A trace file or the dataset cannot be read.
     """
-    found = trace_samples(read_spans(traces), case_key)
+    return write_recorded(read_spans(traces), dataset, out, case_key)
+
+
+def write_recorded(spans: Iterable[dict[str, Any]], dataset: Path, out: Path,
+                   case_key: str = CASE_KEY) -> tuple[Ingested, int]:
+    """:func:`ingest_traces` over spans already read (:func:`read_spans`, or a receiver's)."""
+    found = trace_samples(spans, case_key)
     missing = 0
     lines = []
     for _, case in json_lines(dataset):
@@ -181,15 +187,30 @@ def _plain(value: Any) -> Any:
 
 
 def _protobuf_spans(path: Path) -> Iterator[dict[str, Any]]:
+    yield from request_spans(path.read_bytes(), protobuf=True, where=str(path))
+
+
+def request_spans(body: bytes, *, protobuf: bool, where: str) -> list[dict[str, Any]]:
+    """The spans of one OTLP export request's body (protobuf, or OTLP JSON).
+
+    Raises:
+        EvalHydraError: A body that is not an OTLP export, naming ``where``; protobuf without the
+            OpenTelemetry packages.
+    """
+    if not protobuf:
+        try:
+            return list(_json_spans(json.loads(body)))
+        except (ValueError, AttributeError) as exc:
+            raise EvalHydraError(f"{where}: not an OTLP JSON export ({exc}).") from None
     try:
         from google.protobuf.json_format import MessageToDict
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     except ImportError:
-        raise EvalHydraError(f"{path}: reading OTLP protobuf needs the OpenTelemetry packages.",
+        raise EvalHydraError(f"{where}: reading OTLP protobuf needs the OpenTelemetry packages.",
                              'Install them: pip install "evalhydra[otel]"') from None
     request = ExportTraceServiceRequest()
     try:
-        request.ParseFromString(path.read_bytes())
+        request.ParseFromString(body)
     except Exception as exc:  # noqa: BLE001 (protobuf's DecodeError, or worse: one message for all)
-        raise EvalHydraError(f"{path}: not an OTLP protobuf export ({type(exc).__name__}).") from None
-    yield from _json_spans(MessageToDict(request))
+        raise EvalHydraError(f"{where}: not an OTLP protobuf export ({type(exc).__name__}).") from None
+    return list(_json_spans(MessageToDict(request)))

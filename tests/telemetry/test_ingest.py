@@ -93,3 +93,46 @@ def test_a_file_that_is_not_otlp_is_refused_naming_it(tmp_path: Path) -> None:
     bad.write_text("not json\n")
     with pytest.raises(EvalHydraError, match=r"bad.jsonl:1: invalid JSON"):
         list(read_spans([bad]))
+
+
+@pytest.mark.slow
+def test_a_receiver_on_loopback_takes_traces_with_its_token_only(tmp_path: Path) -> None:
+    """``ingest otlp --listen``: an OTLP/HTTP exporter posts with the printed token; one without it
+    is refused; Ctrl-C ends it and writes the recorded dataset."""
+    import signal
+
+    import httpx
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from tests.telemetry.test_export import _base64_ids
+
+    _, traces = _export(tmp_path)
+    argv = [sys.executable, "-m", "evalhydra", "ingest", "otlp", "--listen", "127.0.0.1:0", "--cases",
+            str(CASES), "--out", str(tmp_path / "r.jsonl")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        endpoint = proc.stdout.readline().split("listening on ", 1)[1].strip()
+        token = proc.stdout.readline().split("authorization=Bearer ", 1)[1].split()[0]
+        for line in traces.read_text().splitlines():
+            body = ParseDict(_base64_ids(json.loads(line)), ExportTraceServiceRequest()).SerializeToString()
+            headers = {"content-type": "application/x-protobuf", "authorization": f"Bearer {token}"}
+            assert httpx.post(endpoint, content=body, headers=headers).status_code == 200
+        assert httpx.post(endpoint, content=b"", headers={"authorization": "Bearer guess"}).status_code == 401
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "2 case(s) recorded" in out and "1 request(s) refused" in out
+    lines = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    recorded = {case["id"]: case.get("sample") for case in lines}
+    assert all(sample and sample["output_tools"] for sample in recorded.values())
+
+
+def test_a_receiver_binds_loopback_only() -> None:
+    from evalhydra.telemetry.receiver import TraceReceiver
+
+    with pytest.raises(EvalHydraError, match="loopback only"):
+        TraceReceiver("0.0.0.0", 0)
