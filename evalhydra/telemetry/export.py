@@ -3,12 +3,13 @@
 ``telemetry.export=file`` writes ``telemetry.jsonl`` in the run's folder: one line per batch of
 cells, each an OTLP ``ExportTraceServiceRequest`` in OTLP's JSON encoding
 (:mod:`evalhydra.telemetry.otlp_json`), the format the OpenTelemetry Collector's file exporter
-writes and its OTLP JSON receiver reads; it needs nothing installed.
+writes and its OTLP JSON receiver reads.
 ``telemetry.export=otlp`` sends the same spans to ``telemetry.endpoint`` with the SDK's OTLP/HTTP
 (protobuf) exporter, its headers from the standard ``OTEL_EXPORTER_OTLP_HEADERS`` variable.
 Nothing leaves the machine unless an endpoint is configured.
 
-The SDK is an extra (``pip install "evalhydra[otel]"``), imported only for ``otlp``.
+The SDK is an extra (``pip install "evalhydra[otel]"``); without it any export stops before the
+run (exit 2, naming the extra). Only ``otlp`` imports it to send.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def check_export(export: str, endpoint: str | None) -> None:
     """Refuse a telemetry setting that cannot work, before any call.
 
     Raises:
-        EvalHydraError: An unknown export, ``otlp`` without an endpoint or without the SDK.
+        EvalHydraError: An unknown export, ``otlp`` without an endpoint, or the SDK missing.
     """
     if export not in EXPORTS:
         raise EvalHydraError(f"telemetry.export={export}: not one of {', '.join(EXPORTS)}.",
@@ -47,7 +48,7 @@ def check_export(export: str, endpoint: str | None) -> None:
     if export == "otlp" and not endpoint:
         raise EvalHydraError("telemetry.export=otlp needs telemetry.endpoint (an OTLP/HTTP traces URL).",
                              "For example telemetry.endpoint=http://127.0.0.1:4318/v1/traces.")
-    if export == "otlp":
+    if export != "none":  # the telemetry extra, whichever export (its packages read what is written)
         try:
             import opentelemetry.exporter.otlp.proto.http  # noqa: F401
             import opentelemetry.sdk.trace  # noqa: F401

@@ -198,10 +198,10 @@ def test_a_setting_that_cannot_work_is_refused_before_any_call(tmp_path: Path, o
 
 def test_without_the_sdk_the_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if not installed
-    check_export("file", None)  # the file export needs nothing installed
-    with pytest.raises(EvalHydraError) as raised:
-        check_export("otlp", "http://127.0.0.1:4318/v1/traces")
-    assert raised.value.hint == 'Install it: pip install "evalhydra[otel]"'
+    for export, endpoint in (("file", None), ("otlp", "http://127.0.0.1:4318/v1/traces")):
+        with pytest.raises(EvalHydraError) as raised:
+            check_export(export, endpoint)
+        assert raised.value.hint == 'Install it: pip install "evalhydra[otel]"'
 
 
 def test_the_run_is_a_span_with_each_targets_pass_rate_and_interval(tmp_path: Path) -> None:
