@@ -49,6 +49,9 @@ NOT_RUN: list[tuple[str, str]] = [
     (r"/scratch/", "a cluster's scratch folder"),
     (r"registry=path/to/registry", "a placeholder registry"),
     (r"eval=notes\.remember", "the project the page writes (tests/tools/test_guide_mcp_example.py runs it)"),
+    (r"telemetry\.endpoint=", "sends spans to an observability server (tests/telemetry/test_phoenix.py)"),
+    (r"^evalhydra ingest otlp", "reads an agent's traces, or waits for them (tests/telemetry)"),
+    (r"eval=my\.recorded_eval", "the eval a user writes over ingested traces (tests/telemetry)"),
 ]
 
 #: Placeholders in commands, and what stands for them in the sandbox (filled in per page).
