@@ -104,7 +104,7 @@ async def run_trial(
     *,
     timeout_s: float | None = None,
     limiter: trio.CapacityLimiter | None = None,
-    traceparent: str | None = None,
+    trace: tuple[str, str] | None = None,
 ) -> TrialResult:
     """Run one trial of ``case`` with ``model`` and return its result.
 
@@ -120,15 +120,16 @@ async def run_trial(
         output_root: Where trial directories go.
         timeout_s: Per-trial timeout; defaults to ``cfg.timeout_s``.
         limiter: Held for the whole trial when given.
-        traceparent: The cell's W3C trace context, given to the CLI as ``TRACEPARENT`` (telemetry).
+        trace: The cell's W3C trace context and baggage, given to the CLI as ``TRACEPARENT`` and
+            ``BAGGAGE`` (telemetry; OpenTelemetry's environment carriers).
 
     Returns:
         The trial's result.
     """
     if limiter is None:
-        return await _run_trial(case, cfg, model, trial_index, output_root, timeout_s, traceparent)
+        return await _run_trial(case, cfg, model, trial_index, output_root, timeout_s, trace)
     async with limiter:
-        return await _run_trial(case, cfg, model, trial_index, output_root, timeout_s, traceparent)
+        return await _run_trial(case, cfg, model, trial_index, output_root, timeout_s, trace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +139,7 @@ class _Cell:
     model: str
     trial_index: int
     paths: TrialPaths
-    traceparent: str | None = None  # the cell's trace context (telemetry), as TRACEPARENT
+    trace: tuple[str, str] | None = None  # the cell's trace context and baggage (telemetry)
 
     def result(self, status: str, duration: float, exit_code: int, **extra: Any) -> TrialResult:
         return TrialResult(
@@ -162,10 +163,10 @@ async def _run_trial(
     trial_index: int,
     output_root: Path,
     timeout_s: float | None,
-    traceparent: str | None = None,
+    trace: tuple[str, str] | None = None,
 ) -> TrialResult:
     cell = _Cell(case, cfg, model, trial_index, trial_paths(output_root, model, case.name, trial_index),
-                 traceparent)
+                 trace)
     await trio.to_thread.run_sync(_prepare_trial_dir, cell.paths, case)
     timeout = cfg.timeout_s if timeout_s is None else timeout_s
     start = time.perf_counter()
@@ -198,8 +199,8 @@ async def _execute(cell: _Cell, timeout: float) -> tuple[int | None, bool]:
     paths = cell.paths
     argv = build_argv(cell.cfg, cell.model, cell.case.instruction, paths.session, paths.workdir)
     env = build_env(cell.cfg, paths.history_dir, paths.notes_dir)
-    if cell.traceparent is not None:
-        env = {**env, "TRACEPARENT": cell.traceparent}
+    if cell.trace is not None:
+        env = {**env, "TRACEPARENT": cell.trace[0], "BAGGAGE": cell.trace[1]}
     return await run_bounded(argv, cwd=paths.workdir, env=env, log_path=paths.stdout_log, timeout=timeout)
 
 

@@ -270,13 +270,15 @@ class CallContext:
     ``cell_key`` names the cell (a batch line's ``custom_id``), ``trial`` its trial (the response
     cache keeps trial k of a case as trial k), ``use_cache`` whether the response cache may answer
     (a judge's call skips it unless ``cache.judge``); ``count`` is shared by every call of the cell;
-    ``traceparent`` (W3C) goes with every request made for it when telemetry is on.
+    ``traceparent`` and ``baggage`` (W3C: the cell's trace, and its run, case and trial) go with
+    every request made for it when telemetry is on.
     """
 
     cell_key: str | None = None
     trial: int | None = None
     use_cache: bool = True
     traceparent: str | None = None
+    baggage: str | None = None
     count: CallCount = field(default_factory=CallCount, compare=False, hash=False)
 
     def custom_id(self) -> str | None:
@@ -334,6 +336,8 @@ class Completion:
     ttft_ms: float | None = None  # streamed: the first content or reasoning delta
     first_answer_ms: float | None = None  # streamed: the first answer delta, after any thinking
     output_tps: float | None = None  # streamed: completion tokens per second after the first delta
+    finish_reason: str | None = None  # how the reply ended (``stop``, ``tool_calls``, ``length``…)
+    response_id: str | None = None  # the reply's ``id``, as the service named it
 
     @property
     def ok(self) -> bool:

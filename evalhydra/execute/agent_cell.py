@@ -17,7 +17,7 @@ from evalhydra.plan.cells import CellJob
 from evalhydra.plan.model import RunPlan
 from evalhydra.services.base import EndpointReport
 from evalhydra.store.rows import ResultRow
-from evalhydra.telemetry.cells import traceparent
+from evalhydra.telemetry.cells import baggage, traceparent
 
 __all__ = ["AgentCellRunner", "agent_output_root"]
 
@@ -48,6 +48,7 @@ class AgentCellRunner:
     async def run(self, job: CellJob) -> tuple[ResultRow, list[dict[str, Any]]]:
         """Run one agent trial; return its result row (no HTTP attempts to record)."""
         case: AgentCase = job.case
+        trace = (traceparent(self.run_id, job.key), baggage(self.run_id, case.id, job.trial))
         trial = await run_trial(case, self.plan.service, job.model or self.plan.model, job.trial, self.root,
-                                traceparent=traceparent(self.run_id, job.key) if self.traced else None)
+                                trace=trace if self.traced else None)
         return agent_row(trial, case, job, self.run_id, self.plan.service.name), []

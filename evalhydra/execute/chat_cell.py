@@ -45,7 +45,7 @@ from evalhydra.registry.attachments import RenderError
 from evalhydra.services.base import EndpointReport, RunServices, Service
 from evalhydra.services.render import render_error_completion, render_request
 from evalhydra.store.rows import ResultRow
-from evalhydra.telemetry.cells import traceparent
+from evalhydra.telemetry.cells import baggage, traceparent
 
 __all__ = ["ChatCellRunner", "as_wired"]
 
@@ -102,8 +102,9 @@ class ChatCellRunner:
         """Execute one cell; return its result row and its attempt rows."""
         # every call of the cell is made for it: its trial keys the response cache (trial k of a
         # case stays trial k), its key names its batch lines
-        call = CallContext(job.key, job.trial,
-                           traceparent=traceparent(self.run_id, job.key) if self.traced else None)
+        call = CallContext(job.key, job.trial) if not self.traced else CallContext(
+            job.key, job.trial, traceparent=traceparent(self.run_id, job.key),
+            baggage=baggage(self.run_id, job.case.id, job.trial))
         if job.eval.loop is not None:
             return await self._run_loop(job, job.eval.loop, call)
         if job.eval.refinement_attempts == 1:

@@ -71,6 +71,8 @@ def chat_row(
         model=requested_model,
         requested_model=requested_model,
         reply_model=completion.model if completion.ok else None,
+        finish_reason=completion.finish_reason,
+        response_id=completion.response_id,
         reasoning=completion.reasoning,
         ttft_ms=completion.ttft_ms,
         first_answer_ms=completion.first_answer_ms,

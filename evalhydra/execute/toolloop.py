@@ -41,7 +41,7 @@ from evalhydra.plan.tools import TOOL_CHOICES, LoopPlan
 from evalhydra.services.base import Service
 
 __all__ = ["LoopOutcome", "STOP_REASONS", "agent_turns", "assistant_message", "call_row", "combined",
-           "first_messages", "request_params", "run_loop"]
+           "first_messages", "request_params", "request_row", "run_loop"]
 
 #: Why a loop ended.
 STOP_REASONS = ("model_stopped", "submit", "turn_limit", "token_limit", "cost_limit", "time_limit")
@@ -158,7 +158,7 @@ async def agent_turns(service: Service, request: ChatRequest, loop: LoopPlan, to
         started = time.perf_counter()
         answer = await service.complete(replace(request, messages=tuple(outcome.messages)), context)
         outcome.turns.append(answer)
-        outcome.turn_rows.append(_turn_row(turn, answer, (time.perf_counter() - started) * 1000))
+        outcome.turn_rows.append(request_row(turn, answer, (time.perf_counter() - started) * 1000))
         if answer.error_kind is not None:
             return None
         calls = [(call, f"call_{turn}_{i}") for i, call in enumerate(answer.tool_calls)]
@@ -226,11 +226,20 @@ def assistant_message(answer: Completion, calls: list[tuple[ToolCall, str]]) -> 
     return message
 
 
-def _turn_row(turn: int, answer: Completion, latency_ms: float) -> dict[str, Any]:
-    return {"turn": turn, "prompt_tokens": answer.usage.prompt_tokens,
-            "completion_tokens": answer.usage.completion_tokens, "cached_tokens": answer.usage.cached_tokens,
-            "cost_usd": answer.cost_usd, "latency_ms": round(latency_ms, 3), "calls": len(answer.tool_calls),
-            "error_kind": str(answer.error_kind) if answer.error_kind else None, "cached": answer.cached}
+def request_row(turn: int, reply: Completion, latency_ms: float, side: str | None = None) -> dict[str, Any]:
+    """One model request of a loop or conversation as a ``turns`` row (``side``: ``user`` for a
+    simulated user's, left out for the agent's)."""
+    usage = reply.usage
+    row: dict[str, Any] = {"turn": turn, **({"side": side} if side else {}),
+                           "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                           "cached_tokens": usage.cached_tokens, "cost_usd": reply.cost_usd,
+                           "latency_ms": round(latency_ms, 3), "calls": len(reply.tool_calls),
+                           "error_kind": str(reply.error_kind) if reply.error_kind else None,
+                           "cached": reply.cached}
+    if reply.ok:  # what the reply said of itself, for telemetry's chat spans
+        row.update(model=reply.model, finish_reason=reply.finish_reason, response_id=reply.response_id,
+                   reasoning_tokens=usage.reasoning_tokens or None)
+    return row
 
 
 def call_row(turn: int, index: int, call: ToolCall, canonical: str, result: ToolOutcome,

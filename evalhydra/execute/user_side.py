@@ -15,7 +15,7 @@ from typing import Any
 from evalhydra.core.messages import as_text, render
 from evalhydra.core.values import CallContext, Case, ChatRequest, Completion
 from evalhydra.execute.toolbox import Toolbox
-from evalhydra.execute.toolloop import LoopOutcome, assistant_message, call_row
+from evalhydra.execute.toolloop import LoopOutcome, assistant_message, call_row, request_row
 from evalhydra.plan.tools import LoopPlan, ToolImpl
 from evalhydra.plan.users import OPTIONAL_FIELDS, UserPlan
 from evalhydra.services.base import Service
@@ -48,7 +48,7 @@ class SimulatedUser:
                                   messages=tuple(view), params=dict(self.plan.params) or None)
             answer = await self.service.complete(request, context)
             outcome.user_turns.append(answer)
-            outcome.turn_rows.append(user_row(turn, answer))
+            outcome.turn_rows.append(request_row(turn, answer, answer.latency_ms, "user"))
             if answer.error_kind is not None or not answer.tool_calls or self.toolbox is None:
                 return answer
             await self._run_calls(answer, turn, round_, exchange, outcome)
@@ -109,12 +109,3 @@ def user_view(instructions: str, transcript: list[dict[str, Any]],
             view.append({"role": "assistant", "content": as_text(content)})
             said += 1
     return view + own.get(said, [])
-
-
-def user_row(turn: int, reply: Completion) -> dict[str, Any]:
-    """A user's request as a ``turns`` row (``side``: user)."""
-    return {"turn": turn, "side": "user", "prompt_tokens": reply.usage.prompt_tokens,
-            "completion_tokens": reply.usage.completion_tokens, "cached_tokens": reply.usage.cached_tokens,
-            "cost_usd": reply.cost_usd, "latency_ms": round(reply.latency_ms, 3),
-            "calls": len(reply.tool_calls), "error_kind": str(reply.error_kind) if reply.error_kind else None,
-            "cached": reply.cached}

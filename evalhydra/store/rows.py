@@ -123,6 +123,8 @@ class ResultRow:
     saved_usd: float | None = None  # cached: what sending it again would have cost; batched: the discount
     batched: int | None = None  # 1: answered through a batch job (service.batch), at its discount
     grader_scores: Any = None  # openai_graders: each criterion's {"score", "passed"}, by name
+    finish_reason: str | None = None  # a chat cell's reply: how it ended (``stop``, ``length``…)
+    response_id: str | None = None  # a chat cell's reply: the id the service gave it
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> ResultRow:

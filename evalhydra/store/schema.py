@@ -102,6 +102,8 @@ RESULT_COLUMNS: dict[str, type] = {
     "saved_usd": float,
     "batched": int,
     "grader_scores": str,
+    "finish_reason": str,
+    "response_id": str,
 }
 
 
@@ -390,6 +392,15 @@ def _migration_23(db: sqlite_utils.Database) -> None:
       unique (eval_id, case_id, transcript_sha256, labeller))""")
 
 
+def _migration_24(db: sqlite_utils.Database) -> None:
+    """``results.finish_reason`` and ``results.response_id``: how a chat cell's reply ended and the
+    id the service gave it (OpenTelemetry's ``gen_ai.response.finish_reasons`` and ``.id``)."""
+    columns = {row[1] for row in db.conn.execute("pragma table_info(results)")}
+    for name in ("finish_reason", "response_id"):
+        if name not in columns:
+            db.conn.execute(f"alter table results add column {name} text")
+
+
 def _output_with_digest(conn: sqlite3.Connection, eval_id: str, case_id: str, digest: str) -> str | None:
     """Migration 21's own lookup, frozen: the case's stored output whose SHA-256 (of its UTF-8,
     lone surrogates kept) is ``digest``, "" for an empty one, None when none is."""
@@ -405,6 +416,6 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7,
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
     _migration_14, _migration_15, _migration_16, _migration_17, _migration_18, _migration_19,
-    _migration_20, _migration_21, _migration_22, _migration_23,
+    _migration_20, _migration_21, _migration_22, _migration_23, _migration_24,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

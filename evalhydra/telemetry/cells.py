@@ -19,11 +19,13 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from evalhydra.store.rows import ResultRow
 from evalhydra.telemetry import semconv as sc
 
-__all__ = ["CellFacts", "SpanDraft", "cell_spans", "run_span", "span_id", "trace_id", "traceparent"]
+__all__ = ["CellFacts", "SpanDraft", "baggage", "cell_spans", "run_span", "span_id", "trace_id",
+           "traceparent"]
 
 #: Span kinds, by name (the SDK's enum is the exporter's to pick).
 CLIENT, INTERNAL = "client", "internal"
@@ -76,14 +78,25 @@ def traceparent(run_id: str, cell_key: str) -> str:
     return f"00-{trace_id(run_id, cell_key):032x}-{span_id(run_id, cell_key):016x}-01"
 
 
+def baggage(run_id: str, case_id: str, trial: int) -> str:
+    """The cell's W3C ``baggage``: its run, case and trial, which a system under test's
+    ``BaggageSpanProcessor`` copies onto its own spans (so ``ingest otlp`` maps them back)."""
+    entries = (("evalhydra.run_id", run_id), ("evalhydra.case_id", case_id), ("evalhydra.trial", str(trial)))
+    return ",".join(f"{key}={quote(value, safe='')}" for key, value in entries)
+
+
 def cell_spans(row: ResultRow, facts: CellFacts | None, *, capture_content: bool = False) -> list[SpanDraft]:
     """The spans of one stored cell: its root, then each request and tool call in order."""
     end = _ns(row.evaluated_at)
     start = end - int((row.latency_ms or 0) * 1e6)
-    trajectory = _trajectory(row)
+    details = _details(row)
+    trajectory = details.get("trajectory") if isinstance(details.get("trajectory"), dict) else None
     root = _root(row, trajectory, start, end, capture_content)
     children = _children(row, trajectory, root, capture_content)
-    root.events.append((sc.EVALUATION_EVENT, _verdict(row, facts, capture_content), end))
+    verdict = _verdict(row, facts, capture_content)
+    root.events.append((sc.EVALUATION_EVENT, verdict, end))
+    root.events += [(sc.EVALUATION_EVENT, part, end)
+                    for part in _part_verdicts(verdict, details, capture_content)]
     return [root, *children]
 
 
@@ -112,12 +125,10 @@ def _root(row: ResultRow, trajectory: dict[str, Any] | None, start: int, end: in
                       start, end, CLIENT, attributes, error=row.error_kind)
     if agentic:
         draft.attributes[sc.AGENT_NAME] = row.service_name
-    if row.reasoning_tokens:
-        draft.attributes[sc.REASONING_TOKENS] = row.reasoning_tokens
-    if row.ttft_ms is not None and not agentic:
-        draft.attributes[sc.TIME_TO_FIRST_CHUNK] = row.ttft_ms / 1000
-    if row.reply_model:
-        draft.attributes[sc.RESPONSE_MODEL] = row.reply_model
+    else:  # one request: what its reply said of itself (an agent's requests are its chat spans)
+        _reply(draft.attributes, row.reply_model, row.finish_reason, row.response_id, row.reasoning_tokens)
+        if row.ttft_ms is not None:
+            draft.attributes[sc.TIME_TO_FIRST_CHUNK] = row.ttft_ms / 1000
     if row.error_kind:
         draft.attributes[sc.ERROR_TYPE] = row.error_kind
     if capture_content:
@@ -166,9 +177,24 @@ def _request(row: ResultRow, root: SpanDraft, turn: dict[str, Any], side: str, i
                        **_usage(turn.get("prompt_tokens"), turn.get("completion_tokens"),
                                 turn.get("cached_tokens"))},
                       error=turn.get("error_kind"))
+    _reply(draft.attributes, turn.get("model"), turn.get("finish_reason"), turn.get("response_id"),
+           turn.get("reasoning_tokens"))
     if turn.get("error_kind"):
         draft.attributes[sc.ERROR_TYPE] = str(turn["error_kind"])
     return draft
+
+
+def _reply(attributes: dict[str, Any], model: Any, finish_reason: Any, response_id: Any,
+           reasoning_tokens: Any) -> None:
+    """A chat span's attributes from its reply: the model, how it ended, its id, its thinking tokens."""
+    if isinstance(model, str) and model:
+        attributes[sc.RESPONSE_MODEL] = model
+    if isinstance(finish_reason, str) and finish_reason:
+        attributes[sc.FINISH_REASONS] = [finish_reason]
+    if isinstance(response_id, str) and response_id:
+        attributes[sc.RESPONSE_ID] = response_id
+    if isinstance(reasoning_tokens, int) and not isinstance(reasoning_tokens, bool) and reasoning_tokens > 0:
+        attributes[sc.REASONING_TOKENS] = reasoning_tokens
 
 
 def _tool(row: ResultRow, root: SpanDraft, call: dict[str, Any], where: str, start: int,
@@ -204,6 +230,8 @@ def _verdict(row: ResultRow, facts: CellFacts | None, capture_content: bool) -> 
             attributes[sc.SCORE_VALUE] = float(row.score)
     if capture_content and row.failure_reason:
         attributes[sc.EXPLANATION] = row.failure_reason
+    if row.response_id:  # the reply judged, as the spec names it
+        attributes[sc.RESPONSE_ID] = row.response_id
     if facts is not None:
         attributes["evalhydra.matcher.fingerprint"] = facts.fingerprint
     if row.judge_service:
@@ -217,6 +245,34 @@ def _verdict(row: ResultRow, facts: CellFacts | None, capture_content: bool) -> 
             if specificity is not None:
                 attributes["evalhydra.judge.specificity"] = specificity
     return attributes
+
+
+def _part_verdicts(verdict: dict[str, Any], details: dict[str, Any],
+                   capture_content: bool) -> list[dict[str, Any]]:
+    """A composite matcher's parts (``all_of``, ``any_of``, ``weighted``: only they store
+    ``details.parts``), each as a verdict of its own: named by its matcher, numbered by
+    ``evalhydra.part`` and carrying the cell's identity, as the composite's own verdict does."""
+    parts = details.get("parts")
+    if not isinstance(parts, list):
+        return []
+    identity = {k: v for k, v in verdict.items() if k.startswith("evalhydra.") and not k.startswith(
+        ("evalhydra.matcher.", "evalhydra.judge."))}
+    found = []
+    for index, part in enumerate(p for p in parts if isinstance(p, dict)):
+        shown: dict[str, Any] = {sc.EVALUATION_NAME: str(part.get("kind")), **identity,
+                                 "evalhydra.part": index, "evalhydra.composite": verdict[sc.EVALUATION_NAME]}
+        if part.get("error_kind"):
+            shown[sc.ERROR_TYPE] = str(part["error_kind"])
+        else:
+            shown[sc.SCORE_LABEL] = "pass" if part.get("passed") else "fail"
+            if isinstance(part.get("score"), int | float):
+                shown[sc.SCORE_VALUE] = float(part["score"])
+        if capture_content and part.get("reason"):
+            shown[sc.EXPLANATION] = str(part["reason"])
+        if isinstance(part.get("weight"), int | float):
+            shown["evalhydra.weight"] = float(part["weight"])
+        found.append(shown)
+    return found
 
 
 def _identity(row: ResultRow) -> dict[str, Any]:
@@ -236,15 +292,15 @@ def _provider(row: ResultRow) -> str:
     return row.service_name if row.kind in _AGENT_KINDS else "openai"
 
 
-def _trajectory(row: ResultRow) -> dict[str, Any] | None:
+def _details(row: ResultRow) -> dict[str, Any]:
+    """The row's details as a mapping ({} when it has none or they are not JSON)."""
     details = row.details
     if isinstance(details, str):
         try:
             details = json.loads(details)
         except ValueError:
-            return None
-    found = details.get("trajectory") if isinstance(details, dict) else None
-    return found if isinstance(found, dict) else None
+            return {}
+    return details if isinstance(details, dict) else {}
 
 
 def _latency_ns(entry: dict[str, Any]) -> int:

@@ -63,4 +63,6 @@ def _value(value: Any) -> str:
         return f'{{"intValue":"{value}"}}'
     if isinstance(value, float) and math.isfinite(value):
         return f'{{"doubleValue":{value!r}}}'
+    if isinstance(value, list):  # a string array (finish reasons)
+        return '{"arrayValue":{"values":[' + ",".join(map(_value, value)) + "]}}"
     return f'{{"stringValue":{_text(str(value))}}}'

@@ -8,12 +8,14 @@ written here, not taken from a package's constants (those are marked "moved").
 
 from __future__ import annotations
 
-__all__ = ["EVALUATION_EVENT", "REQUIRED"]
+__all__ = ["DEFINED", "EVALUATION_EVENT", "REQUIRED"]
 
 OPERATION = "gen_ai.operation.name"
 PROVIDER = "gen_ai.provider.name"
 REQUEST_MODEL = "gen_ai.request.model"
 RESPONSE_MODEL = "gen_ai.response.model"
+RESPONSE_ID = "gen_ai.response.id"
+FINISH_REASONS = "gen_ai.response.finish_reasons"
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
@@ -47,4 +49,28 @@ REQUIRED = {
     "invoke_agent": (OPERATION, PROVIDER),
     "execute_tool": (OPERATION, TOOL_NAME),
     EVALUATION_EVENT: (EVALUATION_NAME,),
+}
+
+#: Every attribute the spec defines for each span or event evalhydra emits (its ``attributes``
+#: and the groups they reference; for ``chat``, the ``gen_ai.inference.client`` span and the
+#: ``openai.inference.client`` refinement; for ``invoke_agent``, ``gen_ai.invoke_agent.client``).
+#: Anything else evalhydra adds is named ``evalhydra.*``.
+_COMMON = ("gen_ai.request.model", OPERATION, ERROR_TYPE, "server.address", "server.port", INPUT_TOKENS,
+           OUTPUT_TOKENS, CACHE_READ_TOKENS, "gen_ai.usage.cache_creation.input_tokens",
+           "gen_ai.system_instructions", INPUT_MESSAGES, OUTPUT_MESSAGES, "gen_ai.tool.definitions",
+           "gen_ai.request.max_tokens", "gen_ai.request.choice.count", "gen_ai.request.temperature",
+           "gen_ai.request.top_p", "gen_ai.request.stop_sequences", "gen_ai.request.frequency_penalty",
+           "gen_ai.request.presence_penalty", "gen_ai.request.seed", "gen_ai.output.type", FINISH_REASONS,
+           "gen_ai.conversation.id", PROVIDER)
+DEFINED = {
+    "chat": frozenset((*_COMMON, "gen_ai.request.top_k", "gen_ai.request.stream", RESPONSE_ID, RESPONSE_MODEL,
+                       TIME_TO_FIRST_CHUNK, REASONING_TOKENS, "openai.request.service_tier",
+                       "openai.response.service_tier", "openai.response.system_fingerprint",
+                       "openai.api.type")),
+    "invoke_agent": frozenset((*_COMMON, "gen_ai.agent.id", AGENT_NAME, "gen_ai.agent.description",
+                               "gen_ai.agent.version", "gen_ai.data_source.id")),
+    "execute_tool": frozenset((ERROR_TYPE, OPERATION, TOOL_NAME, TOOL_CALL_ID, "gen_ai.tool.description",
+                               TOOL_TYPE, TOOL_ARGUMENTS, TOOL_RESULT, MCP_METHOD)),
+    EVALUATION_EVENT: frozenset((EVALUATION_NAME, SCORE_VALUE, SCORE_LABEL, EXPLANATION, RESPONSE_ID,
+                                 ERROR_TYPE)),
 }

@@ -361,12 +361,15 @@ async def test_fake_agent_runs_as_a_module(tmp_path: Path) -> None:
 
 async def test_an_agent_cli_gets_its_cells_traceparent(tmp_path: Path) -> None:
     """Issue 64, item 2: with telemetry on, the trial's CLI finds the cell's W3C trace context in
-    TRACEPARENT (an instrumented agent joins the cell's trace); without it, nothing is set."""
-    case = make_case(tmp_path, "env", "ENV TRACEPARENT\nMARKER PASS")
+    TRACEPARENT and its run, case and trial in BAGGAGE (an instrumented agent joins the cell's
+    trace); without it, nothing is set."""
+    case = make_case(tmp_path, "env", "ENV TRACEPARENT\nENV BAGGAGE\nMARKER PASS")
     cfg = service()
     validate_command_service(cfg, MODEL)
     parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    traced = await run_trial(case, cfg, MODEL, 1, tmp_path / "out", timeout_s=10.0, traceparent=parent)
+    carried = "evalhydra.case_id=env"
+    traced = await run_trial(case, cfg, MODEL, 1, tmp_path / "out", timeout_s=10.0, trace=(parent, carried))
     assert f"TRACEPARENT={parent}" in read(traced.stdout_log_path)
+    assert f"BAGGAGE={carried}" in read(traced.stdout_log_path)
     plain = await run(case, tmp_path / "plain")
-    assert "TRACEPARENT=\n" in read(plain.stdout_log_path)
+    assert "TRACEPARENT=\n" in read(plain.stdout_log_path) and "BAGGAGE=\n" in read(plain.stdout_log_path)

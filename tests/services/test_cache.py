@@ -49,6 +49,8 @@ def test_a_second_eval_with_the_same_prompts_sends_nothing(url: str, tmp_path: P
     again = run(url, tmp_path, "b.db", "trials=2", "service.pricing.output_per_mtok=10")  # another store
     assert chat_requests(url) == sent  # nothing sent
     assert [r["output"] for r in again] == [r["output"] for r in first]
+    kept = [(r["finish_reason"], r["response_id"]) for r in again]  # the reply as it first came
+    assert kept == [(r["finish_reason"], r["response_id"]) for r in first] and kept[0][1]
     assert all(r["cached"] == 1 and r["cost_usd"] == 0 for r in again)
     assert [r["saved_usd"] for r in again] == pytest.approx([r["cost_usd"] for r in first])
     # the original call's latency, kept apart (the cell's latency_ms also counts its scoring)

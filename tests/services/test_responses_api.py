@@ -89,6 +89,9 @@ def test_an_eval_runs_through_the_responses_api(stream: bool, url: str, tmp_path
     assert result.exit_code == 0 and [r["passed"] for r in rows] == [1, 1, 1]
     assert all(r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 for r in rows)
     assert all((r["ttft_ms"] is not None) == stream for r in rows)
+    assert {r["finish_reason"] for r in rows} == {"stop"}  # how each reply ended, and its id
+    ids = {r["response_id"] for r in rows}
+    assert all(i.startswith("resp_") for i in ids) and len(ids) == 3
     sent = mock_call(url, "last")
     assert sent["max_tokens"] == 64  # max_output_tokens on the wire, read back by the mock
 

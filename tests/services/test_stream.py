@@ -81,6 +81,7 @@ async def test_every_split_of_the_bytes_gives_the_same_answer() -> None:
     assert (expected.model, expected.usage.prompt_tokens, expected.usage.completion_tokens) == (
         "served-model", 7, 12)
     assert expected.usage.reasoning_tokens == 5 and expected.usage.reported
+    assert (expected.finish_reason, expected.response_id) == ("tool_calls", "c1")
     for cut in range(1, len(WHOLE)):  # every offset: mid-line, mid-event, mid-character
         got = await assemble([WHOLE[:cut], WHOLE[cut:]])
         assert (got.output, got.reasoning, got.tool_calls) == (expected.output, expected.reasoning,
@@ -157,3 +158,12 @@ def test_only_an_event_stream_is_read_as_one() -> None:
     assert is_event_stream(response([], content_type="text/event-stream; charset=utf-8"))
     assert not is_event_stream(response([], content_type="application/json"))
 
+
+
+async def test_the_reply_id_is_the_first_chunk_that_names_one_and_kept_short() -> None:
+    long_id = "x" * 10_000
+    body = sse({**chunk({"content": "OK"}), "id": long_id}, {**chunk({}, "length"), "id": "other"}, "[DONE]")
+    answer = await assemble([body])
+    assert answer.finish_reason == "length" and answer.response_id == "x" * 200
+    nameless = sse({k: v for k, v in chunk({"content": "OK"}, "stop").items() if k != "id"}, "[DONE]")
+    assert (await assemble([nameless])).response_id is None

@@ -85,7 +85,7 @@ def test_a_tool_loops_cells_are_traces_with_their_requests_calls_and_verdicts(tm
         assert attrs[sc.OPERATION] == "invoke_agent" and attrs[sc.PROVIDER] == "openai"
         expected = traceparent(result.run_id or "", cells[attrs["evalhydra.case_id"]]).split("-")
         assert (root["traceId"], root["spanId"]) == (expected[1], expected[2])  # the trace its requests named
-        (event,) = root["events"]
+        event = root["events"][0]
         verdict = _attrs(event)
         assert event["name"] == sc.EVALUATION_EVENT and verdict[sc.EVALUATION_NAME] == "all_of"
         assert verdict[sc.SCORE_LABEL] == "pass" and verdict[sc.SCORE_VALUE] == 1.0
@@ -97,14 +97,32 @@ def test_a_tool_loops_cells_are_traces_with_their_requests_calls_and_verdicts(tm
         assert all(s["traceId"] == root["traceId"] for s in children)
         starts = [int(s["startTimeUnixNano"]) for s in children]
         assert starts == sorted(starts) and int(root["startTimeUnixNano"]) <= starts[0]
-    for span in spans:  # what the spec requires of each
-        attrs = _attrs(span)
-        assert all(name in attrs for name in sc.REQUIRED[attrs[sc.OPERATION]]), span["name"]
-        for event in span.get("events", []):  # the verdict: its name, and a label or an error
-            verdict = _attrs(event)
-            assert all(name in verdict for name in sc.REQUIRED[event["name"]])
-            assert (sc.SCORE_LABEL in verdict) != (sc.ERROR_TYPE in verdict)
-        assert sc.INPUT_MESSAGES not in attrs and sc.TOOL_ARGUMENTS not in attrs  # content is opt-in
+        for chat_span in children[::2]:  # each request: what its reply said of itself
+            reply = _attrs(chat_span)
+            assert reply[sc.RESPONSE_MODEL] == "mock-model" and reply[sc.RESPONSE_ID].startswith("chatcmpl-")
+        finishes = [_attrs(s)[sc.FINISH_REASONS]["values"] for s in children[::2]]
+        assert finishes == [[{"stringValue": "tool_calls"}]] * 2 + [[{"stringValue": "stop"}]]
+        parts = [_attrs(e) for e in root["events"][1:]]  # the composite's parts, a verdict each
+        names = ["includes", "tool_sequence", "no_tool_errors", "state"]
+        assert [p[sc.EVALUATION_NAME] for p in parts] == names
+        assert all(p["evalhydra.composite"] == "all_of" and p[sc.SCORE_LABEL] == "pass" for p in parts)
+    for span in spans:
+        conforms(span)
+        assert sc.INPUT_MESSAGES not in _attrs(span) and sc.TOOL_ARGUMENTS not in _attrs(span)  # opt-in
+
+
+def conforms(span: dict[str, Any]) -> None:
+    """The span and its events name every attribute the spec requires of them, and none but the
+    spec's own for them and evalhydra's ``evalhydra.*``."""
+    attrs = _attrs(span)
+    operation = attrs[sc.OPERATION]
+    assert all(name in attrs for name in sc.REQUIRED[operation]), span["name"]
+    assert {n for n in attrs if not n.startswith("evalhydra.")} <= sc.DEFINED[operation], span["name"]
+    for event in span.get("events", []):  # a verdict: its name, and a label or an error
+        verdict = _attrs(event)
+        assert all(name in verdict for name in sc.REQUIRED[event["name"]])
+        assert {n for n in verdict if not n.startswith("evalhydra.")} <= sc.DEFINED[event["name"]]
+        assert (sc.SCORE_LABEL in verdict) != (sc.ERROR_TYPE in verdict)
 
 
 def test_content_is_captured_only_when_asked(tmp_path: Path) -> None:
@@ -121,10 +139,17 @@ def test_each_request_carries_its_cells_traceparent(tmp_path: Path) -> None:
         result = _run(tmp_path, "eval=smoke", "service.mock.enabled=false", f"service.base_url={url}",
                       "telemetry.export=file", "run.limit=1", "trials=1")
         sent = mock_call(url, "last_headers")
-    key = sqlite3.connect(tmp_path / "s.db").execute("select cell_key from results").fetchone()[0]
+    key, finish, reply_id = sqlite3.connect(tmp_path / "s.db").execute(
+        "select cell_key, finish_reason, response_id from results").fetchone()
     assert sent["traceparent"] == traceparent(result.run_id or "", key)
+    assert sent["baggage"] == f"evalhydra.run_id={result.run_id},evalhydra.case_id=case-1,evalhydra.trial=1"
     (root,) = [s for s in _cell_spans(_written(tmp_path)) if "parentSpanId" not in s]
     assert root["name"] == "chat mock-model" and sent["traceparent"].split("-")[1] == root["traceId"]
+    conforms(root)
+    attrs = _attrs(root)
+    assert finish == "stop" and attrs[sc.FINISH_REASONS] == {"values": [{"stringValue": "stop"}]}
+    assert reply_id.startswith("chatcmpl-") and attrs[sc.RESPONSE_ID] == reply_id
+    assert _attrs(root["events"][0])[sc.RESPONSE_ID] == reply_id  # the verdict names the reply it judged
 
 
 @pytest.mark.slow

@@ -12,16 +12,22 @@ from pathlib import Path
 import pytest
 
 import evalhydra
+from evalhydra.telemetry.cells import baggage
 from tests.conftest import write_registry
 from tests.helpers import mock_process
 
 CASES = {"asks-7": 7, "asks-8": 8}
 
 
-def _traces(path: Path) -> None:
-    """Run a pydantic-ai agent once per case, each run under a span naming its case; write the
-    spans as one OTLP protobuf export."""
+def _traces(path: Path, *, by_baggage: bool = False) -> None:
+    """Run a pydantic-ai agent once per case, each run under a span naming its case (or, with
+    ``by_baggage``, in the context of the ``baggage`` header evalhydra sends for the cell, which the
+    stock ``BaggageSpanProcessor`` copies onto every span); write the spans as one OTLP protobuf
+    export."""
+    from opentelemetry import context
+    from opentelemetry.baggage.propagation import W3CBaggagePropagator
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.processor.baggage import ALLOW_ALL_BAGGAGE_KEYS, BaggageSpanProcessor
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -32,6 +38,7 @@ def _traces(path: Path) -> None:
 
     memory = InMemorySpanExporter()
     provider = TracerProvider()
+    provider.add_span_processor(BaggageSpanProcessor(ALLOW_ALL_BAGGAGE_KEYS))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     with mock_process() as url:
         Agent.instrument_all(InstrumentationSettings(tracer_provider=provider, include_content=True))
@@ -45,9 +52,18 @@ def _traces(path: Path) -> None:
 
             tracer = provider.get_tracer("cases")
             for case_id, order in CASES.items():
+                prompt = (f'Call lookup_order with {{"order_id": {order}}}. '
+                          f"Then reply with exactly Order {order} found.")
+                if by_baggage:  # as a served agent reads the request evalhydra sent it
+                    incoming = W3CBaggagePropagator().extract({"baggage": baggage("run-1", case_id, 1)})
+                    token = context.attach(incoming)
+                    try:
+                        agent.run_sync(prompt)
+                    finally:
+                        context.detach(token)
+                    continue
                 with tracer.start_as_current_span("case", attributes={"evalhydra.case_id": case_id}):
-                    agent.run_sync(f'Call lookup_order with {{"order_id": {order}}}. '
-                                   f"Then reply with exactly Order {order} found.")
+                    agent.run_sync(prompt)
         finally:
             Agent.instrument_all(False)
     path.write_bytes(encode_spans(memory.get_finished_spans()).SerializeToString())
@@ -56,8 +72,9 @@ def _traces(path: Path) -> None:
 @pytest.mark.slow
 # pydantic-ai's run_sync leaves its OpenAI client's asyncio transport to the garbage collector
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_pydantic_ai_agents_traces_are_scored_without_running_it(tmp_path: Path) -> None:
-    _traces(tmp_path / "traces.pb")
+@pytest.mark.parametrize("by_baggage", [False, True], ids=["span-attribute", "baggage"])
+def test_a_pydantic_ai_agents_traces_are_scored_without_running_it(tmp_path: Path, by_baggage: bool) -> None:
+    _traces(tmp_path / "traces.pb", by_baggage=by_baggage)
     cases = "".join(json.dumps({"id": c, "input": "(recorded)", "ideal": f"Order {n} found"}) + "\n"
                     for c, n in CASES.items())
     (tmp_path / "cases.jsonl").write_text(cases)

@@ -91,6 +91,8 @@ def test_a_run_reads_back_from_phoenix_with_its_verdicts(tmp_path: Path, phoenix
     assert {s["name"] for s in spans if s["kind"] == "TOOL"} == {"execute_tool lookup_order",
                                                                 "execute_tool refund"}
     for agent in agents:
-        (verdict,) = [e for e in agent["events"] if e["name"] == "gen_ai.evaluation.result"]
+        verdict, *parts = [e for e in agent["events"] if e["name"] == "gen_ai.evaluation.result"]
+        assert verdict["attributes"]["gen_ai.evaluation.name"] == "all_of"
         assert verdict["attributes"]["gen_ai.evaluation.score.label"] == "pass"
         assert verdict["attributes"]["evalhydra.run_id"] == result.run_id
+        assert len(parts) == 4 and all(p["attributes"]["evalhydra.composite"] == "all_of" for p in parts)

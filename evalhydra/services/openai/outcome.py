@@ -50,6 +50,8 @@ def completion_of(outcome: RetryOutcome[ChatAnswer], model: str, waited_ms: floa
         ttft_ms=timing.ttft_ms,
         first_answer_ms=timing.first_answer_ms,
         output_tps=timing.output_tps,
+        finish_reason=answer.finish_reason,
+        response_id=answer.response_id,
     )
 
 

@@ -20,7 +20,8 @@ def answer_record(completion: Completion) -> dict[str, Any]:
             "usage": [usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens,
                       usage.reasoning_tokens, usage.reported],
             "reasoning": completion.reasoning, "reasoning_finished": completion.reasoning_finished,
-            "timing": [completion.ttft_ms, completion.first_answer_ms, completion.output_tps]}
+            "timing": [completion.ttft_ms, completion.first_answer_ms, completion.output_tps],
+            "finish_reason": completion.finish_reason, "response_id": completion.response_id}
 
 
 def completion_from_record(record: dict[str, Any]) -> Completion:
@@ -44,4 +45,11 @@ def completion_from_record(record: dict[str, Any]) -> Completion:
                       usage=Usage(prompt, output, cached, thinking, bool(reported)),
                       reasoning=record["reasoning"],
                       reasoning_finished=bool(record["reasoning_finished"]), ttft_ms=ttft,
-                      first_answer_ms=first_answer, output_tps=tps)
+                      first_answer_ms=first_answer, output_tps=tps,
+                      finish_reason=_optional_text(record.get("finish_reason")),
+                      response_id=_optional_text(record.get("response_id")))
+
+
+def _optional_text(value: Any) -> str | None:
+    """A record's finish reason or reply id (entries written before they were kept have none)."""
+    return value if isinstance(value, str) else None

@@ -11,7 +11,7 @@ from evalhydra.services.openai.reasoning import split_reasoning
 from evalhydra.services.responses_api import chat_reply
 
 __all__ = ["ChatAnswer", "InvalidResponseError", "parse_chat_data", "parse_chat_response",
-           "parse_responses_reply", "parse_usage",
+           "parse_responses_reply", "parse_usage", "short_text",
            "upstream_error_message"]
 
 
@@ -26,6 +26,8 @@ class ChatAnswer:
     reasoning: str | None = None
     reasoning_finished: bool = True
     timing: Any = None  # a streamed answer's StreamTiming (None for a whole reply)
+    finish_reason: str | None = None  # how the reply ended, as the service named it
+    response_id: str | None = None  # the reply's ``id``
 
 
 class InvalidResponseError(Exception):
@@ -163,11 +165,19 @@ def parse_chat_data(data: Any, requested_model: str,
         raise InvalidResponseError("MalformedSuccessPayload")
     model = data.get("model")
     model = model if isinstance(model, str) and model else requested_model
+    ending = short_text(data["choices"][0].get("finish_reason")), short_text(data.get("id"))
     if reasoning_tags is None:
-        return ChatAnswer(content, model, tool_calls or (), parse_usage(data))
+        return ChatAnswer(content, model, tool_calls or (), parse_usage(data), None, True, None, *ending)
     split = split_reasoning(message, content, reasoning_tags)
     return ChatAnswer(split.answer, model, tool_calls or (), parse_usage(data), split.reasoning,
-                      split.finished)
+                      split.finished, None, *ending)
+
+
+def short_text(value: Any) -> str | None:
+    """A reply's identifier or finish reason as stored: a non-empty string cut to 200 characters,
+    else None (a hostile server's megabyte id is not kept whole)."""
+    return value[:200] if isinstance(value, str) and value else None
+
 
 
 def upstream_error_message(body: bytes) -> str:

@@ -219,7 +219,7 @@ class OpenAICompatService:
             if cached is not None:
                 return cached
         estimate = self._estimate(body, request) if self._rate.counts_tokens else 0
-        attempt = partial(self._attempt, body, _traced(self.headers.request(len(body)), context.traceparent),
+        attempt = partial(self._attempt, body, _traced(self.headers.request(len(body)), context),
                           model, estimate)
         before = partial(self._rate.acquire, estimate) if self._rate.enabled else None
         gate = self._endpoint_gate()
@@ -410,12 +410,16 @@ class OpenAICompatService:
 
 
 def _traced(headers: httpx.Headers | list[tuple[bytes, bytes]],
-            traceparent: str | None) -> httpx.Headers | list[tuple[bytes, bytes]]:
-    """The request's headers with the cell's W3C ``traceparent``, when telemetry gave it one."""
-    if traceparent is None:
+            context: CallContext) -> httpx.Headers | list[tuple[bytes, bytes]]:
+    """The request's headers with the cell's W3C ``traceparent`` and ``baggage``, when telemetry
+    gave it them."""
+    if context.traceparent is None:
         return headers
+    added = [("traceparent", context.traceparent)]
+    if context.baggage:
+        added.append(("baggage", context.baggage))
     if isinstance(headers, list):
-        return [*headers, (b"traceparent", traceparent.encode("ascii"))]
+        return [*headers, *((name.encode("ascii"), value.encode("ascii")) for name, value in added)]
     traced = httpx.Headers(headers)
-    traced["traceparent"] = traceparent
+    traced.update(added)
     return traced

@@ -35,7 +35,7 @@ from evalhydra.core import strictjson
 from evalhydra.core.values import Usage
 from evalhydra.http.body import BodyTooLarge, aiter_capped
 from evalhydra.services.openai.reasoning import split_reasoning
-from evalhydra.services.openai.response import ChatAnswer, InvalidResponseError, parse_usage
+from evalhydra.services.openai.response import ChatAnswer, InvalidResponseError, parse_usage, short_text
 from evalhydra.services.openai.tool_deltas import ToolCallAssembly
 from evalhydra.services.responses_api import chat_reply
 
@@ -90,7 +90,8 @@ class StreamAssembler:
         self._thinking: list[str] = []
         self._tools = ToolCallAssembly()
         self._usage: Usage | None = None
-        self._finished = False
+        self._finished: str | None = None  # the finish reason, once a chunk named one
+        self._id: str | None = None
         self.done = False
         self._first: float | None = None  # the first content, reasoning or tool-call delta
         self._first_answer: float | None = None  # the first content or tool-call delta
@@ -115,6 +116,8 @@ class StreamAssembler:
             raise InvalidResponseError("InvalidUpstreamJson")
         if isinstance(chunk.get("model"), str) and chunk["model"]:
             self._model = chunk["model"]
+        if self._id is None:
+            self._id = short_text(chunk.get("id"))
         if isinstance(chunk.get("usage"), dict):
             self._usage = parse_usage(chunk)
         choices = chunk.get("choices") or []
@@ -126,7 +129,7 @@ class StreamAssembler:
 
     def _choice(self, choice: dict[str, Any]) -> None:
         if choice.get("finish_reason"):
-            self._finished = True
+            self._finished = short_text(choice["finish_reason"]) or "stop"
         delta = choice.get("delta")
         if delta is None:
             return
@@ -190,21 +193,23 @@ class StreamAssembler:
         """
         if not self.done:
             raise InvalidResponseError("StreamCut: the stream ended before [DONE]")
-        if not self._finished:
+        if self._finished is None:
             raise InvalidResponseError("StreamUnfinished: [DONE] came before any finish_reason")
         calls = self._tools.calls()
         content = "".join(self._content)
         usage = self._usage if self._usage is not None else Usage(reported=False)
         if self._tags is None:
             return ChatAnswer(content, self._model, tuple(calls), usage,
-                              timing=self._timing(usage, self._first_answer))
+                              timing=self._timing(usage, self._first_answer), finish_reason=self._finished,
+                              response_id=self._id)
         split = split_reasoning({"reasoning_content": "".join(self._thinking)}, content, self._tags)
         # Thinking inline in the content: the answer starts after its closing tag.
         answer_at = self._first_answer if split.answer == content else self._after_close
         if answer_at is None and calls:
             answer_at = self._first_answer
         return ChatAnswer(split.answer, self._model, tuple(calls), usage, split.reasoning, split.finished,
-                          timing=self._timing(usage, answer_at))
+                          timing=self._timing(usage, answer_at), finish_reason=self._finished,
+                          response_id=self._id)
 
     def _timing(self, usage: Usage, answer_at: float | None) -> StreamTiming:
         tps = None
@@ -257,6 +262,7 @@ class ResponsesStreamAssembler(StreamAssembler):
                 raise InvalidResponseError(f"StreamError: {_error_text(reply)}")
             if reply.get("usage"):
                 self._usage = parse_usage(reply)
+            self._id = short_text(reply.get("id")) or self._id
             finish = reply["choices"][0]["finish_reason"] if isinstance(reply, dict) else "stop"
             self._choice({"index": 0, "delta": {}, "finish_reason": finish})
             self.done = True
