@@ -110,6 +110,10 @@ def _subcommand(args: list[str]) -> int:
 
         return init_main(args[1:])
 
+    if args[0] == "probe":  # takes Hydra overrides after its options
+        from evalhydra.cli.probe import main as probe_main
+
+        return probe_main(args[1:])
     if args[0] == "rejudge":  # takes Hydra overrides after its options
         from evalhydra.cli.rejudge import main as rejudge_main
 

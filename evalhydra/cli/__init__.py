@@ -19,6 +19,7 @@
   written.
 * :mod:`~evalhydra.cli.labels`: ``evalhydra label`` (import people's verdicts) and ``evalhydra
   calibrate`` (judges against them).
+* :mod:`~evalhydra.cli.probe`: ``evalhydra probe tools``: a service's tool-calling conformance.
 * :mod:`~evalhydra.cli.ingest`: ``evalhydra ingest otlp``: an agent's OpenTelemetry traces as a
   dataset of recorded answers.
 * :mod:`~evalhydra.cli.openai_import`: ``evalhydra import openai-evals``: OpenAI Evals API

@@ -34,10 +34,12 @@ STORE_COMMANDS: dict[str, str] = {
 }
 #: Store commands that never open a store: their --help offers no --store.
 STORELESS_COMMANDS = frozenset({"import", "cache", "list", "ingest"})
-#: Commands that take a run's Hydra overrides: ``rejudge`` (:mod:`evalhydra.cli.rejudge`) and ``check``.
+#: Commands that take a run's Hydra overrides: ``rejudge`` (:mod:`evalhydra.cli.rejudge`), ``check``
+#: and ``probe`` (:mod:`evalhydra.cli.probe`).
 RUN_COMMANDS: dict[str, str] = {
     "rejudge": "score a run's stored outputs again",
     "check": "send one request to each endpoint of a run: reachable, key, model, latency",
+    "probe": "probe a service's tool calling: conformance checks with the raw evidence",
 }
 #: Every subcommand: the store commands, the run commands and ``init`` (:mod:`evalhydra.cli.init`).
 SUBCOMMANDS: dict[str, str] = {**STORE_COMMANDS, **RUN_COMMANDS,

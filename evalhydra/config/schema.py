@@ -111,7 +111,8 @@ class MockBehaviour:
         batch_delay_s: A batch (``/v1/batches``) is processed this long after it is created.
         batch_fail_every: When > 0, every n-th line of a batch goes to its error file.
         tool_wire: When set, how tool calls go on the wire, as one real server or another sends
-            them: one of :data:`~evalhydra.services.mock.streaming.TOOL_WIRES`.
+            them: some of :data:`~evalhydra.services.mock.streaming.TOOL_WIRES` and the serving
+            faults of :data:`~evalhydra.services.mock.tool_faults.TOOL_FAULTS`, comma-separated.
         batch_outcome: When set, how every batch ends instead of ``completed``: one of
             :data:`~evalhydra.services.mock.batches.BATCH_OUTCOMES`.
         judge_sensitivity: As a ``model_grade`` judge, the chance it passes an output that matches
@@ -147,7 +148,7 @@ class MockBehaviour:
     batch_delay_s: float = 0.0  # a batch is processed this long after it is created
     batch_fail_every: int = 0  # > 0: every n-th line of a batch goes to its error file
     batch_outcome: str | None = None  # expired (half the lines done) | failed (validation) | stuck
-    tool_wire: str | None = None  # how tool calls are sent: one of the mock's TOOL_WIRES (real servers' ways)
+    tool_wire: str | None = None  # how tool calls are sent: TOOL_WIRES and TOOL_FAULTS, comma-separated
     judge_sensitivity: float = 1.0  # as a model_grade judge: the chance it passes an output that is right
     judge_specificity: float = 1.0  # ... and the chance it fails one that is wrong
 

@@ -12,6 +12,8 @@
 
 This package prints (the summary, warnings) but never reads argv: that is :mod:`evalhydra.cli`.
 
+* :mod:`~evalhydra.job.probe`: ``evalhydra probe tools``: probe a run's service, store the checks,
+  the exit code.
 * :mod:`~evalhydra.job.check`: ``evalhydra check``: is every endpoint of a run there, and does it
   answer, before a long run?
 """

@@ -15,6 +15,8 @@
   to the case and the transcript read.
 * :mod:`~evalhydra.store.labels`: people's verdicts on stored outputs (``labels``), keyed to the
   case and the output judged.
+* :mod:`~evalhydra.store.probes`: ``probes``, each check of ``evalhydra probe tools`` with its
+  evidence.
 * :mod:`~evalhydra.store.runinfo`: how a ``runs`` row reads to a person: its status, its partial
   selection, its wall time.
 * :mod:`~evalhydra.store.sqlite_lib`: process-wide settings of the SQLite library: no memory

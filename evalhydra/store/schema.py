@@ -401,6 +401,16 @@ def _migration_24(db: sqlite_utils.Database) -> None:
             db.conn.execute(f"alter table results add column {name} text")
 
 
+def _migration_25(db: sqlite_utils.Database) -> None:
+    """``probes``: each check of ``evalhydra probe tools`` (pass, fail or n/a, why, the raw evidence),
+    keyed by probe and check, with the ``probe_latest`` view; the ``turns`` view gains each request's
+    reply model, finish reason, id and reasoning tokens (views made by
+    :func:`~evalhydra.store.views.create_views`)."""
+    db.conn.execute("""create table if not exists probes (probe_id text not null, probed_at text,
+      service text, model text, endpoint text, api text, check_id text not null, status text not null,
+      detail text, evidence text, primary key (probe_id, check_id))""")
+
+
 def _output_with_digest(conn: sqlite3.Connection, eval_id: str, case_id: str, digest: str) -> str | None:
     """Migration 21's own lookup, frozen: the case's stored output whose SHA-256 (of its UTF-8,
     lone surrogates kept) is ``digest``, "" for an empty one, None when none is."""
@@ -417,5 +427,6 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _migration_8, _migration_9, _migration_10, _migration_11, _migration_12, _migration_13,
     _migration_14, _migration_15, _migration_16, _migration_17, _migration_18, _migration_19,
     _migration_20, _migration_21, _migration_22, _migration_23, _migration_24,
+    _migration_25,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

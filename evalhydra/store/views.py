@@ -139,10 +139,11 @@ def _trajectory_view(path: str, columns: dict[str, str]) -> str:
 #: Views of migration 19: a tool loop's path, read from each result's ``details.trajectory``:
 #: ``turns``, a row per request of a loop; ``tool_calls``, a row per call, in the model's order.
 #: Migration 22 adds ``side``: ``agent``, or ``user`` for a simulated user's turns (None before).
+#: Migration 25 adds each request's reply ``model``, ``finish_reason``, ``response_id``, ``reasoning_tokens``.
 TRAJECTORY_VIEWS: dict[str, str] = {
     "turns": _trajectory_view("turns", {k: k for k in (
         "turn", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "latency_ms", "calls",
-        "error_kind", "side")}),
+        "error_kind", "side", "model", "finish_reason", "response_id", "reasoning_tokens")}),
     "tool_calls": _trajectory_view("tool_calls", {
         "turn": "turn", "call_index": "index", "provider_id": "provider_id", "call_id": "id", "name": "name",
         "original_name": "original_name",
@@ -248,12 +249,23 @@ JUDGE_VIEWS: dict[str, str] = {
 }
 
 
+#: Migration 25: each endpoint's latest probe (``evalhydra probe tools``), a row per check.
+PROBE_VIEWS: dict[str, str] = {
+    "probe_latest": """
+        select p.* from probes p join (select service, model, endpoint, api, max(probed_at) as probed_at
+          from probes group by service, model, endpoint, api) latest
+          on p.service is latest.service and p.model is latest.model and p.endpoint is latest.endpoint
+          and p.api is latest.api and p.probed_at = latest.probed_at""",
+}
+
+
 def _all_views() -> dict[str, str]:
     """Every view, in the order the migrations made them: a later one replaces an earlier one of
     the same name (migration 2's ``eval_stats`` replaced migration 1's; migration 17's made every
     view over a run read the version its membership names)."""
     views: dict[str, str] = {}
-    for made in (BASE_VIEWS, REPORT_VIEWS, GRADER_VIEWS, _history_views(), TRAJECTORY_VIEWS, JUDGE_VIEWS):
+    for made in (BASE_VIEWS, REPORT_VIEWS, GRADER_VIEWS, _history_views(), TRAJECTORY_VIEWS, JUDGE_VIEWS,
+                 PROBE_VIEWS):
         views.update(made)
     return views
 

@@ -63,6 +63,8 @@ draw shared by the rates (fail, hang, malformed, reset, oversized).
   :mod:`~evalhydra.services.mock.text`: a message's content as text.
 * :mod:`~evalhydra.services.mock.simulated_user`: the mock as a simulated user: a case's scripted
   turns, and errors made on purpose.
+* :mod:`~evalhydra.services.mock.tool_faults`: serving-stack faults in tool calling, one switch
+  each (``tool_wire``), for ``evalhydra probe tools`` to find.
 * :mod:`~evalhydra.services.mock.wire`: HTTP/1.1 framing for the mock: a fast path for plain
   requests, h11 for the rest.
 

@@ -60,9 +60,10 @@ _SWITCHES: list[tuple[str, str, Any, str]] = [
     ("--batch-delay-s", "batch_delay_s", float, "process a batch (/v1/batches) X s after its creation"),
     ("--batch-fail-every", "batch_fail_every", int, "every N-th line of a batch goes to its error file"),
     ("--batch-outcome", "batch_outcome", str, "end every batch this way: expired, failed or stuck"),
-    ("--tool-wire", "tool_wire", str, "send tool calls as some real server does: no_ids, same_ids,"
-     " empty_arguments, content_and_calls, stop_finish, no_index, reused_index, names_repeated, last_bare"
-     " or split_surrogate"),
+    ("--tool-wire", "tool_wire", str, "send tool calls as some real server does (comma-separated): no_ids,"
+     " same_ids, empty_arguments, content_and_calls, stop_finish, no_index, reused_index, names_repeated,"
+     " last_bare, split_surrogate; or with a serving fault: marker_in_content, stream_differs, utf8_split,"
+     " parallel_ignored, required_ignored, turn_ids, responses_unpaired"),
     ("--judge-sensitivity", "judge_sensitivity", float,
      "as a model_grade judge, pass a right output with this chance (default 1)"),
     ("--judge-specificity", "judge_specificity", float,

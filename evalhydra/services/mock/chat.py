@@ -25,8 +25,10 @@ from evalhydra.services.mock.streaming import (
     finish_reason,
     stream_events,
     tool_wired,
+    wire_set,
     with_reasoning,
 )
+from evalhydra.services.mock.tool_faults import heard
 from evalhydra.services.mock.wire import Reply
 
 __all__ = ["ChatAnswers", "parse_payload"]
@@ -132,7 +134,7 @@ class ChatAnswers:
         head = {"id": f"chatcmpl-mock-{number}", "object": "chat.completion.chunk",
                 "created": int(time.time()), "model": self._model(payload)}
         events = stream_events(head, message, usage, delta_chars=s.stream_delta_chars, fault=fault,
-                               wire=s.tool_wire)
+                               wires=wire_set(s.tool_wire))
         if s.stream_split_bytes:
             whole = b"".join(events)
             events = [whole[i:i + s.stream_split_bytes] for i in range(0, len(whole), s.stream_split_bytes)]
@@ -148,9 +150,10 @@ class ChatAnswers:
         message = self._message(payload, fault)
         usage = None if fault == "no_usage" else usage_for(payload, message)
         cid, created = f"chatcmpl-mock-{number}", int(time.time())
-        wire = self.settings.tool_wire
-        body = responses.completion(cid, created, self._model(payload), tool_wired(message, wire), usage,
-                                    finish_reason(message, wire))
+        wires = wire_set(self.settings.tool_wire)
+        wired = tool_wired(message, wires)
+        finish = finish_reason(wired, wires)
+        body = responses.completion(cid, created, self._model(payload), wired, usage, finish)
         if fault == "missing_choices":
             del body["choices"]
         elif fault == "empty_choices":
@@ -166,7 +169,7 @@ class ChatAnswers:
             message = {"role": "assistant", "content": fixed}
         else:
             errors = (s.judge_sensitivity, s.judge_specificity) if s.noisy_judge else None
-            message = reply_for(payload, self._rng.random, judge_errors=errors)
+            message = reply_for(heard(payload, wire_set(s.tool_wire)), self._rng.random, judge_errors=errors)
         shape = s.reasoning
         return message if shape is None else with_reasoning(message, payload, shape)
 

@@ -33,7 +33,9 @@ order on the text of the last user message (text parts concatenated):
    Then, when tools are offered and the text names one (the name, the name
    with "_" as spaces, or every "_"-separated word of it as words of the
    text; case-insensitive), the reply is ``content: null`` plus one tool call.
-   ``tool_choice`` "none" disables this; a named ``tool_choice`` forces it.
+   ``tool_choice`` "none" disables this; a named ``tool_choice`` forces it (a script's step that
+   names another tool is not called); ``allowed_tools`` offers only the tools it lists (its
+   ``mode`` read as ``tool_choice``); ``parallel_tool_calls: false`` makes one call a message.
    String arguments are the text's words after "for", lowercased, without
    punctuation and stopwords ("Search the web for the weather in Melbourne."
    gives "weather melbourne"); integer 1, number 1.0, boolean true, array [],
@@ -192,13 +194,37 @@ def _original_request(text: str) -> str:
 
 def _tool_specs(payload: dict[str, Any]) -> list[dict[str, Any]]:
     specs = []
+    allowed = _allowed(payload)
     for tool in payload.get("tools") or []:
         if not isinstance(tool, dict):
             continue
         spec: dict[str, Any] = tool["function"] if isinstance(tool.get("function"), dict) else tool
-        if isinstance(spec.get("name"), str):
+        if isinstance(spec.get("name"), str) and (allowed is None or spec["name"] in allowed):
             specs.append(spec)
     return specs
+
+
+def _allowed(payload: dict[str, Any]) -> set[str] | None:
+    """The tool names an ``allowed_tools`` choice lists (None: no such choice, every tool)."""
+    choice = payload.get("tool_choice")
+    if not isinstance(choice, dict) or choice.get("type") != "allowed_tools":
+        return None
+    listed = (choice.get("allowed_tools") or {}).get("tools") or []
+    return {str((t.get("function") or t).get("name")) for t in listed if isinstance(t, dict)}
+
+
+def _choice(payload: dict[str, Any]) -> Any:
+    """``tool_choice`` with an ``allowed_tools`` choice read as its ``mode``."""
+    choice = payload.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        return (choice.get("allowed_tools") or {}).get("mode") or "auto"
+    return choice
+
+
+def _forced(payload: dict[str, Any]) -> str | None:
+    """The tool a named ``tool_choice`` forces, if any."""
+    choice = _choice(payload)
+    return (choice.get("function") or {}).get("name") if isinstance(choice, dict) else None
 
 
 def _names_tool(name: str, text: str) -> bool:
@@ -213,11 +239,11 @@ def _names_tool(name: str, text: str) -> bool:
 
 def _pick_tool(payload: dict[str, Any], text: str) -> dict[str, Any] | None:
     specs = _tool_specs(payload)
-    choice = payload.get("tool_choice")
+    choice = _choice(payload)
     if not specs or choice == "none":
         return None
-    if isinstance(choice, dict):
-        forced = (choice.get("function") or {}).get("name")
+    forced = _forced(payload)
+    if forced is not None:
         for spec in specs:
             if spec["name"] == forced:
                 return spec
@@ -268,9 +294,12 @@ def _scripted_reply(payload: dict[str, Any], text: str) -> dict[str, Any] | None
     after = _since_user(payload)
     made = sum(len(m.get("tool_calls") or ()) for m in after if m.get("role") == "assistant")
     results = [m for m in after if m.get("role") == "tool"]
-    steps = _script(text) if payload.get("tools") and payload.get("tool_choice") != "none" else []
-    if made < len(steps):
-        todo = steps[made:] if "in parallel" in text.lower() else steps[made:made + 1]
+    steps = _script(text) if payload.get("tools") and _choice(payload) != "none" else []
+    offered = {spec["name"] for spec in _tool_specs(payload)}
+    forced = _forced(payload)
+    if made < len(steps) and steps[made][0] in offered and forced in (None, steps[made][0]):
+        parallel = "in parallel" in text.lower() and payload.get("parallel_tool_calls") is not False
+        todo = steps[made:] if parallel else steps[made:made + 1]
         calls = [{"id": f"call_{made + i}", "type": "function", "function": {"name": name, "arguments": args}}
                  for i, (name, args) in enumerate(todo)]
         return {"role": "assistant", "content": None, "tool_calls": calls}

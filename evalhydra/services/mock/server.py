@@ -29,6 +29,8 @@ from evalhydra.services.mock.delays import DelayLine
 from evalhydra.services.mock.limits import RequestBudget
 from evalhydra.services.mock.settings import MockSettings
 from evalhydra.services.mock.stats import MockStats
+from evalhydra.services.mock.streaming import wire_set
+from evalhydra.services.mock.tool_faults import unanswered_output, unpaired
 from evalhydra.services.mock.wire import Reply
 
 __all__ = ["MockServer", "MockSettings", "MockStats", "open_mock_server", "serve"]
@@ -236,11 +238,16 @@ class MockServer:
             chat_body = json.dumps(responses_api.chat_request(request)).encode()
         except (ValueError, TypeError, AttributeError) as exc:
             return Reply(400, responses.error_body(f"invalid request: {exc}", "invalid_request_error"))
+        orphan = unanswered_output(request)
+        if orphan is not None:  # as OpenAI refuses it
+            return Reply(400, responses.error_body(f"No tool call found for function call output with call_id"
+                                                   f" {orphan!r}.", "invalid_request_error"))
         reply = await self._chat(chat_body)
         if reply.status != 200:
             return reply
         chat = json.loads(reply.body)
         answer = responses_api.responses_reply(chat, f"resp_{self.stats.chat_requests:08d}", int(time.time()))
+        answer = unpaired(answer, wire_set(self.settings.tool_wire))
         if request.get("stream"):
             return Reply(200, responses_api.responses_events(answer), wire.EVENT_STREAM)
         return Reply(200, json.dumps(answer).encode(), reply.headers)

@@ -13,7 +13,8 @@ from typing import Any
 
 from evalhydra.config.schema import MockBehaviour
 from evalhydra.services.mock.batches import BATCH_OUTCOMES
-from evalhydra.services.mock.streaming import REASONING_SHAPES, STREAM_FAULTS, TOOL_WIRES
+from evalhydra.services.mock.streaming import REASONING_SHAPES, STREAM_FAULTS, TOOL_WIRES, wire_set
+from evalhydra.services.mock.tool_faults import TOOL_FAULTS
 
 __all__ = ["DIALECTS", "FAULTS", "MockSettings"]
 
@@ -100,9 +101,10 @@ class MockSettings(MockBehaviour):
                              f"{self.rate_limit_dialect!r}")
         if self.batch_delay_s < 0 or self.batch_fail_every < 0:
             raise ValueError("batch_delay_s and batch_fail_every must be >= 0")
-        if self.tool_wire is not None and self.tool_wire not in TOOL_WIRES:
-            raise ValueError(f"tool_wire must be one of {', '.join(TOOL_WIRES)} or null,"
-                             f" got {self.tool_wire!r}")
+        unknown = sorted(wire_set(self.tool_wire) - {*TOOL_WIRES, *TOOL_FAULTS})
+        if self.tool_wire is not None and (unknown or not wire_set(self.tool_wire)):
+            raise ValueError(f"tool_wire must name some of {', '.join((*TOOL_WIRES, *TOOL_FAULTS))}"
+                             f" (comma-separated) or be null, got {self.tool_wire!r}")
         if self.batch_outcome is not None and self.batch_outcome not in BATCH_OUTCOMES:
             raise ValueError(f"batch_outcome must be one of {', '.join(BATCH_OUTCOMES)} or null,"
                              f" got {self.batch_outcome!r}")

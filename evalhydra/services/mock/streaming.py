@@ -14,9 +14,10 @@ import json
 from typing import Any
 
 from evalhydra.services.mock.text import message_text
+from evalhydra.services.mock.tool_faults import faulted, split_character, streamed_function
 
 __all__ = ["REASONING_SHAPES", "STREAM_FAULTS", "TOOL_WIRES", "finish_reason", "stream_events", "tool_wired",
-           "with_reasoning"]
+           "wire_set", "with_reasoning"]
 
 #: Where a reasoning reply's thinking goes: ``message.reasoning_content`` (vLLM, SGLang),
 #: ``message.reasoning`` (llama.cpp) or a ``<think>`` block leading the content.
@@ -36,33 +37,44 @@ STREAM_FAULTS = ("stream_cut", "stream_error", "stream_early_done")
 TOOL_WIRES = ("no_ids", "same_ids", "empty_arguments", "content_and_calls", "stop_finish", "no_index",
               "reused_index", "names_repeated", "last_bare", "split_surrogate")
 
+
+
+def wire_set(value: str | None) -> frozenset[str]:
+    """The wire shapes and faults a ``tool_wire`` setting names (comma-separated, so they combine)."""
+    return frozenset(part.strip() for part in (value or "").split(",") if part.strip())
+
+
 _DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _DUMPS_ASCII = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
 
 
-def tool_wired(message: dict[str, Any], wire: str | None) -> dict[str, Any]:
-    """``message`` with its tool calls as ``wire`` (one of :data:`TOOL_WIRES`) has them."""
+def tool_wired(message: dict[str, Any], wires: frozenset[str]) -> dict[str, Any]:
+    """``message`` with its tool calls as ``wires`` (of :data:`TOOL_WIRES` and
+    :data:`~evalhydra.services.mock.tool_faults.TOOL_FAULTS`) have them."""
     calls = message.get("tool_calls")
-    if not calls or wire not in ("no_ids", "same_ids", "empty_arguments", "content_and_calls"):
+    if not calls or not wires:
         return message
-    if wire == "content_and_calls":
-        return {**message, "content": "Let me look that up."}
+    message = faulted(message, wires)
+    if "content_and_calls" in wires:
+        message = {**message, "content": "Let me look that up."}
+    if not wires & {"no_ids", "same_ids", "empty_arguments"} or not message.get("tool_calls"):
+        return message
     changed = []
-    for call in calls:
+    for call in message["tool_calls"]:
         call = {**call, "function": dict(call["function"])}
-        if wire == "no_ids":
+        if "no_ids" in wires:
             call.pop("id", None)
-        elif wire == "same_ids":
+        elif "same_ids" in wires:
             call["id"] = "call_0"
-        else:
+        if "empty_arguments" in wires:
             call["function"]["arguments"] = ""
         changed.append(call)
     return {**message, "tool_calls": changed}
 
 
-def finish_reason(message: dict[str, Any], wire: str | None) -> str:
+def finish_reason(message: dict[str, Any], wires: frozenset[str]) -> str:
     """The ``finish_reason`` a reply ends with."""
-    return "tool_calls" if message.get("tool_calls") and wire != "stop_finish" else "stop"
+    return "tool_calls" if message.get("tool_calls") and "stop_finish" not in wires else "stop"
 
 
 def thought_for(payload: dict[str, Any]) -> str:
@@ -84,31 +96,33 @@ def _pieces(text: str, size: int) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), max(1, size))]
 
 
-def _deltas(message: dict[str, Any], size: int, wire: str | None = None) -> list[dict[str, Any]]:
+def _deltas(message: dict[str, Any], size: int, wires: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The message as deltas of at most ``size`` characters each (tool calls as ``wire`` sends them)."""
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
     for key in ("reasoning_content", "reasoning"):
         deltas += [{key: piece} for piece in _pieces(message.get(key) or "", size)]
     deltas += [{"content": piece} for piece in _pieces(message.get("content") or "", size)]
     for index, call in enumerate(message.get("tool_calls") or ()):
-        deltas += _call_deltas(index, call, size, wire)
+        deltas += _call_deltas(index, call, size, wires)
     return deltas
 
 
-def _call_deltas(index: int, call: dict[str, Any], size: int, wire: str | None) -> list[dict[str, Any]]:
+def _call_deltas(index: int, call: dict[str, Any], size: int, wires: frozenset[str]) -> list[dict[str, Any]]:
     """One call's deltas: the first with its id and name, then its arguments in pieces."""
-    function = call["function"]
-    position = {} if wire == "no_index" else {"index": 0 if wire == "reused_index" else index}
+    function = streamed_function(call["function"], wires)
+    position = {} if "no_index" in wires else {"index": 0 if "reused_index" in wires else index}
     first: dict[str, Any] = {**position, "type": "function",
                              "function": {"name": function["name"], "arguments": ""}}
     if call.get("id") is not None:
         first["id"] = call["id"]
     pieces = _pieces(function["arguments"], size)
-    if wire == "split_surrogate":
+    if "split_surrogate" in wires:
         pieces = _split_pair(function["arguments"] or "{}")
-    named = {"name": function["name"]} if wire == "names_repeated" else {}
+    elif "utf8_split" in wires:
+        pieces = split_character(function["arguments"] or "{}")
+    named = {"name": function["name"]} if "names_repeated" in wires else {}
     rest: list[dict[str, Any]] = [{**position, "function": {**named, "arguments": piece}} for piece in pieces]
-    if wire == "last_bare" and rest:
+    if "last_bare" in wires and rest:
         rest[-1] = {"function": {"arguments": pieces[-1]}}
     return [{"tool_calls": [delta]} for delta in [first, *rest]]
 
@@ -125,7 +139,8 @@ def _split_pair(arguments: str) -> list[str]:
 
 
 def stream_events(head: dict[str, Any], message: dict[str, Any], usage: dict[str, Any] | None, *,
-                  delta_chars: int, fault: str | None = None, wire: str | None = None) -> list[bytes]:
+                  delta_chars: int, fault: str | None = None,
+                  wires: frozenset[str] = frozenset()) -> list[bytes]:
     """The events of a streamed answer, each ready to send.
 
     Args:
@@ -134,15 +149,15 @@ def stream_events(head: dict[str, Any], message: dict[str, Any], usage: dict[str
         usage: The usage chunk's block, or None to send none.
         delta_chars: Most characters per delta.
         fault: One of :data:`STREAM_FAULTS`, or None.
-        wire: How tool calls are sent (:data:`TOOL_WIRES`), or None.
+        wires: How tool calls are sent (:func:`wire_set`).
 
     Returns:
         The events (``data: …`` and a blank line each).
     """
-    message = tool_wired(message, wire)
-    finish = finish_reason(message, wire)
+    message = tool_wired(message, wires)
+    finish = finish_reason(message, wires)
     chunks = [dict(head, choices=[{"index": 0, "delta": d, "finish_reason": None}])
-              for d in _deltas(message, delta_chars, wire)]
+              for d in _deltas(message, delta_chars, wires)]
     half = len(chunks) // 2
     if fault == "stream_error":
         chunks = chunks[:half] + [{"error": {"message": "mock stream error", "type": "server_error"}}]
@@ -152,6 +167,6 @@ def stream_events(head: dict[str, Any], message: dict[str, Any], usage: dict[str
         chunks.append(dict(head, choices=[{"index": 0, "delta": {}, "finish_reason": finish}]))
         if usage is not None:
             chunks.append(dict(head, choices=[], usage=usage))
-    dumps = _DUMPS_ASCII if wire == "split_surrogate" else _DUMPS  # a lone half only as an escape
+    dumps = _DUMPS_ASCII if "split_surrogate" in wires else _DUMPS  # a lone half only as an escape
     events = [b"data: " + dumps(chunk).encode() + b"\n\n" for chunk in chunks]
     return events if fault == "stream_cut" else [*events, b"data: [DONE]\n\n"]
