@@ -11,7 +11,7 @@ contract in ``pyproject.toml`` enforces it)::
     viewer                           evalhydra view: a read-only web app over the store, live
     job                              one job end to end: run or rejudge, reports, gates, exit codes
     reports                          the files and terminal text written from the analyses
-    execute | probe                  the trio runner: cells in a nursery, one store writer | conformance probes
+    execute | probe                  the trio runner: cells in a nursery, one store writer | server probes
     plan                             a composed config validated into a frozen plan; pre-flight checks
     services | agents | matchers | telemetry   who answers | agent CLIs | scoring | cells as spans
     http                             transports behind httpx's interface
