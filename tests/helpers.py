@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -170,3 +171,47 @@ def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def litellm_in_front_of(url: str, folder: Path, master_key: str) -> Iterator[str]:
+    """LiteLLM's proxy (a server no one here wrote) on loopback in front of ``url`` (the mock), for
+    chat, the Responses API, files and batches; yields its API root. Clients send ``master_key``."""
+    import httpx
+
+    upstream = "sk-mock-upstream-0123456789"
+    config = folder / "proxy.yaml"
+    config.write_text(
+        "model_list:\n  - model_name: mock-model\n    litellm_params:\n      model: openai/mock-model\n"
+        f"      api_base: {url}\n      api_key: {upstream}\n"
+        f"files_settings:\n  - custom_llm_provider: openai\n    api_base: {url}\n    api_key: {upstream}\n")
+    port = free_port()
+    env = {**os.environ, "LITELLM_MASTER_KEY": master_key, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "OPENAI_API_BASE": url, "OPENAI_API_KEY": upstream}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "litellm"), "--config", str(config), "--port",
+                             str(port), "--host", "127.0.0.1"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+    def live() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/health/liveliness", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(live, timeout=120, interval=0.5)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

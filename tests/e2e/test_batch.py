@@ -6,12 +6,8 @@ and collection that never makes a cell paid for twice or stored twice.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +21,8 @@ from evalhydra.store.views import latest_version_sql
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import (
     chat_requests,
+    free_port,
+    litellm_in_front_of,
     mock_call,
     mock_process,
     numbered_registry,
@@ -385,12 +383,6 @@ def test_evalhydra_batches_cancel_ends_a_pending_batch_as_cancelled_errors(url: 
     assert len(batches_at(url)) == 2 and all(r["passed"] == 1 for r in rows(tmp_path / "s.db"))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_a_server_restart_while_polling_is_survived(tmp_path: Path) -> None:
     port = free_port()
@@ -443,36 +435,8 @@ PROXY_KEY = "sk-proxy-master-0123456789abcdef"
 @pytest.fixture
 def litellm_proxy(url: str, tmp_path: Path) -> Iterator[str]:
     """LiteLLM's proxy (a server no one here wrote) in front of the mock, for chat, files and batches."""
-    key = "sk-mock-upstream-0123456789"
-    config = tmp_path / "proxy.yaml"
-    config.write_text(
-        "model_list:\n  - model_name: mock-model\n    litellm_params:\n      model: openai/mock-model\n"
-        f"      api_base: {url}\n      api_key: {key}\n"
-        f"files_settings:\n  - custom_llm_provider: openai\n    api_base: {url}\n    api_key: {key}\n")
-    port = free_port()
-    env = {**os.environ, "LITELLM_MASTER_KEY": PROXY_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "OPENAI_API_BASE": url, "OPENAI_API_KEY": key}
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "litellm"), "--config", str(config), "--port",
-                             str(port), "--host", "127.0.0.1"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/health/liveliness"), timeout=120, interval=0.5)
+    with litellm_in_front_of(url, tmp_path, PROXY_KEY) as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _answers(address: str) -> bool:
-    try:
-        return httpx.get(address, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 @pytest.mark.slow

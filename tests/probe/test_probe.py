@@ -1,0 +1,142 @@
+"""Issue 65, items 1 and 2: ``evalhydra probe tools`` against the compliant mock (every check
+passes), against each serving fault the mock can inject (the probe finds it, alone and combined),
+and through a real process: exit codes, JSON, JUnit, the store's ``probes`` table."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+import trio
+
+from evalhydra.probe.run import ProbeReport, probe_endpoint
+from tests.helpers import litellm_in_front_of, mock_call, mock_process, run_cli
+
+#: Each fault the mock injects, and the check that must fail for it.
+FAULTS = {
+    "no_ids": "call_ids_present",
+    "same_ids": "call_ids_unique",
+    "stop_finish": "finish_reason",
+    "empty_arguments": "no_argument_tool",
+    "no_index": "stream_index_present",
+    "reused_index": "stream_index_distinct",
+    "names_repeated": "stream_name_once",
+    "last_bare": "stream_final_delta",
+    "utf8_split": "stream_utf8",
+    "marker_in_content": "no_markup_in_content",
+    "stream_differs": "stream_equals_whole",
+    "parallel_ignored": "parallel_tool_calls_false",
+    "required_ignored": "tool_choice_required",
+    "turn_ids": "call_ids_across_turns",
+}
+#: Faults that do not hide one another (each leaves the calls the others' checks read).
+TOGETHER = ("same_ids", "stop_finish", "reused_index", "names_repeated", "last_bare", "utf8_split",
+            "parallel_ignored", "required_ignored", "turn_ids")
+
+
+@pytest.fixture(scope="module")
+def mock_url() -> Iterator[str]:
+    with mock_process() as url:
+        yield url
+
+
+def _probe(url: str, wire: str | None, api: str = "chat") -> ProbeReport:
+    mock_call(url, "config", {"tool_wire": wire})
+    try:
+        return trio.run(lambda: probe_endpoint(url, {}, "mock-model", api=api))
+    finally:
+        mock_call(url, "config", {"tool_wire": None})
+
+
+def _failed(report: ProbeReport) -> set[str]:
+    return {check.id for check, _ in report.failed}
+
+
+def test_the_compliant_mock_passes_every_check_in_few_requests(mock_url: str) -> None:
+    report = _probe(mock_url, None)
+    assert report.counts() == {"pass": 25, "fail": 0, "n/a": 0}, [(c.id, v) for c, v in report.verdicts
+                                                                  if v.status != "pass"]
+    assert len(report.exchanges) < 100 and report.seconds < 60
+    responses = _probe(mock_url, None, "responses")
+    assert {c.id: v.status for c, v in responses.verdicts} == {
+        "responses_call_id": "pass", "responses_pairing": "pass", "responses_reasoning": "n/a"}
+
+
+@pytest.mark.parametrize(("fault", "check"), FAULTS.items())
+def test_each_fault_is_found_by_its_check(mock_url: str, fault: str, check: str) -> None:
+    report = _probe(mock_url, fault)
+    assert check in _failed(report)
+    (verdict,) = [v for c, v in report.verdicts if c.id == check]
+    assert verdict.evidence  # the raw field or chunk that shows it
+
+
+def test_faults_together_are_each_found(mock_url: str) -> None:
+    report = _probe(mock_url, ",".join(TOGETHER))
+    assert {FAULTS[f] for f in TOGETHER} <= _failed(report)
+
+
+def test_an_unpaired_responses_call_is_found_and_reasoning_items_round_trip(mock_url: str) -> None:
+    unpaired = _probe(mock_url, "responses_unpaired", "responses")
+    assert _failed(unpaired) == {"responses_call_id", "responses_pairing"}  # the mock refuses the orphan
+    mock_call(mock_url, "config", {"reasoning": "reasoning_content"})
+    try:
+        thinking = _probe(mock_url, None, "responses")
+    finally:
+        mock_call(mock_url, "config", {"reasoning": None})
+    assert {c.id: v.status for c, v in thinking.verdicts}["responses_reasoning"] == "pass"
+
+
+def test_the_command_stores_the_checks_and_writes_junit(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    done = run_cli("probe", "tools", "--format", "junit", "--out", str(tmp_path / "probe.xml"),
+                   f"store.path={store}", 'service.mock.tool_wire="turn_ids"', cwd=tmp_path)
+    assert done.returncode == 1, done.stderr  # a check failed
+    suite = ElementTree.parse(tmp_path / "probe.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("25", "1")
+    (failed,) = [case for case in suite if case.find("failure") is not None]
+    assert failed.get("name") == "call_ids_across_turns"
+    rows = sqlite3.connect(store).execute("select check_id, status, evidence from probe_latest").fetchall()
+    assert len(rows) == 25 and {r[0] for r in rows if r[1] == "fail"} == {"call_ids_across_turns"}
+    assert json.loads(next(r[2] for r in rows if r[1] == "fail")) == ["call_0", "call_0"]
+
+
+@pytest.mark.slow
+def test_the_command_exits_3_when_nothing_answers_and_2_on_a_typo(tmp_path: Path) -> None:
+    gone = run_cli("probe", "tools", "--format", "json", "--no-store", "service.mock.enabled=false",
+                   "service.base_url=http://127.0.0.1:9/v1", cwd=tmp_path)
+    assert gone.returncode == 3 and json.loads(gone.stdout)["unreachable"].startswith("ConnectError")
+    typo = run_cli("probe", "tools", "servce=x", cwd=tmp_path)
+    assert typo.returncode == 2 and typo.stderr.startswith("error: servce") and "Traceback" not in typo.stderr
+
+
+#: What LiteLLM's proxy (1.108.7, the test extras' pin) makes of a fault behind it, as measured:
+#: the checks that fail through the proxy. It repairs some (it gives a whole reply's calls ids of its
+#: own), turns others into another fault (deltas without an index all get index 0, so parallel
+#: calls merge), and loses what a bare final delta carried.
+THROUGH_LITELLM = {
+    None: set(),
+    "no_ids": {"stream_first_delta"},
+    "no_index": {"stream_index_distinct"},
+    "last_bare": {"stream_equals_whole"},
+    "turn_ids": {"call_ids_across_turns"},
+    "stream_differs": {"stream_equals_whole"},
+}
+PROXY_KEY = "sk-proxy-master-0123456789abcdef"
+
+
+@pytest.mark.slow
+def test_litellms_proxy_in_front_of_the_mock(mock_url: str, tmp_path: Path) -> None:
+    found = {}
+    key = {"Authorization": f"Bearer {PROXY_KEY}"}
+    with litellm_in_front_of(mock_url, tmp_path, PROXY_KEY) as base:
+        for fault in THROUGH_LITELLM:
+            mock_call(mock_url, "config", {"tool_wire": fault})
+            found[fault] = _failed(trio.run(lambda: probe_endpoint(base, key, "mock-model")))
+        mock_call(mock_url, "config", {"tool_wire": None})
+        responses = trio.run(lambda: probe_endpoint(base, key, "mock-model", api="responses"))
+    assert found == THROUGH_LITELLM
+    assert not responses.failed and len(responses.verdicts) == 3
