@@ -27,5 +27,7 @@ written. It imports only :mod:`evalhydra.store`, :mod:`evalhydra.stats` and :mod
   :mod:`~evalhydra.analysis.comparison`: ``evalhydra compare``'s targets and result;
   :mod:`~evalhydra.analysis.judgecompare`: its judge-corrected difference;
   :mod:`~evalhydra.analysis.samplesize`: ``evalhydra power``'s cases needed.
+* :mod:`~evalhydra.analysis.wire_symptoms`: signs in a run's tool loops that the server broke a
+  tool call (the probe's faults, as the run's replies show them).
 * :mod:`~evalhydra.analysis.data`: everything a run's report documents hold, in one pass.
 """

@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.job.check import check_mcp, check_plan, print_checks
 from evalhydra.job.exit_codes import ExitCode
+from evalhydra.job.probe import print_quick_probe
 from evalhydra.job.run import run_plan
 from evalhydra.plan.build import build_plan
 
@@ -49,7 +50,9 @@ def run_config(
     try:
         plan = build_plan(cfg, overrides)
         if _CHECK_ONLY:
-            return print_checks(check_plan(plan), check_mcp(plan))
+            code = print_checks(check_plan(plan), check_mcp(plan))
+            print_quick_probe(plan)
+            return code
         if sweep_dir:  # a sweep job: its runs row names Hydra's sweep directory itself (not the job
             # folder's parent: a swept value may hold "/") and its job number
             plan = replace(plan, sweep_dir=sweep_dir, job_num=job_num)

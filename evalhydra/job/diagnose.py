@@ -13,10 +13,12 @@ from collections.abc import Sequence
 
 from evalhydra.analysis.selection import select_runs
 from evalhydra.analysis.targetstats import TargetStats
+from evalhydra.analysis.wire_symptoms import SYMPTOMS, wire_symptoms
 from evalhydra.core.envfiles import env_source
 from evalhydra.core.values import ErrorKind
 from evalhydra.plan.cells import endpoint_of
 from evalhydra.plan.model import RunPlan
+from evalhydra.reports.summary import plural
 from evalhydra.store.db import Store
 from evalhydra.store.rows import INFRA_ERROR_SQL
 
@@ -45,7 +47,19 @@ def fix_hints(plan: RunPlan, store: Store, run_id: str) -> list[str]:
     elif counts.get("timeout"):
         hints.append(f"{counts['timeout']} cells timed out (service.timeout_ms={svc.timeout_ms}); "
                      "raise it or lower run.concurrency.")
+    if svc.kind == "openai" and any(ev.loop is not None for ev in plan.evals):
+        hints += _wire_hint(plan, store, run_id)
     return hints
+
+
+def _wire_hint(plan: RunPlan, store: Store, run_id: str) -> list[str]:
+    """A line when the run's tool loops met a known server fault in tool calling, naming the probe."""
+    found = wire_symptoms(store.conn, run_id)
+    if not found:
+        return []
+    seen = "; ".join(f"{SYMPTOMS[name][0]}: {plural(cells, 'cell')}" for name, cells in found.items())
+    return [f"service '{plan.service.name}': its replies showed known server faults in tool calling ({seen});"
+            f" run evalhydra probe tools service={plan.service.name} to see which checks the server fails."]
 
 
 def unmeasured(stats: Sequence[TargetStats], max_error_rate: float) -> list[str]:

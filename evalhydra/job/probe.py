@@ -3,6 +3,7 @@ and give the exit code (0 every check passed or n/a, 1 a check failed, 3 unreach
 
 from __future__ import annotations
 
+import sys
 import uuid
 from contextlib import closing
 from dataclasses import replace
@@ -20,7 +21,7 @@ from evalhydra.services.openai.service import OpenAICompatService
 from evalhydra.store.db import immediate, open_store
 from evalhydra.store.probes import save_probe
 
-__all__ = ["probe_exit_code", "probe_plan", "store_probe"]
+__all__ = ["print_quick_probe", "probe_exit_code", "probe_plan", "store_probe"]
 
 
 def probe_plan(plan: RunPlan, *, api: str = "chat", quick: bool = False) -> ProbeReport:
@@ -75,3 +76,19 @@ def probe_exit_code(report: ProbeReport) -> int:
     if report.unreachable:
         return ExitCode.UNMEASURED
     return ExitCode.GATE if report.failed else ExitCode.OK
+
+
+def print_quick_probe(plan: RunPlan) -> None:
+    """``evalhydra check``'s part for tool loops: the probe's quick subset against the run's service
+    (when an eval of the plan runs a tool loop on it), a line per check, a warning per failure."""
+    if plan.service.kind != "openai" or not any(ev.loop is not None for ev in plan.evals):
+        return
+    report = probe_plan(plan, quick=True)
+    if report.unreachable:
+        return  # the endpoint check above says so
+    counts = report.counts()
+    print(f"\ntool calling (quick probe of '{report.service}'): {counts['pass']} passed, "
+          f"{counts['fail']} failed, {counts['n/a']} not applicable")
+    for check, verdict in report.failed:
+        print(f"warning: {report.service}: {check.id}: {verdict.detail}; the full probe: "
+              f"evalhydra probe tools service={report.service}", file=sys.stderr)

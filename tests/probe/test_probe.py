@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
@@ -140,3 +141,32 @@ def test_litellms_proxy_in_front_of_the_mock(mock_url: str, tmp_path: Path) -> N
         responses = trio.run(lambda: probe_endpoint(base, key, "mock-model", api="responses"))
     assert found == THROUGH_LITELLM
     assert not responses.failed and len(responses.verdicts) == 3
+
+
+@pytest.mark.slow
+def test_check_probes_the_service_of_a_tool_loop_eval(tmp_path: Path) -> None:
+    """Item 4: ``evalhydra check`` of a tool-loop eval adds the quick probe, a warning per failure."""
+    clean = run_cli("check", "eval=tools.order_desk", cwd=tmp_path)
+    assert clean.returncode == 0 and "quick probe of 'mock'): 14 passed, 0 failed" in clean.stdout
+    faulty = run_cli("check", "eval=tools.order_desk", 'service.mock.tool_wire="reused_index"', cwd=tmp_path)
+    assert "13 passed, 1 failed" in faulty.stdout
+    assert "warning: mock: stream_index_distinct:" in faulty.stderr
+    assert "evalhydra probe tools" in faulty.stderr
+    plain = run_cli("check", cwd=tmp_path)  # no tool loop: no probe
+    assert plain.returncode == 0 and "quick probe" not in plain.stdout
+
+
+@pytest.mark.slow
+def test_a_runs_summary_names_the_server_faults_its_tool_loops_met(tmp_path: Path) -> None:
+    """Item 4: a tool loop meeting a known wire fault says so in the run's summary, with the probe."""
+    def run(store: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("eval=tools.order_desk", f"store.path={tmp_path / store}", f"hydra.run.dir={tmp_path}",
+                       *extra, cwd=tmp_path)
+
+    clean = run("a.db")
+    assert clean.returncode == 0 and "server faults" not in clean.stdout + clean.stderr
+    faulty = run("b.db", 'service.mock.tool_wire="turn_ids,stop_finish"')
+    said = faulty.stdout + faulty.stderr
+    assert "did not end with finish_reason tool_calls: 2 cells" in said
+    assert "a call id the server gave twice in one conversation: 2 cells" in said
+    assert "run evalhydra probe tools service=mock" in said
