@@ -113,6 +113,8 @@ class MockBehaviour:
         tool_wire: When set, how tool calls go on the wire, as one real server or another sends
             them: some of :data:`~evalhydra.services.mock.streaming.TOOL_WIRES` and the serving
             faults of :data:`~evalhydra.services.mock.tool_faults.TOOL_FAULTS`, comma-separated.
+        tool_wire_rate: The share of replies ``tool_wire`` shapes, drawn per request from a
+            generator of its own (seeded): faults in a known share of cells.
         batch_outcome: When set, how every batch ends instead of ``completed``: one of
             :data:`~evalhydra.services.mock.batches.BATCH_OUTCOMES`.
         judge_sensitivity: As a ``model_grade`` judge, the chance it passes an output that matches
@@ -149,6 +151,7 @@ class MockBehaviour:
     batch_fail_every: int = 0  # > 0: every n-th line of a batch goes to its error file
     batch_outcome: str | None = None  # expired (half the lines done) | failed (validation) | stuck
     tool_wire: str | None = None  # how tool calls are sent: TOOL_WIRES and TOOL_FAULTS, comma-separated
+    tool_wire_rate: float = 1.0  # the share of replies tool_wire shapes (drawn per request, seeded)
     judge_sensitivity: float = 1.0  # as a model_grade judge: the chance it passes an output that is right
     judge_specificity: float = 1.0  # ... and the chance it fails one that is wrong
 
@@ -208,6 +211,7 @@ class ServiceConfig:
     # how a reasoning model's thinking is taken out of its answer
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
     stream: bool = False  # send stream: true and read server-sent events (time to first token is stored)
+    record_wire: bool = False  # keep each reply's tool calls as sent (for compare --attribute-server)
     api: str = "chat"  # chat (…/chat/completions) | responses (…/v1/responses: OpenAI's Responses API)
     adaptive: bool = True  # adapt the requests in flight to the endpoint's limits (429s, x-ratelimit-*)
     rate_limit_timeout_s: float = 600.0  # adaptive: a cell refused (429) this long ends rate_limited

@@ -338,6 +338,7 @@ class Completion:
     output_tps: float | None = None  # streamed: completion tokens per second after the first delta
     finish_reason: str | None = None  # how the reply ended (``stop``, ``tool_calls``, ``length``…)
     response_id: str | None = None  # the reply's ``id``, as the service named it
+    wire: Any = None  # service.record_wire: the reply's content and tool calls as sent
 
     @property
     def ok(self) -> bool:

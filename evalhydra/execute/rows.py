@@ -59,6 +59,8 @@ def chat_row(
     verdict = verdict_fields(match, error, job.eval.matcher)
     if case.item is not None:  # an OpenAI Evals item: what its graders read, and the openai report shows
         verdict["details"] = {**(verdict["details"] or {}), "item": case.item}
+    if completion.wire is not None:  # service.record_wire: as sent, for compare --attribute-server
+        verdict["details"] = {**(verdict["details"] or {}), "wire": completion.wire}
     if case.attachments:  # named in report.html's case details
         verdict["details"] = {**(verdict["details"] or {}),
                               "attachments": [a.label or a.path for a in case.attachments]}

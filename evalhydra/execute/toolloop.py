@@ -239,6 +239,8 @@ def request_row(turn: int, reply: Completion, latency_ms: float, side: str | Non
     if reply.ok:  # what the reply said of itself, for telemetry's chat spans
         row.update(model=reply.model, finish_reason=reply.finish_reason, response_id=reply.response_id,
                    reasoning_tokens=usage.reasoning_tokens or None)
+    if reply.wire is not None:  # service.record_wire: as sent, for compare --attribute-server
+        row["wire"] = reply.wire
     return row
 
 

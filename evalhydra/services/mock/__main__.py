@@ -64,6 +64,7 @@ _SWITCHES: list[tuple[str, str, Any, str]] = [
      " same_ids, empty_arguments, content_and_calls, stop_finish, no_index, reused_index, names_repeated,"
      " last_bare, split_surrogate; or with a serving fault: marker_in_content, stream_differs, utf8_split,"
      " parallel_ignored, required_ignored, turn_ids, responses_unpaired"),
+    ("--tool-wire-rate", "tool_wire_rate", float, "shape this share of replies as --tool-wire says (1)"),
     ("--judge-sensitivity", "judge_sensitivity", float,
      "as a model_grade judge, pass a right output with this chance (default 1)"),
     ("--judge-specificity", "judge_specificity", float,

@@ -49,6 +49,8 @@ class ChatAnswers:
         self._settings = settings
         self.stats = stats
         self._rng = rng
+        self._wire_rng = random.Random(rng.random())  # tool_wire_rate's draws: the replies' own stay put
+        self._wires: frozenset[str] = frozenset()  # the request being answered: its tool_wire shapes
         self.last_body: bytes | None = None
 
     @property
@@ -83,6 +85,7 @@ class ChatAnswers:
             number,
             int(time.time()),
         )
+        self._wires = self._drawn_wires(s)
         if (fault is None and s.reasoning is None and s.tool_wire is None and not _wants_stream(body)
                 and CHANCE_MARK not in body and not s.noisy_judge):
             rest = _rendered(body, s.model, s.fixed_reply)
@@ -134,12 +137,22 @@ class ChatAnswers:
         head = {"id": f"chatcmpl-mock-{number}", "object": "chat.completion.chunk",
                 "created": int(time.time()), "model": self._model(payload)}
         events = stream_events(head, message, usage, delta_chars=s.stream_delta_chars, fault=fault,
-                               wires=wire_set(s.tool_wire))
+                               wires=self._wires)
         if s.stream_split_bytes:
             whole = b"".join(events)
             events = [whole[i:i + s.stream_split_bytes] for i in range(0, len(whole), s.stream_split_bytes)]
         return Reply(200, b"", wire.EVENT_STREAM, action="cut" if fault == "stream_cut" else None,
                      events=events, event_delay_s=s.stream_delay_ms / 1000)
+
+    def _drawn_wires(self, s: MockSettings) -> frozenset[str]:
+        """This request's ``tool_wire`` shapes: all of them, or (``tool_wire_rate`` < 1) none for the
+        requests the draw spares; each shaped request counts in ``stats.faults['tool_wire']``."""
+        wires = wire_set(s.tool_wire)
+        if wires and s.tool_wire_rate < 1.0 and self._wire_rng.random() >= s.tool_wire_rate:
+            return frozenset()
+        if wires:
+            self.stats.faults["tool_wire"] = self.stats.faults.get("tool_wire", 0) + 1
+        return wires
 
     def _model(self, payload: dict[str, Any]) -> str:
         model = payload.get("model") or self.settings.model
@@ -150,7 +163,7 @@ class ChatAnswers:
         message = self._message(payload, fault)
         usage = None if fault == "no_usage" else usage_for(payload, message)
         cid, created = f"chatcmpl-mock-{number}", int(time.time())
-        wires = wire_set(self.settings.tool_wire)
+        wires = self._wires
         wired = tool_wired(message, wires)
         finish = finish_reason(wired, wires)
         body = responses.completion(cid, created, self._model(payload), wired, usage, finish)
@@ -169,7 +182,7 @@ class ChatAnswers:
             message = {"role": "assistant", "content": fixed}
         else:
             errors = (s.judge_sensitivity, s.judge_specificity) if s.noisy_judge else None
-            message = reply_for(heard(payload, wire_set(s.tool_wire)), self._rng.random, judge_errors=errors)
+            message = reply_for(heard(payload, self._wires), self._rng.random, judge_errors=errors)
         shape = s.reasoning
         return message if shape is None else with_reasoning(message, payload, shape)
 

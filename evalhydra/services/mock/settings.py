@@ -54,7 +54,7 @@ FAULTS = (
 DIALECTS = ("openai", "bucket", "anthropic", "azure", "bare")
 
 _RATES = ("fail_rate", "hang_rate", "malformed_rate", "reset_rate", "oversized_rate", "judge_sensitivity",
-          "judge_specificity")
+          "judge_specificity", "tool_wire_rate")
 
 
 @dataclass

@@ -52,6 +52,7 @@ def completion_of(outcome: RetryOutcome[ChatAnswer], model: str, waited_ms: floa
         output_tps=timing.output_tps,
         finish_reason=answer.finish_reason,
         response_id=answer.response_id,
+        wire=answer.wire,
     )
 
 

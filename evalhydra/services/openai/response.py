@@ -12,6 +12,7 @@ from evalhydra.services.responses_api import chat_reply
 
 __all__ = ["ChatAnswer", "InvalidResponseError", "parse_chat_data", "parse_chat_response",
            "parse_responses_reply", "parse_usage", "short_text",
+           "whole_wire",
            "upstream_error_message"]
 
 
@@ -28,6 +29,7 @@ class ChatAnswer:
     timing: Any = None  # a streamed answer's StreamTiming (None for a whole reply)
     finish_reason: str | None = None  # how the reply ended, as the service named it
     response_id: str | None = None  # the reply's ``id``
+    wire: Any = None  # service.record_wire: the reply's content and tool calls as sent (raw deltas streamed)
 
 
 class InvalidResponseError(Exception):
@@ -171,6 +173,15 @@ def parse_chat_data(data: Any, requested_model: str,
     split = split_reasoning(message, content, reasoning_tags)
     return ChatAnswer(split.answer, model, tool_calls or (), parse_usage(data), split.reasoning,
                       split.finished, None, *ending)
+
+
+def whole_wire(body: bytes) -> dict[str, Any]:
+    """A whole reply's content and ``tool_calls`` as sent (``service.record_wire``)."""
+    try:
+        message = _first_message(chat_reply(strictjson.loads(body)))
+    except (ValueError, UnicodeDecodeError, InvalidResponseError):
+        return {}
+    return {"content": message.get("content"), "tool_calls": message.get("tool_calls")}
 
 
 def short_text(value: Any) -> str | None:

@@ -69,6 +69,7 @@ from evalhydra.services.openai.response import (
     parse_chat_response,
     parse_responses_reply,
     upstream_error_message,
+    whole_wire,
 )
 from evalhydra.services.openai.secrets import (
     mask_secrets,
@@ -379,6 +380,8 @@ class OpenAICompatService:
             answer = streamed or self._parse(raw, model, self._reasoning_tags)
         except InvalidResponseError as exc:
             return invalid_reply(status, str(exc.args[0]))
+        if self.config.record_wire and not streamed:
+            answer = dataclasses.replace(answer, wire=whole_wire(raw))
         if self._rate.counts_tokens:
             self._rate.adjust(answer.usage.prompt_tokens + answer.usage.completion_tokens - estimate)
         return AttemptResult(value=answer, status_code=status, limit_headers=limits)
@@ -387,7 +390,8 @@ class OpenAICompatService:
                            started: float) -> ChatAnswer | InvalidResponseError:
         """A streamed reply's answer, or why it is none (the read's own errors propagate)."""
         kind = ResponsesStreamAssembler if self.config.api == "responses" else StreamAssembler
-        assembler = kind(model, self._reasoning_tags, started, self._clock.now)
+        assembler = kind(model, self._reasoning_tags, started, self._clock.now,
+                         record=self.config.record_wire)
         try:
             return await read_stream(response, assembler, MAX_RESPONSE_BYTES)
         except InvalidResponseError as exc:

@@ -81,7 +81,7 @@ class StreamAssembler:
     """
 
     def __init__(self, requested_model: str, reasoning_tags: tuple[str, str] | None, started: float,
-                 now: Callable[[], float]) -> None:
+                 now: Callable[[], float], *, record: bool = False) -> None:
         self._model = requested_model
         self._tags = reasoning_tags
         self._started = started
@@ -89,6 +89,7 @@ class StreamAssembler:
         self._content: list[str] = []
         self._thinking: list[str] = []
         self._tools = ToolCallAssembly()
+        self._wire: list[Any] | None = [] if record else None  # the raw tool-call deltas (record_wire)
         self._usage: Usage | None = None
         self._finished: str | None = None  # the finish reason, once a chunk named one
         self._id: str | None = None
@@ -180,6 +181,8 @@ class StreamAssembler:
     def _tool_deltas(self, deltas: Any) -> None:
         if not isinstance(deltas, list):
             raise InvalidResponseError("MalformedSuccessPayload")
+        if self._wire is not None:
+            self._wire += deltas
         for delta in deltas:
             self._tools.add(delta)
             self._arrived(answer=True)
@@ -198,10 +201,11 @@ class StreamAssembler:
         calls = self._tools.calls()
         content = "".join(self._content)
         usage = self._usage if self._usage is not None else Usage(reported=False)
+        wire = None if self._wire is None else {"content": content, "deltas": self._wire}
         if self._tags is None:
             return ChatAnswer(content, self._model, tuple(calls), usage,
                               timing=self._timing(usage, self._first_answer), finish_reason=self._finished,
-                              response_id=self._id)
+                              response_id=self._id, wire=wire)
         split = split_reasoning({"reasoning_content": "".join(self._thinking)}, content, self._tags)
         # Thinking inline in the content: the answer starts after its closing tag.
         answer_at = self._first_answer if split.answer == content else self._after_close
@@ -209,7 +213,7 @@ class StreamAssembler:
             answer_at = self._first_answer
         return ChatAnswer(split.answer, self._model, tuple(calls), usage, split.reasoning, split.finished,
                           timing=self._timing(usage, answer_at), finish_reason=self._finished,
-                          response_id=self._id)
+                          response_id=self._id, wire=wire)
 
     def _timing(self, usage: Usage, answer_at: float | None) -> StreamTiming:
         tps = None
