@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -36,6 +37,8 @@ from evalhydra.cli.view import cmd_view, configure_view
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.core.text import visible
 from evalhydra.job.exit_codes import ExitCode
+from evalhydra.probe.attribution import attribute_server
+from evalhydra.probe.output import attribution_json, attribution_text
 from evalhydra.registry.definitions import load_registry, registry_origin, resolve_registry_root
 from evalhydra.reports.comparison import render
 from evalhydra.reports.writer import REPORT_FILES, normalize_formats, write_run_reports
@@ -185,6 +188,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
       evalhydra compare eval-quality-1a2b3c4d eval-quality-5e6f7a8b --judge-corrected
     """
     store = open_read_only(args)
+    if args.attribute_server:
+        return _attribute_server(store, args)
     base, cand = _compare_targets(store, args)
     result = compare(store.conn, base, cand, args.eval or (), min_detectable_drop=args.min_detectable,
                      judge_corrected=args.judge_corrected, allow_simulator_change=args.allow_simulator_change)
@@ -195,6 +200,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise EvalHydraError("--fail-on-regression needs cases scored on both sides; there are none.",
                              "Compare runs of the same evals and trials.")
     return ExitCode.GATE if regressions(result) else ExitCode.OK
+
+
+def _attribute_server(store: Store, args: argparse.Namespace) -> int:
+    """``compare --attribute-server RUN_A RUN_B``: the points RUN_B's serving stack lost to wire faults."""
+    if len(args.targets) != 2 or any("@" in t for t in args.targets):
+        raise EvalHydraError("--attribute-server needs two runs, RUN_A RUN_B (the same suite and seeds "
+                             "through two serving stacks).", "See: evalhydra compare --help")
+    run_a, run_b = (store.resolve_run_ids([t])[0] for t in args.targets)
+    found = attribute_server(store.conn, run_a, run_b)
+    print(json.dumps(attribution_json(found), indent=2, ensure_ascii=False) if args.format == "json"
+          else attribution_text(found))
+    return ExitCode.OK
 
 
 def _compare_targets(store: Store, args: argparse.Namespace) -> tuple[Any, Any]:
@@ -236,6 +253,9 @@ def _cfg_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-corrected", action="store_true",
                    help="also compare pass rates corrected for each side's judge (calibrated on"
                         " `evalhydra label` labels); verdicts and --fail-on-regression follow them")
+    p.add_argument("--attribute-server", action="store_true",
+                   help="RUN_A RUN_B through two serving stacks: each discordant cell a wire fault or a model"
+                        " difference, and the points RUN_B's server lost (docs/serving.md)")
     p.add_argument("--allow-simulator-change", action="store_true",
                    help="compare conversations whose simulated users differ (refused otherwise:"
                         " the difference would measure the simulator too)")

@@ -8,9 +8,10 @@ from xml.etree import ElementTree
 
 from tabulate import tabulate
 
+from evalhydra.probe.attribution import Attribution
 from evalhydra.probe.run import ProbeReport
 
-__all__ = ["as_json", "as_junit", "as_text"]
+__all__ = ["as_json", "as_junit", "as_text", "attribution_json", "attribution_text"]
 
 #: Most characters of evidence the terminal shows per failed check (the store and JSON keep more).
 _SHOWN = 240
@@ -61,3 +62,34 @@ def as_junit(report: ProbeReport) -> str:
         elif verdict.status == "n/a":
             ElementTree.SubElement(case, "skipped", message=verdict.detail)
     return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True)
+
+
+def attribution_json(found: Attribution) -> dict[str, Any]:
+    """``compare --attribute-server`` as JSON."""
+    points = found.points
+    return {"run_a": found.run_a, "run_b": found.run_b, "cells": found.cells, "recorded": found.recorded,
+            "wire_faults_b": found.wire_b, "wire_faults_a": found.wire_a, "model_differences": found.model,
+            "points_lost_to_server": None if points is None else {
+                "estimate": points.difference, "ci_low": points.ci_low, "ci_high": points.ci_high,
+                "method": points.method},
+            "examples": found.examples}
+
+
+def attribution_text(found: Attribution) -> str:
+    """``compare --attribute-server`` as the terminal shows it."""
+    lines = [f"server attribution: {found.run_a} (A) vs {found.run_b} (B), {found.cells} paired cells"
+             f" ({found.recorded} with B's replies recorded)",
+             f"  B lost to its server (wire faults): {found.wire_b} cells; A lost to its server: "
+             f"{found.wire_a}; model differences: {found.model}"]
+    points = found.points
+    if points is not None:
+        lines.append(f"  points lost to B's server: {100 * points.difference:+.1f} "
+                     f"[{100 * points.ci_low:+.1f}, {100 * points.ci_high:+.1f}] (95% CI, {points.method},"
+                     " paired by case and trial)")
+    if found.cells and not found.recorded:
+        lines.append("  note: B's replies were not recorded (service.record_wire=true keeps them): every "
+                     "discordant cell counts as a model difference.")
+    for example in found.examples:
+        where = f"{example['eval']}/{example['case']} trial {example['trial']} turn {example['turn']}"
+        lines.append(f"  {where}: read {example['read']}, recovered {example['recovered']}")
+    return "\n".join(lines)

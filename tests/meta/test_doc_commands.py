@@ -52,6 +52,7 @@ NOT_RUN: list[tuple[str, str]] = [
     (r"telemetry\.endpoint=", "sends spans to an observability server (tests/telemetry/test_phoenix.py)"),
     (r"^evalhydra ingest otlp", "reads an agent's traces, or waits for them (tests/telemetry)"),
     (r"eval=my\.recorded_eval", "the eval a user writes over ingested traces (tests/telemetry)"),
+    (r"--attribute-server", "needs the two runs the lines before made (tests/probe/test_attribution.py)"),
 ]
 
 #: Placeholders in commands, and what stands for them in the sandbox (filled in per page).

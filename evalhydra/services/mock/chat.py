@@ -136,6 +136,7 @@ class ChatAnswers:
         usage = usage_for(payload, message) if wants_usage and fault != "no_usage" else None
         head = {"id": f"chatcmpl-mock-{number}", "object": "chat.completion.chunk",
                 "created": int(time.time()), "model": self._model(payload)}
+        self._shaped(message)
         events = stream_events(head, message, usage, delta_chars=s.stream_delta_chars, fault=fault,
                                wires=self._wires)
         if s.stream_split_bytes:
@@ -146,13 +147,16 @@ class ChatAnswers:
 
     def _drawn_wires(self, s: MockSettings) -> frozenset[str]:
         """This request's ``tool_wire`` shapes: all of them, or (``tool_wire_rate`` < 1) none for the
-        requests the draw spares; each shaped request counts in ``stats.faults['tool_wire']``."""
+        requests the draw spares."""
         wires = wire_set(s.tool_wire)
         if wires and s.tool_wire_rate < 1.0 and self._wire_rng.random() >= s.tool_wire_rate:
             return frozenset()
-        if wires:
-            self.stats.faults["tool_wire"] = self.stats.faults.get("tool_wire", 0) + 1
         return wires
+
+    def _shaped(self, message: dict[str, Any]) -> None:
+        """Count a reply with tool calls that ``tool_wire`` shaped (``stats.faults['tool_wire']``)."""
+        if self._wires and message.get("tool_calls"):
+            self.stats.faults["tool_wire"] = self.stats.faults.get("tool_wire", 0) + 1
 
     def _model(self, payload: dict[str, Any]) -> str:
         model = payload.get("model") or self.settings.model
@@ -164,6 +168,7 @@ class ChatAnswers:
         usage = None if fault == "no_usage" else usage_for(payload, message)
         cid, created = f"chatcmpl-mock-{number}", int(time.time())
         wires = self._wires
+        self._shaped(message)
         wired = tool_wired(message, wires)
         finish = finish_reason(wired, wires)
         body = responses.completion(cid, created, self._model(payload), wired, usage, finish)
