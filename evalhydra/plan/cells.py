@@ -95,7 +95,8 @@ NOT_RESULT_FIELDS = frozenset({
     "api_key_env", "headers",  # credentials, never hashed (a hash of a secret could be guessed)
     "retry", "max_concurrency", "rate_limit", "transport", "proxy", "verify", "ca_bundle", "pricing",
     "adaptive", "rate_limit_timeout_s",
-    "batch"})  # a cell answered in a batch is the same cell as one answered online
+    "batch",  # a cell answered in a batch is the same cell as one answered online
+    "record_wire"})  # what is kept of the reply, not what the reply is
 
 
 def endpoint_of(service: ServiceConfig) -> str:

@@ -8,4 +8,6 @@ OpenAI-compatible endpoint, each check pass, fail or n/a with the raw evidence.
 * :mod:`~evalhydra.probe.turns`: probes over turns: tool results sent back, the Responses API.
 * :mod:`~evalhydra.probe.run`: probe an endpoint, every check's verdict.
 * :mod:`~evalhydra.probe.output`: the report as text, JSON and JUnit XML.
+* :mod:`~evalhydra.probe.recover`: the calls a recorded reply holds, read as a tolerant client would.
+* :mod:`~evalhydra.probe.attribution`: two runs' differing cells, each a wire fault or the model's.
 """

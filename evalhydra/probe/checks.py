@@ -12,8 +12,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-
 from evalhydra.probe.catalog import CITY, LOOKUP_SCHEMA
 from evalhydra.probe.exchange import Exchange
 
@@ -166,6 +164,8 @@ def _strict(x: Mapping[str, Exchange]) -> Verdict:
         return found
     if not e.calls():
         return _no_calls()
+    import jsonschema  # here, not at the top: `evalhydra check` starts without it (bench/startup.py)
+
     schema = LOOKUP_SCHEMA
     for _, arguments in e.calls():
         try:

@@ -204,6 +204,16 @@ def _tool_specs(payload: dict[str, Any]) -> list[dict[str, Any]]:
     return specs
 
 
+def _declared(payload: dict[str, Any]) -> set[str]:
+    """Every tool name the request declares, whatever its ``tool_choice`` allows."""
+    names: set[str] = set()
+    for tool in payload.get("tools") or []:
+        spec = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(spec, dict) and isinstance(spec.get("name"), str):
+            names.add(spec["name"])
+    return names
+
+
 def _allowed(payload: dict[str, Any]) -> set[str] | None:
     """The tool names an ``allowed_tools`` choice lists (None: no such choice, every tool)."""
     choice = payload.get("tool_choice")
@@ -295,9 +305,11 @@ def _scripted_reply(payload: dict[str, Any], text: str) -> dict[str, Any] | None
     made = sum(len(m.get("tool_calls") or ()) for m in after if m.get("role") == "assistant")
     results = [m for m in after if m.get("role") == "tool"]
     steps = _script(text) if payload.get("tools") and _choice(payload) != "none" else []
-    offered = {spec["name"] for spec in _tool_specs(payload)}
+    # A script may name a tool nobody declared (a model's slip, for the loop's unknown-tool path), but
+    # never one an allowed_tools choice leaves out or a named tool_choice overrides.
+    excluded = _declared(payload) - {spec["name"] for spec in _tool_specs(payload)}
     forced = _forced(payload)
-    if made < len(steps) and steps[made][0] in offered and forced in (None, steps[made][0]):
+    if made < len(steps) and steps[made][0] not in excluded and forced in (None, steps[made][0]):
         parallel = "in parallel" in text.lower() and payload.get("parallel_tool_calls") is not False
         todo = steps[made:] if parallel else steps[made:made + 1]
         calls = [{"id": f"call_{made + i}", "type": "function", "function": {"name": name, "arguments": args}}
