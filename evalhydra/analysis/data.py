@@ -22,6 +22,7 @@ from evalhydra.analysis.evalstats import Totals, evals_and_targets
 from evalhydra.analysis.graders import grader_rows
 from evalhydra.analysis.judges import has_labels
 from evalhydra.analysis.selection import Selection
+from evalhydra.analysis.simulator_audit import has_audits, simulator_corrections
 from evalhydra.analysis.ttft import FirstToken, first_token_latency
 from evalhydra.core import strictjson
 
@@ -46,6 +47,7 @@ class ReportData:
     first_token: dict[agg.Target, FirstToken] = field(default_factory=dict)  # streamed targets only
     graders: list[dict[str, Any]] = field(default_factory=list)  # openai_graders criteria, by name
     judges: list[dict[str, Any]] = field(default_factory=list)  # judges calibrated on labels (calibrate)
+    simulators: list[dict[str, Any]] = field(default_factory=list)  # audited simulated users, per target
 
     def targets(self) -> list[agg.TargetAgg]:
         """Per eval × service × model totals, in ``evals.json`` order."""
@@ -160,6 +162,8 @@ def collect(conn: sqlite3.Connection, sel: Selection, runs: Sequence[dict[str, A
     if has_labels(conn):
         data.judges = calibration_docs(conn, sel, hists={t.key: t.hist for t in data.cases.targets.values()},
                                        summary=summary)
+    if has_audits(conn):
+        data.simulators = simulator_corrections(conn, sel.run_ids)
     data.comparisons = target_comparisons(conn, sel, evals_doc, [key[2:] for key in data.cases.targets],
                                           baseline_service=baseline_service, baseline_models=baseline_models)
     data.trials = agg.trial_rows(conn, sel)

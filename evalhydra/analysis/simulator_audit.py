@@ -12,7 +12,8 @@ own random order makes the audited ones a random sample of it, which the correct
 The correction (:func:`simulator_corrections`) counts cells, per eval and target: passes and
 failures, and of those audited, how many the simulator broke; the estimator and its interval
 are :func:`evalhydra.stats.simulator.corrected_for_simulator`'s, with the run's case-clustered
-variance.
+variance, and pass^k's (k = 2 up to the fewest conversations of a case, at most
+:data:`~evalhydra.analysis.aggregate.MAX_K`) :func:`evalhydra.stats.simulator_passk.corrected_pass_hat_k`'s.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evalhydra.analysis.aggregate import MAX_K
 from evalhydra.analysis.queues import next_pending
 from evalhydra.stats.clustered import rate_variance
 from evalhydra.stats.simulator import corrected_for_simulator
+from evalhydra.stats.simulator_passk import PASS_HAT_K_METHOD, corrected_pass_hat_k
 from evalhydra.store.audits import audits_by_transcript, transcript_sha256
 from evalhydra.store.rows import infra_error_sql
 
@@ -109,22 +112,35 @@ def _corrected(key: tuple[str, str, str],
     audited = {True: [a for _, p, a in cells if p and a is not None],
                False: [a for _, p, a in cells if not p and a is not None]}
     broken = {side: sum(1 for b, _ in found if b) for side, found in audited.items()}
-    fixed = corrected_for_simulator(passes, len(cells) - passes, len(audited[True]), broken[True],
-                                    len(audited[False]), broken[False], raw_variance=_variance(cells))
+    hist = _case_histogram(cells)
+    audit = (len(audited[True]), broken[True], len(audited[False]), broken[False])
+    fixed = corrected_for_simulator(passes, len(cells) - passes, *audit, raw_variance=rate_variance(hist))
     kinds = Counter(kind for found in audited.values() for b, kind in found if b and kind)
     return {"eval_id": key[0], "service_name": key[1], "model": key[2], "n": len(cells), "passed": passes,
             "audited_passes": len(audited[True]), "broken_passes": broken[True],
             "audited_failures": len(audited[False]), "broken_failures": broken[False],
             "kinds": dict(sorted(kinds.items())), "raw_pass_rate": fixed.raw,
             "corrected_pass_rate": fixed.estimate, "corrected_ci_low": fixed.low,
-            "corrected_ci_high": fixed.high, "method": fixed.method, "problem": fixed.problem}
+            "corrected_ci_high": fixed.high, "method": fixed.method, "problem": fixed.problem,
+            "pass_hat_k": _pass_hat_ks(hist, audit), "pass_hat_k_method": PASS_HAT_K_METHOD}
 
 
-def _variance(cells: list[tuple[str, bool, Any]]) -> float:
-    """The raw pass rate's variance, clustered by case (cases ran several trials)."""
+def _case_histogram(cells: list[tuple[str, bool, Any]]) -> Counter[tuple[int, int]]:
+    """How many cases ran n conversations and passed c, by ``(n, c)``."""
     per_case: dict[str, list[int]] = {}
     for case_id, passed, _ in cells:
         counts = per_case.setdefault(case_id, [0, 0])
         counts[0] += 1
         counts[1] += passed
-    return rate_variance(Counter((scored, ok) for scored, ok in per_case.values()))
+    return Counter((scored, ok) for scored, ok in per_case.values())
+
+
+def _pass_hat_ks(hist: Counter[tuple[int, int]], audit: tuple[int, int, int, int]) -> dict[str, Any]:
+    """pass^k corrected for the simulator, k = 2..min(trials, MAX_K), by k."""
+    top = min(MAX_K, min((n for n, _ in hist), default=0))
+    out = {}
+    for k in range(2, top + 1):
+        fixed = corrected_pass_hat_k(hist, k, *audit)
+        out[str(k)] = {"raw": fixed.raw, "corrected": fixed.estimate, "ci_low": fixed.low,
+                       "ci_high": fixed.high, "problem": fixed.problem}
+    return out

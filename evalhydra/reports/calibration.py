@@ -58,7 +58,7 @@ def render_calibration(docs: list[dict[str, Any]], fmt: str = "text") -> str:
 
 def render_simulator_audit(rows: list[dict[str, Any]], fmt: str = "text") -> str:
     """The simulator audit as ``text`` (a table per eval and target: the audit's counts, the raw and
-    the corrected pass rate) or ``json``
+    the corrected pass rate; then pass^k raw and corrected) or ``json``
     (:func:`~evalhydra.analysis.simulator_audit.simulator_corrections`'s rows)."""
     if fmt == "json":
         return json.dumps(rows, indent=2, ensure_ascii=False)
@@ -76,6 +76,13 @@ def render_simulator_audit(rows: list[dict[str, Any]], fmt: str = "text") -> str
                       f"{row['raw_pass_rate']:.3f}", corrected])
     head = ["eval", "target", "conversations", "broken/audited failures", "broken/audited passes",
             "kinds", "raw", "corrected [95%]"]
-    return "\n".join(["pass rates corrected for the simulated user's errors (pass rate among unbroken"
-                      " conversations, logit delta-method 95% interval):",
-                      tabulate(table, head, tablefmt="simple")])
+    hats = [[row["eval_id"], f"{row['service_name']}/{row['model']}", k, f"{v['raw']:.3f}",
+             _interval(v["corrected"], (v["ci_low"], v["ci_high"])) if v["corrected"] is not None
+             else v["problem"] or "—"] for row in rows for k, v in row["pass_hat_k"].items()]
+    out = ["pass rates corrected for the simulated user's errors (pass rate among unbroken"
+           " conversations, logit delta-method 95% interval):", tabulate(table, head, tablefmt="simple")]
+    if hats:
+        out += ["", "pass^k corrected for the simulated user's errors (moments of the observed pass^1..k,"
+                " logit delta-method 95% interval):",
+                tabulate(hats, ["eval", "target", "k", "raw", "corrected [95%]"], tablefmt="simple")]
+    return "\n".join(out)

@@ -184,6 +184,41 @@ def _judges(data: ReportData) -> str:
             + "\n\n" + _corrected_table(data.judges))
 
 
+def _simulators(data: ReportData) -> str:
+    """Each audited simulated user's targets: pass rate and pass^k, raw and corrected."""
+    if not data.simulators:
+        return ""
+    rows, ks = [], []
+    for r in data.simulators:
+        target = target_name(r["service_name"], r["model"])
+        rows.append([r["eval_id"], target, r["n"], r["audited_passes"] + r["audited_failures"],
+                     r["broken_passes"] + r["broken_failures"], pct(r["raw_pass_rate"]),
+                     _fixed(r["corrected_pass_rate"], r["corrected_ci_low"], r["corrected_ci_high"],
+                            r["problem"])])
+        ks += [[r["eval_id"], target, k, f"{v['raw']:.3f}", _fixed(v["corrected"], v["ci_low"], v["ci_high"],
+                                                                  v["problem"], pct_of=False)]
+               for k, v in r["pass_hat_k"].items()]
+    note = ("People audited the simulated user's conversations (`evalhydra view`, audit): a broken one"
+            " says nothing of the agent. Pass rates are the rate among unbroken conversations, pass^k"
+            " is corrected by the moments of the observed pass^1..k; each 95% interval carries the"
+            " cases' and the audit's variance (docs/uncertainty.md).")
+    table = md_table([[escape_cell(c) for c in r] for r in rows],
+                     ["Eval", "Target", "Conversations", "Audited", "Broken", "Pass rate",
+                      "Corrected [95% CI]"], numeric=(2, 3, 4))
+    if ks:
+        table += "\n\n" + md_table([[escape_cell(c) for c in r] for r in ks],
+                                    ["Eval", "Target", "k", "pass^k", "Corrected [95% CI]"], numeric=(2, 3))
+    return "## Simulated users\n\n" + note + "\n\n" + table
+
+
+def _fixed(value: float | None, low: float | None, high: float | None, problem: str | None,
+           pct_of: bool = True) -> str:
+    if value is None or low is None or high is None:
+        return problem or DASH
+    show = pct if pct_of else (lambda x: f"{x:.3f}")
+    return f"{show(value)} [{show(low)}, {show(high)}]"
+
+
 def _corrected_table(judges: list[dict[str, Any]], limit: int | None = None) -> str:
     """The pass rates each judge gave, raw and corrected for its errors (at most ``limit`` rows)."""
     rows = []
@@ -327,9 +362,9 @@ def _trials(data: ReportData) -> str:
 
 
 SECTIONS: list[Section] = [
-    _header, _results, _graders, _judges, _comparisons, _trials, overall_section, by_model_section,
-    by_case_section, grid_section, stability_section, failing_trials_section, summary_section,
-    details_section,
+    _header, _results, _graders, _judges, _simulators, _comparisons, _trials, overall_section,
+    by_model_section, by_case_section, grid_section, stability_section, failing_trials_section,
+    summary_section, details_section,
 ]
 
 

@@ -8,6 +8,8 @@ histograms: nothing here reads the store or a file (``reports`` does, and calls 
   on per-case differences.
 * :mod:`~evalhydra.stats.simulator`: an agent's pass rate corrected for its simulated user's errors,
   from a person's audit.
+* :mod:`~evalhydra.stats.simulator_passk`: an agent's pass^k corrected for its simulated user's
+  errors, from the same audit.
 * :mod:`~evalhydra.stats.rates`: pure statistics for pass/fail eval results (stdlib only, no numpy).
 * :mod:`~evalhydra.stats.student_t`: student's t distribution for whole degrees of freedom (stdlib
   only).

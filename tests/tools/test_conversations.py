@@ -209,7 +209,9 @@ def test_a_weak_simulator_moves_the_raw_score_but_not_the_corrected_one(tmp_path
 
     tasks = {t["id"]: t for t in json.loads(
         (REGISTRY / "data/users/order_desk_tau2/tasks.json").read_text())}
-    rates = {}
+    from evalhydra.reports.writer import write_run_reports
+
+    rates, hat = {}, {}
     for name, error_rate in (("strong", 0.0), ("weak", 0.4)):
         result = _talk(tmp_path / name, "trials=5", f"+eval.user.mock.error_rate={error_rate}",
                        eval_id="users.order_desk_tau2")
@@ -224,10 +226,20 @@ def test_a_weak_simulator_moves_the_raw_score_but_not_the_corrected_one(tmp_path
                                         "kind": "premature_stop" if broke else None,
                                         "transcript_sha256": transcript_sha256(transcript)}, "truth")
         (row,) = simulator_corrections(store.conn, [result.run_id])
+        write_run_reports(store, [result.run_id], tmp_path / name / "report", "json,md", cumulative=False)
         store.close()
         rates[name] = (row["raw_pass_rate"], row["corrected_pass_rate"])
+        hat[name] = row["pass_hat_k"]["2"]
     assert rates["strong"][0] - rates["weak"][0] >= 0.15
     assert abs(rates["strong"][1] - rates["weak"][1]) <= 0.03
+    raw_gap = hat["strong"]["raw"] - hat["weak"]["raw"]  # both trials unbroken: 0.36 of pairs
+    assert raw_gap >= 0.3 and abs(hat["strong"]["corrected"] - hat["weak"]["corrected"]) <= raw_gap / 4
+    assert hat["weak"]["ci_low"] <= hat["strong"]["corrected"] <= hat["weak"]["ci_high"]
+    (target,) = json.loads((tmp_path / "weak/report/trials.json").read_text())["targets"]
+    assert target["simulator_corrected"]["pass_hat_k"]["2"] == hat["weak"]
+    assert target["simulator_corrected"]["pass_rate"] == rates["weak"][1]
+    report = (tmp_path / "weak/report/report.md").read_text()
+    assert "## Simulated users" in report and f"{hat['weak']['raw']:.3f}" in report
 
 
 PHONE_DOMAIN = '''

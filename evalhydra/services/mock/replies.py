@@ -292,6 +292,12 @@ def _script(text: str) -> list[tuple[str, str]]:
     return steps
 
 
+def _calls_made(payload: dict[str, Any]) -> int:
+    """Tool calls the assistant made over the whole conversation."""
+    return sum(len(m.get("tool_calls") or ()) for m in payload.get("messages") or []
+               if isinstance(m, dict) and m.get("role") == "assistant")
+
+
 def _since_user(payload: dict[str, Any]) -> list[dict[str, Any]]:
     """The messages after the last user message."""
     messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
@@ -312,8 +318,9 @@ def _scripted_reply(payload: dict[str, Any], text: str) -> dict[str, Any] | None
     if made < len(steps) and steps[made][0] not in excluded and forced in (None, steps[made][0]):
         parallel = "in parallel" in text.lower() and payload.get("parallel_tool_calls") is not False
         todo = steps[made:] if parallel else steps[made:made + 1]
-        calls = [{"id": f"call_{made + i}", "type": "function", "function": {"name": name, "arguments": args}}
-                 for i, (name, args) in enumerate(todo)]
+        before = _calls_made(payload) - made  # ids stay unique over a conversation's user turns
+        calls = [{"id": f"call_{before + made + i}", "type": "function",
+                  "function": {"name": name, "arguments": args}} for i, (name, args) in enumerate(todo)]
         return {"role": "assistant", "content": None, "tool_calls": calls}
     if not results:
         return None
