@@ -212,6 +212,7 @@ def test_report_out_keeps_only_this_reports_files(mock_store: MockStore, tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "report.md", "summary.md"]
 
 
+@pytest.mark.slow
 def test_run_is_the_default_command(tmp_path: Path) -> None:
     res = run_cli("run", "eval=smoke", "run.progress=false", f"store.path={tmp_path / 's.db'}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

@@ -25,6 +25,7 @@ def _printed_command(step: str) -> list[str]:
     return words[1:]
 
 
+@pytest.mark.slow
 def test_init_then_the_printed_run_succeeds_on_the_mock(tmp_path: Path) -> None:
     made = run_cli("init", "proj", cwd=tmp_path)
     assert made.returncode == 0, made.stderr

@@ -295,6 +295,7 @@ def test_a_model_graded_eval_sends_its_judge_calls_in_batches_too(url: str, tmp_
     assert candidates["request_counts"]["total"] == judges["request_counts"]["total"] == 3
 
 
+@pytest.mark.slow
 def test_batch_mode_on_an_agent_cli_is_refused(tmp_path: Path, fake_agent_cli: Path) -> None:
     proc = run_cli(
         "service=fake_agent",

@@ -57,6 +57,7 @@ def _args(registry: Path, url: str, db: Path, *extra: str) -> list[str]:
             f"service.base_url={url}", "service.timeout_ms=3000", f"store.path={db}", *extra]
 
 
+@pytest.mark.slow
 def test_a_flooding_endpoint_fails_each_cell_fast(flooding_url: str, tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 20)
     start = time.monotonic()

@@ -268,6 +268,7 @@ def judge_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.slow
 def test_model_grade_records_the_judge_call_and_judge_service_overrides(
         compose: Compose, tmp_path: Path, judge_url: str) -> None:
     registry = _judge_registry(tmp_path / "reg", judge_url)

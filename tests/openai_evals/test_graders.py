@@ -47,6 +47,7 @@ def test_templates_render_nested_paths_and_values_as_json() -> None:
             render(bad, ns)
 
 
+@pytest.mark.slow
 def test_each_metric_is_its_reference_librarys_value() -> None:
     assert similarity("fuzzy_match", HYP, REF) == fuzz.ratio(HYP, REF) / 100
     assert similarity("bleu", HYP, REF) == sacrebleu.sentence_bleu(HYP, [REF]).score / 100

@@ -177,6 +177,7 @@ def test_reports_and_sql_keep_the_graders_names(ran: tuple[Path, Any]) -> None:
     assert len(stats) == 7
 
 
+@pytest.mark.slow
 def test_a_file_id_source_reads_the_jsonl_kept_beside_the_run(tmp_path: Path) -> None:
     (tmp_path / "eval.json").write_text(json.dumps(eval_object()))
     (tmp_path / "run.json").write_text(json.dumps(run_object({"type": "file_id", "id": "file-abc"})))

@@ -88,6 +88,7 @@ def test_a_dataset_resolves_against_the_eval_file_then_the_root(tmp_path: Path) 
         registry.eval("escape")
 
 
+@pytest.mark.slow
 def test_an_attachment_resolves_beside_its_dataset(tmp_path: Path) -> None:
     line = {
         "id": "a",

@@ -88,6 +88,7 @@ async def test_a_spent_daily_quota_ends_the_cell_rate_limited_at_once(
     assert upstream.times == [0.0]  # no ten-minute wait for a day-long refusal
 
 
+@pytest.mark.slow
 def test_a_run_against_a_spent_quota_ends_at_once_with_exit_3_and_a_fix(tmp_path: Path) -> None:
     registry = numbered_registry(tmp_path / "reg", 40)
     with mock_process("--fail-rate", "1", "--fail-status", "429", "--retry-after-s", "86400") as url:

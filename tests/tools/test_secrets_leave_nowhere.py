@@ -12,6 +12,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import smoke_eval, write_registry
 from tests.helpers import run_cli
 
@@ -36,6 +38,7 @@ def judge(ctx, **kwargs):
 '''
 
 
+@pytest.mark.slow
 def test_the_key_is_masked_in_every_file_and_line_the_run_writes(tmp_path: Path) -> None:
     reg = tmp_path / "reg"
     reg.mkdir()

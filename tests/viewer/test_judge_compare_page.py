@@ -82,6 +82,7 @@ def test_the_compare_page_turns_the_judge_correction_on_and_off(client: httpx.Cl
     assert "judge_corrected" not in _toggle(page.text)  # and back to the raw verdicts
 
 
+@pytest.mark.slow
 def test_without_labels_the_page_offers_no_correction(tmp_path: Path) -> None:
     store = open_store(tmp_path / "s.db")
     write_run(store, BASE, _judged(BASE, "lenient", 28))
