@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import evalhydra
@@ -210,8 +211,9 @@ def test_a_weak_simulator_moves_the_raw_score_but_not_the_corrected_one(tmp_path
     tasks = {t["id"]: t for t in json.loads(
         (REGISTRY / "data/users/order_desk_tau2/tasks.json").read_text())}
     from evalhydra.reports.writer import write_run_reports
+    from tests.viewer.test_viewer import base_of, start_viewer, stop
 
-    rates, hat = {}, {}
+    rates, hat, run_ids = {}, {}, {}
     for name, error_rate in (("strong", 0.0), ("weak", 0.4)):
         result = _talk(tmp_path / name, "trials=5", f"+eval.user.mock.error_rate={error_rate}",
                        eval_id="users.order_desk_tau2")
@@ -230,6 +232,7 @@ def test_a_weak_simulator_moves_the_raw_score_but_not_the_corrected_one(tmp_path
         store.close()
         rates[name] = (row["raw_pass_rate"], row["corrected_pass_rate"])
         hat[name] = row["pass_hat_k"]["2"]
+        run_ids[name] = result.run_id
     assert rates["strong"][0] - rates["weak"][0] >= 0.15
     assert abs(rates["strong"][1] - rates["weak"][1]) <= 0.03
     raw_gap = hat["strong"]["raw"] - hat["weak"]["raw"]  # both trials unbroken: 0.36 of pairs
@@ -240,6 +243,15 @@ def test_a_weak_simulator_moves_the_raw_score_but_not_the_corrected_one(tmp_path
     assert target["simulator_corrected"]["pass_rate"] == rates["weak"][1]
     report = (tmp_path / "weak/report/report.md").read_text()
     assert "## Simulated users" in report and f"{hat['weak']['raw']:.3f}" in report
+    proc, url = start_viewer(tmp_path / "weak" / "s.db")
+    try:
+        with httpx.Client(base_url=base_of(url), follow_redirects=True) as client:
+            client.get(url.split(base_of(url), 1)[1])
+            page = client.get(f"/runs/{run_ids['weak']}").text
+    finally:
+        stop(proc)
+    shown = f"{hat['weak']['corrected']:.3f} [{hat['weak']['ci_low']:.3f}, {hat['weak']['ci_high']:.3f}]"
+    assert 'id="simulator-pass-hat-k"' in page and shown in page
 
 
 PHONE_DOMAIN = '''
