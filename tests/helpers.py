@@ -36,13 +36,18 @@ def mock_process(*args: str) -> Iterator[str]:
         assert url.startswith("http://127.0.0.1:"), line
         yield url
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc, grace_s=5)
         proc.stdout.close()  # type: ignore[union-attr]
+
+
+def terminate(proc: subprocess.Popen[Any], grace_s: float) -> None:
+    """SIGTERM, then SIGKILL if the process has not ended within ``grace_s`` seconds."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def mock_call(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -209,9 +214,4 @@ def litellm_in_front_of(url: str, folder: Path, master_key: str) -> Iterator[str
         wait_for(live, timeout=120, interval=0.5)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc, grace_s=20)
