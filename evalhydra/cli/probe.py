@@ -75,7 +75,20 @@ def main(argv: Sequence[str]) -> int:
     text = {"text": as_text, "junit": as_junit}.get(args.format, lambda r: json.dumps(
         as_json(r), ensure_ascii=False, indent=2, default=str))(report)
     if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+        try:
+            _write(Path(args.out), text + "\n")
+        except OSError as exc:
+            blocked = isinstance(exc, FileExistsError | NotADirectoryError)
+            why = "a file stands where its folder would be" if blocked else exc.strerror or str(exc)
+            print(f"error: --out {args.out}: {why}; choose a file in a folder you can write to.",
+                  file=sys.stderr)
+            return ExitCode.USAGE
     else:
         print(text)
     return probe_exit_code(report)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write the report to ``path``, making its folder if it is new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")

@@ -112,6 +112,14 @@ def test_the_command_exits_3_when_nothing_answers_and_2_on_a_typo(tmp_path: Path
     assert gone.returncode == 3 and json.loads(gone.stdout)["unreachable"].startswith("ConnectError")
     typo = run_cli("probe", "tools", "servce=x", cwd=tmp_path)
     assert typo.returncode == 2 and typo.stderr.startswith("error: servce") and "Traceback" not in typo.stderr
+    (tmp_path / "a-file").write_text("")
+    blocked = run_cli("probe", "tools", "--quick", "--no-store", "--out", str(tmp_path / "a-file" / "p.json"),
+                      cwd=tmp_path)
+    assert blocked.returncode == 2 and blocked.stderr.startswith("error: --out ")
+    assert "a file stands where its folder would be" in blocked.stderr and "Traceback" not in blocked.stderr
+    made = run_cli("probe", "tools", "--quick", "--no-store", "--out", str(tmp_path / "new" / "p.txt"),
+                   cwd=tmp_path)
+    assert made.returncode == 0 and "passed" in (tmp_path / "new" / "p.txt").read_text()
 
 
 #: What LiteLLM's proxy (1.108.7, the test extras' pin) makes of a fault behind it, as measured:
