@@ -15,6 +15,7 @@ from evalhydra.cli.commands import CommandParser
 from evalhydra.compose.compose import compose_config
 from evalhydra.compose.hydra_errors import explain
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.outfiles import write_output
 from evalhydra.job.exit_codes import ExitCode
 from evalhydra.job.probe import probe_exit_code, probe_plan, store_probe
 from evalhydra.plan.build import build_plan
@@ -76,19 +77,11 @@ def main(argv: Sequence[str]) -> int:
         as_json(r), ensure_ascii=False, indent=2, default=str))(report)
     if args.out:
         try:
-            _write(Path(args.out), text + "\n")
-        except OSError as exc:
-            blocked = isinstance(exc, FileExistsError | NotADirectoryError)
-            why = "a file stands where its folder would be" if blocked else exc.strerror or str(exc)
-            print(f"error: --out {args.out}: {why}; choose a file in a folder you can write to.",
-                  file=sys.stderr)
+            write_output(Path(args.out), text + "\n")
+        except EvalHydraError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return ExitCode.USAGE
     else:
         print(text)
     return probe_exit_code(report)
 
-
-def _write(path: Path, text: str) -> None:
-    """Write the report to ``path``, making its folder if it is new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")

@@ -23,4 +23,6 @@
 * :mod:`~evalhydra.core.version`: the package's version (``evalhydra.__version__``), kept in the
   foundation so every layer can name it.
 * :mod:`~evalhydra.core.masking`: every secret a run sends replaced by ``***`` in text and values.
+* :mod:`~evalhydra.core.outfiles`: files a user names on the command line, written or refused
+  with a clear error.
 """

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalhydra.core.errors import EvalHydraError
+from evalhydra.core.outfiles import write_output
 from evalhydra.core.strictjson import json_lines
 from evalhydra.telemetry import semconv as sc
 
@@ -102,8 +103,7 @@ def write_recorded(spans: Iterable[dict[str, Any]], dataset: Path, out: Path,
         else:
             case["sample"] = sample
         lines.append(json.dumps(case, ensure_ascii=False))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    write_output(out, "".join(f"{line}\n" for line in lines))
     return found, missing
 
 

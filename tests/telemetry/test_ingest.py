@@ -70,6 +70,12 @@ def test_traces_that_name_no_case_are_reported(tmp_path: Path) -> None:
                             str(CASES), "--out", str(tmp_path / "r.jsonl"), "--case-key", "nope"],
                            capture_output=True, text=True, timeout=60)
     assert shown.returncode == 2 and shown.stderr.startswith("error: no trace names a case")
+    (tmp_path / "a-file").write_text("")
+    blocked = subprocess.run([sys.executable, "-m", "evalhydra", "ingest", "otlp", str(traces), "--cases",
+                              str(CASES), "--out", str(tmp_path / "a-file" / "r.jsonl")],
+                             capture_output=True, text=True, timeout=60)
+    assert blocked.returncode == 2 and blocked.stderr.startswith("error: --out ")
+    assert "a file stands where its folder would be" in blocked.stderr and "Traceback" not in blocked.stderr
 
 
 def test_protobuf_traces_read_as_json_lines_do(tmp_path: Path) -> None:
