@@ -49,9 +49,14 @@ class ChatAnswers:
         self._settings = settings
         self.stats = stats
         self._rng = rng
-        self._wire_rng = random.Random(rng.random())  # tool_wire_rate's draws: the replies' own stay put
+        self._wire_rng = random.Random()  # tool_wire_rate's draws, apart so the replies' own stay put
+        self.reseed(settings().seed)
         self._wires: frozenset[str] = frozenset()  # the request being answered: its tool_wire shapes
         self.last_body: bytes | None = None
+
+    def reseed(self, seed: int) -> None:
+        """Restart ``tool_wire_rate``'s draws from ``seed`` (the server reseeds the replies' own)."""
+        self._wire_rng.seed(f"tool_wire:{seed}")
 
     @property
     def settings(self) -> MockSettings:

@@ -114,6 +114,7 @@ class MockServer:
 
     def _reseed(self) -> None:
         self._rng.seed(self.settings.seed)
+        self.chat.reseed(self.settings.seed)
         self._seed = self.settings.seed
 
     async def serve(self, port: int = 0, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
