@@ -8,7 +8,7 @@ calls the model made only when every check here passes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from evalhydra.probe.catalog import CITY
@@ -25,46 +25,55 @@ def _deltas(x: Mapping[str, Exchange]) -> list[tuple[str, list[dict[str, Any]]]]
     return [(name, found) for name in _STREAMS if (found := x[name].tool_deltas())]
 
 
-def _first_delta(x: Mapping[str, Exchange]) -> Verdict:
+def _each_stream(x: Mapping[str, Exchange], fault: Callable[[list[dict[str, Any]]], tuple[str, Any] | None],
+                 passed: str) -> Verdict:
+    """A check over every streamed reply's call deltas: the first fault found fails it."""
     found = _deltas(x)
     if not found:
         return Verdict(NA, "no streamed call to check")
     for name, deltas in found:
-        seen: set[Any] = set()
-        indexed = any(isinstance(d.get("index"), int) for d in deltas)
-        for delta in deltas:
-            key = delta.get("index")
-            if key in seen or (key is None and indexed):  # a bare later delta: stream_final_delta's
-                continue
-            seen.add(key)
-            function = delta.get("function") or {}
-            if not delta.get("id") or not function.get("name"):
-                return Verdict(FAIL, f"{name}: a call's first delta lacks its id or name", delta)
-    return Verdict(PASS, "each call's first delta has its id and name")
+        if (hit := fault(deltas)) is not None:
+            return Verdict(FAIL, f"{name}: {hit[0]}", hit[1])
+    return Verdict(PASS, passed)
+
+
+def _unnamed_first(deltas: list[dict[str, Any]]) -> tuple[str, Any] | None:
+    seen: set[Any] = set()
+    indexed = any(isinstance(d.get("index"), int) for d in deltas)
+    for delta in deltas:
+        key = delta.get("index")
+        if key in seen or (key is None and indexed):  # a bare later delta: stream_final_delta's
+            continue
+        seen.add(key)
+        function = delta.get("function") or {}
+        if not delta.get("id") or not function.get("name"):
+            return "a call's first delta lacks its id or name", delta
+    return None
+
+
+def _unindexed(deltas: list[dict[str, Any]]) -> tuple[str, Any] | None:
+    firsts = [d for d in deltas if d.get("id") or (d.get("function") or {}).get("name")]
+    missing = [d for d in firsts if not isinstance(d.get("index"), int)]
+    return ("a call's delta has no index", missing[0]) if missing else None
+
+
+def _bare_last(deltas: list[dict[str, Any]]) -> tuple[str, Any] | None:
+    bare = [d for d in deltas if "index" not in d and not d.get("id")]
+    if bare and all(isinstance(d.get("index"), int) for d in deltas[:1]):
+        return "a later delta dropped its index (a strict client loses it)", bare[-1]
+    return None
+
+
+def _first_delta(x: Mapping[str, Exchange]) -> Verdict:
+    return _each_stream(x, _unnamed_first, "each call's first delta has its id and name")
 
 
 def _index_present(x: Mapping[str, Exchange]) -> Verdict:
-    found = _deltas(x)
-    if not found:
-        return Verdict(NA, "no streamed call to check")
-    for name, deltas in found:
-        firsts = [d for d in deltas if d.get("id") or (d.get("function") or {}).get("name")]
-        missing = [d for d in firsts if not isinstance(d.get("index"), int)]
-        if missing:
-            return Verdict(FAIL, f"{name}: a call's delta has no index", missing[0])
-    return Verdict(PASS, "every call's first delta has an index")
+    return _each_stream(x, _unindexed, "every call's first delta has an index")
 
 
 def _last_delta(x: Mapping[str, Exchange]) -> Verdict:
-    found = _deltas(x)
-    if not found:
-        return Verdict(NA, "no streamed call to check")
-    for name, deltas in found:
-        bare = [d for d in deltas if "index" not in d and not d.get("id")]
-        if bare and all(isinstance(d.get("index"), int) for d in deltas[:1]):
-            return Verdict(FAIL, f"{name}: a later delta dropped its index (a strict client loses it)",
-                           bare[-1])
-    return Verdict(PASS, "every argument delta keeps its call's index")
+    return _each_stream(x, _bare_last, "every argument delta keeps its call's index")
 
 
 def _index_distinct(x: Mapping[str, Exchange]) -> Verdict:
@@ -80,21 +89,20 @@ def _index_distinct(x: Mapping[str, Exchange]) -> Verdict:
         else Verdict(FAIL, "two calls share an index: a client merges them into one", firsts)
 
 
+def _renamed(deltas: list[dict[str, Any]]) -> tuple[str, Any] | None:
+    named: set[Any] = set()
+    for delta in deltas:
+        if not (delta.get("function") or {}).get("name"):
+            continue
+        key = delta.get("index")
+        if key in named and not delta.get("id"):  # an id starts a call; a name alone repeats one
+            return "the name is sent again on a later delta (a client appending names doubles it)", delta
+        named.add(key)
+    return None
+
+
 def _name_once(x: Mapping[str, Exchange]) -> Verdict:
-    found = _deltas(x)
-    if not found:
-        return Verdict(NA, "no streamed call to check")
-    for name, deltas in found:
-        named: set[Any] = set()
-        for delta in deltas:
-            if not (delta.get("function") or {}).get("name"):
-                continue
-            key = delta.get("index")
-            if key in named and not delta.get("id"):  # an id starts a call; a name alone repeats one
-                return Verdict(FAIL, f"{name}: the name is sent again on a later delta "
-                                     "(a client appending names doubles it)", delta)
-            named.add(key)
-    return Verdict(PASS, "each name sent once")
+    return _each_stream(x, _renamed, "each name sent once")
 
 
 def _utf8(x: Mapping[str, Exchange]) -> Verdict:
