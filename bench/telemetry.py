@@ -63,8 +63,8 @@ def main() -> int:
     ratio = medians["file"] / medians["off"]
     spans = sum(1 for _ in (work / f"out-file-{args.rounds - 1}" / "telemetry.jsonl").open())
     print(json.dumps({"cells": args.cases * args.trials, "rounds": args.rounds,
-                      "wall_s": {k: [round(x, 2) for x in v] for k, v in walls.items()},
-                      "median_s": {k: round(v, 2) for k, v in medians.items()},
+                      "wall_s": {k: [round(x, 4) for x in v] for k, v in walls.items()},
+                      "median_s": {k: round(v, 4) for k, v in medians.items()},
                       "ratio": round(ratio, 3), "export_lines": spans}))
     return 0 if ratio <= 1.05 else 1
 
