@@ -22,8 +22,7 @@ from typing import Any
 import trio
 
 from evalhydra.api.code_evals import Eval, code_eval_overrides, service_overrides
-from evalhydra.compose.compose import compose_config
-from evalhydra.compose.hydra_errors import explain
+from evalhydra.compose.hydra_errors import compose_explained
 from evalhydra.config.defaults import DEFAULT_STORE_PATH
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.job.exit_codes import ExitCode
@@ -140,14 +139,7 @@ def rejudge(run_id: str, overrides: Sequence[str] = (), /, *, store: str | Path 
 
 
 def _evaluate(items: list[str]) -> EvalResult:
-    try:
-        config = compose_config(items)
-    except Exception as exc:  # Hydra's and OmegaConf's errors, as the command line words them
-        error = explain(exc)
-        if error is None:
-            raise
-        raise error from None
-    plan = build_plan(config, items)
+    plan = build_plan(compose_explained(items), items)
     job = run_job(plan)
     return EvalResult(run_id=job.run_id, exit_code=job.exit_code, stats=[s.as_dict() for s in job.stats],
                       store_path=plan.store_path)

@@ -9,11 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig
-
 from evalhydra.cli.commands import CommandParser
-from evalhydra.compose.compose import compose_config
-from evalhydra.compose.hydra_errors import explain
+from evalhydra.compose.hydra_errors import compose_explained
 from evalhydra.core.errors import EvalHydraError
 from evalhydra.core.outfiles import write_output
 from evalhydra.job.exit_codes import ExitCode
@@ -49,22 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _composed(overrides: list[str]) -> DictConfig:
-    """The config the overrides compose; Hydra's errors as evalhydra's (exit 2, one line and the fix)."""
-    try:
-        return compose_config(overrides)
-    except Exception as exc:  # Hydra and OmegaConf raise many kinds; explain() knows them
-        explained = explain(exc)
-        if explained is None:
-            raise
-        raise explained from None
-
-
 def main(argv: Sequence[str]) -> int:
     """Run ``evalhydra probe``; return its exit code."""
     args = build_parser().parse_intermixed_args(list(argv))
     try:
-        plan = build_plan(_composed(args.overrides), args.overrides)
+        plan = build_plan(compose_explained(args.overrides), args.overrides)
         report = probe_plan(plan, api=args.api, quick=args.quick)
     except EvalHydraError as exc:
         print(f"error: {exc}", file=sys.stderr)

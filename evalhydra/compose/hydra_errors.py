@@ -23,15 +23,17 @@ from hydra.errors import (
     OverrideParseException,
     SearchPathException,
 )
+from omegaconf import DictConfig
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 import evalhydra.config.schema as schema_module
+from evalhydra.compose.compose import compose_config
 from evalhydra.compose.registry_options import active_root
 from evalhydra.config.schema import Config
 from evalhydra.core.errors import EvalHydraError, did_you_mean
 from evalhydra.registry.definitions import is_registry, load_registry
 
-__all__ = ["LAUNCHER_EXTRAS", "explain", "schema_keys"]
+__all__ = ["LAUNCHER_EXTRAS", "compose_explained", "explain", "schema_keys"]
 
 #: Each Hydra launcher evalhydra documents, and the extra that installs it.
 LAUNCHER_EXTRAS = {"joblib": "joblib", "ray": "ray", "ray_aws": "ray", "submitit_slurm": "slurm",
@@ -67,6 +69,22 @@ def explain(exc: BaseException, subcommands: Sequence[str] = ()) -> EvalHydraErr
     if isinstance(exc, HydraException | OmegaConfBaseException):
         return EvalHydraError(_first_line(exc), _value_hint(exc))
     return None
+
+
+def compose_explained(overrides: Sequence[str]) -> DictConfig:
+    """The config ``overrides`` compose, with Hydra's and OmegaConf's errors raised as
+    :func:`explain` words them (anything else as it came).
+
+    Raises:
+        EvalHydraError: A user-fixable problem in the overrides or the config files.
+    """
+    try:
+        return compose_config(overrides)
+    except Exception as exc:  # Hydra and OmegaConf raise many kinds; explain() knows them
+        error = explain(exc)
+        if error is None:
+            raise
+        raise error from None
 
 
 def _yaml(exc: yaml.YAMLError) -> EvalHydraError:

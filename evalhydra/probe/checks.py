@@ -42,14 +42,29 @@ class Check:
     read: Callable[[Mapping[str, Exchange]], Verdict]
 
 
+class _NotSent(LookupError):
+    """A check read a probe that was not sent (the probe's deadline came first)."""
+
+
+class _Sent(dict[str, Exchange]):
+    """The exchanges by probe name; a name not among them raises :class:`_NotSent`."""
+
+    def __missing__(self, name: str) -> Exchange:
+        raise _NotSent(name)
+
+
 def run_checks(checks: tuple[Check, ...], exchanges: Mapping[str, Exchange]) -> list[tuple[Check, Verdict]]:
-    """Each check's verdict (a check whose probes were not all sent is n/a)."""
+    """Each check's verdict: n/a when its probes were not all sent, a failure when a reply is
+    shaped past what the API allows (a field of another type) and the check cannot read it."""
+    sent = _Sent(exchanges)
     found = []
     for check in checks:
         try:
-            verdict = check.read(exchanges)
-        except KeyError as missing:
-            verdict = Verdict(NA, f"probe {missing} was not sent")
+            verdict = check.read(sent)
+        except _NotSent as missing:
+            verdict = Verdict(NA, f"probe {missing.args[0]!r} was not sent")
+        except Exception as exc:  # the server's JSON, whatever its shape, must not end the probe
+            verdict = Verdict(FAIL, f"a reply is not shaped as the API says ({type(exc).__name__}: {exc})")
         found.append((check, verdict))
     return found
 

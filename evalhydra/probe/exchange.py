@@ -8,6 +8,7 @@ the stream assembler of a stream), the reference a check compares the raw wire a
 from __future__ import annotations
 
 import json
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,14 +17,16 @@ import trio
 from httpx_sse import EventSource
 
 from evalhydra.core.values import ToolCall, arguments_or_empty
+from evalhydra.http.body import read_capped
 from evalhydra.services.openai.response import ChatAnswer, InvalidResponseError, parse_chat_data
 from evalhydra.services.openai.stream import StreamAssembler
 from evalhydra.services.responses_api import chat_reply
 
 __all__ = ["Exchange", "parsed_arguments", "send"]
 
-#: Most bytes of a reply kept (a probe's replies are a few hundred bytes; a server gone wrong is cut).
+#: Most bytes of a reply read (a probe's replies are a few hundred bytes; a server gone wrong is cut).
 _BODY_CAP = 256 * 1024
+_CUT = f"over {_BODY_CAP} bytes (cut: no probe's answer is that long)"
 
 
 @dataclass
@@ -120,12 +123,16 @@ async def send(client: httpx.AsyncClient, url: str, name: str, body: dict[str, A
 
 async def _whole(client: httpx.AsyncClient, url: str, body: dict[str, Any], model: str,
                  exchange: Exchange) -> None:
-    response = await client.post(url, json=body)
-    exchange.status = response.status_code
+    async with client.stream("POST", url, json=body) as response:
+        exchange.status = response.status_code
+        content = await read_capped(response, _BODY_CAP)
+    if content is None:
+        exchange.error = f"a reply {_CUT}"
+        return
     try:
-        exchange.body = json.loads(response.content[:_BODY_CAP])
+        exchange.body = json.loads(content)
     except ValueError:
-        exchange.error = f"not JSON: {response.text[:200]!r}"
+        exchange.error = f"not JSON: {content[:200]!r}"
         return
     if response.status_code // 100 != 2:
         exchange.error = f"HTTP {response.status_code}"
@@ -141,14 +148,20 @@ async def _streamed(client: httpx.AsyncClient, url: str, body: dict[str, Any], m
     async with client.stream("POST", url, json=body) as response:
         exchange.status = response.status_code
         if response.status_code // 100 != 2:
-            await response.aread()
-            exchange.error = f"HTTP {response.status_code}: {response.text[:200]}"
+            content = await read_capped(response, _BODY_CAP) or b""
+            exchange.error = f"HTTP {response.status_code}: {content[:200].decode('utf-8', 'replace')}"
             return
         assembler = StreamAssembler(model, None, trio.current_time(), trio.current_time)
+        size = 0
         try:
-            async for event in EventSource(response).aiter_sse():
-                exchange.chunks.append(_event_json(event.data))
-                assembler.feed(event.event, event.data)
+            async with aclosing(EventSource(response).aiter_sse()) as events:
+                async for event in events:
+                    size += len(event.data)
+                    if size > _BODY_CAP:
+                        exchange.error = f"a stream {_CUT}"
+                        return
+                    exchange.chunks.append(_event_json(event.data))
+                    assembler.feed(event.event, event.data)
             exchange.answer = assembler.answer()
         except InvalidResponseError as exc:
             exchange.error = str(exc.args[0])

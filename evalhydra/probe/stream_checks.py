@@ -143,8 +143,9 @@ def _equal(x: Mapping[str, Exchange]) -> Verdict:
 def _stream_ends(x: Mapping[str, Exchange]) -> Verdict:
     for name in _STREAMS:
         e = x[name]
-        if e.chunks and not e.ok and not e.refused:
-            return Verdict(FAIL, f"{name}: the stream did not end as one answer: {e.error}", e.chunks[-3:])
+        if not e.ok and not e.refused:  # cut short, or no stream at all (a whole reply instead)
+            return Verdict(FAIL, f"{name}: the stream did not end as one answer: {e.error}",
+                           e.chunks[-3:] or e.evidence())
     return Verdict(PASS, "every stream ended with a finish_reason and [DONE]")
 
 

@@ -14,7 +14,10 @@ from xml.etree import ElementTree
 import pytest
 import trio
 
+from evalhydra.probe.checks import run_checks
+from evalhydra.probe.exchange import Exchange
 from evalhydra.probe.run import ProbeReport, probe_endpoint
+from evalhydra.probe.stream_checks import STREAM_CHECKS
 from tests.helpers import litellm_in_front_of, mock_call, mock_process, run_cli
 
 #: Each fault the mock injects, and the check that must fail for it.
@@ -89,6 +92,38 @@ def test_an_unpaired_responses_call_is_found_and_reasoning_items_round_trip(mock
     finally:
         mock_call(mock_url, "config", {"reasoning": None})
     assert {c.id: v.status for c, v in thinking.verdicts}["responses_reasoning"] == "pass"
+
+
+def test_oversized_replies_are_cut_and_fail_without_being_read_whole(mock_url: str) -> None:
+    mock_call(mock_url, "config", {"oversized_rate": 1.0})  # every reply a valid completion over 8 MiB
+    try:
+        report = trio.run(lambda: probe_endpoint(mock_url, {}, "mock-model", quick=True))
+    finally:
+        mock_call(mock_url, "config", {"oversized_rate": 0.0})
+    whole = [e for e in report.exchanges.values() if not e.request.get("stream")]
+    assert whole and all(not e.ok and "over 262144 bytes" in (e.error or "") for e in whole)
+    assert all(not e.ok for e in report.exchanges.values())
+    verdicts = {c.id: v.status for c, v in report.verdicts}
+    assert verdicts["single_call"] == verdicts["parallel_calls"] == verdicts["stream_complete"] == "fail"
+
+
+def test_a_hung_server_leaves_the_unsent_probes_not_applicable(mock_url: str) -> None:
+    mock_call(mock_url, "config", {"hang_rate": 1.0})
+    try:
+        report = trio.run(lambda: probe_endpoint(mock_url, {}, "mock-model", quick=True, timeout_s=0.5))
+    finally:
+        mock_call(mock_url, "config", {"hang_rate": 0.0})
+    assert report.unreachable == "no probe was answered before the deadline" and report.verdicts == []
+
+
+def test_a_reply_shaped_past_the_api_fails_its_check_instead_of_ending_the_probe() -> None:
+    hostile = Exchange("single_stream", {}, status=200, chunks=[
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c", "function": "not an object"}]}}]}])
+    sent = {"single_stream": hostile, "parallel_stream": Exchange("parallel_stream", {}, status=200)}
+    verdicts = {c.id: v for c, v in run_checks(STREAM_CHECKS, sent)}
+    assert verdicts["stream_first_delta"].status == "fail"
+    assert "not shaped as the API says (AttributeError" in verdicts["stream_first_delta"].detail
+    assert verdicts["stream_equals_whole"].detail == "probe 'single' was not sent"
 
 
 def test_the_command_stores_the_checks_and_writes_junit(tmp_path: Path) -> None:
