@@ -59,6 +59,11 @@ class ChatAnswers:
         self._wire_rng.seed(f"tool_wire:{seed}")
 
     @property
+    def wires(self) -> frozenset[str]:
+        """The ``tool_wire`` shapes drawn for the request answered last (none when spared)."""
+        return self._wires
+
+    @property
     def settings(self) -> MockSettings:
         """The server's settings, read afresh (a test may swap them at any time)."""
         return self._settings()

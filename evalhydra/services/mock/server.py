@@ -29,7 +29,6 @@ from evalhydra.services.mock.delays import DelayLine
 from evalhydra.services.mock.limits import RequestBudget
 from evalhydra.services.mock.settings import MockSettings
 from evalhydra.services.mock.stats import MockStats
-from evalhydra.services.mock.streaming import wire_set
 from evalhydra.services.mock.tool_faults import unanswered_output, unpaired
 from evalhydra.services.mock.wire import Reply
 
@@ -248,7 +247,7 @@ class MockServer:
             return reply
         chat = json.loads(reply.body)
         answer = responses_api.responses_reply(chat, f"resp_{self.stats.chat_requests:08d}", int(time.time()))
-        answer = unpaired(answer, wire_set(self.settings.tool_wire))
+        answer = unpaired(answer, self.chat.wires)  # the shapes drawn for this request (tool_wire_rate)
         if request.get("stream"):
             return Reply(200, responses_api.responses_events(answer), wire.EVENT_STREAM)
         return Reply(200, json.dumps(answer).encode(), reply.headers)

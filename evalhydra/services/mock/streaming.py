@@ -38,7 +38,6 @@ TOOL_WIRES = ("no_ids", "same_ids", "empty_arguments", "content_and_calls", "sto
               "reused_index", "names_repeated", "last_bare", "split_surrogate")
 
 
-
 def wire_set(value: str | None) -> frozenset[str]:
     """The wire shapes and faults a ``tool_wire`` setting names (comma-separated, so they combine)."""
     return frozenset(part.strip() for part in (value or "").split(",") if part.strip())

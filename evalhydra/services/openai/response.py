@@ -167,12 +167,13 @@ def parse_chat_data(data: Any, requested_model: str,
         raise InvalidResponseError("MalformedSuccessPayload")
     model = data.get("model")
     model = model if isinstance(model, str) and model else requested_model
-    ending = short_text(data["choices"][0].get("finish_reason")), short_text(data.get("id"))
+    finish, reply_id = short_text(data["choices"][0].get("finish_reason")), short_text(data.get("id"))
     if reasoning_tags is None:
-        return ChatAnswer(content, model, tool_calls or (), parse_usage(data), None, True, None, *ending)
+        return ChatAnswer(content, model, tool_calls or (), parse_usage(data), finish_reason=finish,
+                          response_id=reply_id)
     split = split_reasoning(message, content, reasoning_tags)
     return ChatAnswer(split.answer, model, tool_calls or (), parse_usage(data), split.reasoning,
-                      split.finished, None, *ending)
+                      split.finished, finish_reason=finish, response_id=reply_id)
 
 
 def whole_wire(body: bytes) -> dict[str, Any]:
@@ -188,7 +189,6 @@ def short_text(value: Any) -> str | None:
     """A reply's identifier or finish reason as stored: a non-empty string cut to 200 characters,
     else None (a hostile server's megabyte id is not kept whole)."""
     return value[:200] if isinstance(value, str) and value else None
-
 
 
 def upstream_error_message(body: bytes) -> str:
