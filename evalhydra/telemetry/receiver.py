@@ -1,9 +1,10 @@
 """An OTLP/HTTP traces receiver on loopback, gated by a token: what ``ingest otlp --listen`` keeps.
 
 An instrumented agent's OTLP/HTTP exporter posts to ``/v1/traces`` (protobuf, or OTLP JSON with
-``content-type: application/json``) with the header ``authorization: Bearer <token>``; the token is
-made when the receiver starts and printed with the endpoint, as the viewer's is. A request without
-it is refused (401), on any other path 404, by any other method 405. It binds loopback only.
+``content-type: application/json``; plain or gzip-compressed) with the header ``authorization:
+Bearer <token>``; the token is made when the receiver starts and printed with the endpoint, as the
+viewer's is. A request without it is refused (401), on any other path 404, by any other method
+405, without a ``content-length`` 411. It binds loopback only.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hmac
 import secrets
 import threading
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -58,6 +60,11 @@ class TraceReceiver:
             self.spans.extend(spans)
         return len(spans)
 
+    def refuse(self) -> None:
+        """Count a request refused for want of the token."""
+        with self._lock:
+            self.refused += 1
+
     def authorized(self, header: str) -> bool:
         """Whether an ``authorization`` header carries the token."""
         return hmac.compare_digest(header.encode("utf-8", "surrogateescape"),
@@ -68,6 +75,29 @@ class TraceReceiver:
         self.server.server_close()
 
 
+def _decoded(body: bytes, encoding: str) -> bytes:
+    """The body as sent before ``content-encoding`` (gzip: what OTLP exporters compress with when
+    ``OTEL_EXPORTER_OTLP_COMPRESSION=gzip``), inflated to at most :data:`MAX_BODY_BYTES`.
+
+    Raises:
+        EvalHydraError: An encoding other than gzip or none, a body that does not inflate, or one
+            that inflates past the cap.
+    """
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return body
+    if encoding not in ("gzip", "x-gzip"):
+        raise EvalHydraError(f"content-encoding {encoding!r}: send the traces plain or gzip-compressed.")
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        plain = inflater.decompress(body, MAX_BODY_BYTES + 1)
+    except zlib.error as exc:
+        raise EvalHydraError(f"the request's gzip body does not inflate ({exc}).") from None
+    if len(plain) > MAX_BODY_BYTES or inflater.unconsumed_tail:
+        raise EvalHydraError(f"the request inflates past {MAX_BODY_BYTES} bytes.")
+    return plain
+
+
 def _handler(receiver: TraceReceiver) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
@@ -75,15 +105,19 @@ def _handler(receiver: TraceReceiver) -> type[BaseHTTPRequestHandler]:
                 self._answer(404, b"traces go to /v1/traces")
                 return
             if not receiver.authorized(self.headers.get("authorization", "")):
-                receiver.refused += 1
+                receiver.refuse()
                 self._answer(401, b"send the token evalhydra printed: authorization: Bearer ...")
                 return
-            length = int(self.headers.get("content-length") or 0)
-            if not 0 <= length <= MAX_BODY_BYTES:
+            length = self.headers.get("content-length", "")
+            if not length.isdigit():
+                self._answer(411, b"send the body with a content-length")
+                return
+            if int(length) > MAX_BODY_BYTES:
                 self._answer(413, b"too large")
                 return
             try:
-                receiver.take(self.rfile.read(length), self.headers.get("content-type", ""))
+                body = _decoded(self.rfile.read(int(length)), self.headers.get("content-encoding", ""))
+                receiver.take(body, self.headers.get("content-type", ""))
             except EvalHydraError as exc:
                 self._answer(400, exc.message.encode())
                 return

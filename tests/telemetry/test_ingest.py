@@ -142,3 +142,48 @@ def test_a_receiver_binds_loopback_only() -> None:
 
     with pytest.raises(EvalHydraError, match="loopback only"):
         TraceReceiver("0.0.0.0", 0)
+
+
+def test_the_receiver_takes_the_sdks_gzip_exports_and_refuses_bad_framing() -> None:
+    """The OpenTelemetry SDK's own OTLP/HTTP exporter, compressing with gzip as
+    ``OTEL_EXPORTER_OTLP_COMPRESSION=gzip`` makes it, posts to the receiver with its token; a body
+    without a usable content-length or in another encoding is refused with a status, not a crash."""
+    import socket
+    import threading
+
+    import httpx
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from evalhydra.telemetry.receiver import TraceReceiver
+
+    receiver = TraceReceiver("127.0.0.1", 0)
+    serving = threading.Thread(target=receiver.server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        exporter = OTLPSpanExporter(endpoint=receiver.endpoint, compression=Compression.Gzip,
+                                    headers={"authorization": f"Bearer {receiver.token}"})
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        with provider.get_tracer("agent").start_as_current_span("invoke_agent desk") as span:
+            span.set_attribute("evalhydra.case_id", "c1")
+        provider.shutdown()
+        auth = {"authorization": f"Bearer {receiver.token}"}
+        host, port = receiver.server.server_address[:2]
+        with socket.create_connection((str(host), port)) as raw:  # a framing no HTTP client sends
+            raw.sendall(f"POST /v1/traces HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {receiver.token}\r\n"
+                        "content-length: one\r\n\r\nx".encode())
+            framed = raw.recv(200).decode()
+        with httpx.Client() as client:
+            other = client.post(receiver.endpoint, content=b"x", headers={**auth, "content-encoding": "br"})
+            broken = client.post(receiver.endpoint, content=b"not gzip",
+                                 headers={**auth, "content-encoding": "gzip"})
+    finally:
+        receiver.server.shutdown()
+        receiver.close()
+    ((name, case),) = [(s["name"], s["attributes"].get("evalhydra.case_id")) for s in receiver.spans]
+    assert (name, case) == ("invoke_agent desk", "c1")
+    assert framed.startswith("HTTP/1.0 411 ") and other.status_code == 400 and broken.status_code == 400
+    assert "content-encoding 'br'" in other.text and "does not inflate" in broken.text
