@@ -154,12 +154,14 @@ def _case_diffs(by_case: dict[tuple[str, str], list[int]]) -> CaseDiffs:
         diffs.trials_min = len(moves) if diffs.n_cases == 1 else min(diffs.trials_min, len(moves))
         if d:
             diffs.moves[d] = diffs.moves.get(d, 0) + 1
+        # The one-trial table: a cell's move is +1 (only B lost to its server), −1 (only A did)
+        # or 0 (neither did; both cannot, a cell is one side's pass and the other's failure).
         if d > 0:
             diffs.improved += 1
         elif d < 0:
             diffs.regressed += 1
         else:
-            diffs.both += 1
+            diffs.neither += 1
     return diffs
 
 
