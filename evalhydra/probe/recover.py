@@ -67,7 +67,7 @@ def _from_deltas(deltas: list[Any]) -> list[tuple[str, Any]]:
             continue
         function: dict[str, Any] = delta["function"] if isinstance(delta.get("function"), dict) else {}
         call = _call_of(delta, calls, by_id, by_index)
-        if function.get("name") and not call["name"]:
+        if isinstance(function.get("name"), str) and function["name"] and not call["name"]:
             call["name"] = function["name"]
         if isinstance(function.get("arguments"), str):
             call["arguments"] += function["arguments"]
@@ -110,6 +110,7 @@ def _from_markup(content: str) -> list[tuple[str, Any]]:
             listed, _ = _DECODER.raw_decode(content, start)
         except ValueError:
             listed = []
-        found += [(str(c.get("name")), _arguments(c.get("arguments"))) for c in listed
-                  if isinstance(listed, list) and isinstance(c, dict)]
+        if isinstance(listed, list):  # [TOOL_CALLS] 5 is no list of calls
+            found += [(str(c.get("name")), _arguments(c.get("arguments")))
+                      for c in listed if isinstance(c, dict)]
     return found

@@ -34,6 +34,10 @@ CALL = {"index": 0, "id": "a", "type": "function", "function": {"name": "f", "ar
     ({"content": '[TOOL_CALLS] [{"name": "f", "arguments": {"x": 1}}]'}, [("f", {"x": 1})]),
     ({"content": '<function=f>{"x": 1}</function>', "tool_calls": None}, [("f", {"x": 1})]),
     ({"content": "no call here"}, []),
+    # what a hostile server sends where a call list would be: read as no call, never an error
+    ({"content": "[TOOL_CALLS] 5"}, []),
+    ({"content": '[TOOL_CALLS] {"name": "f"}'}, []),
+    ({"deltas": ["x", {"function": "f"}, {"id": 3, "function": {"name": 7, "arguments": None}}]}, []),
     (None, []),
 ])
 def test_the_recovering_reader_undoes_what_a_server_did(wire: object,
