@@ -320,7 +320,6 @@ def verdict_fields(match: MatchResult, error: ErrorKind | None, matcher: Mapping
     }
 
 
-
 def attempt_row(cell_key: str, run_id: str, call: str, record: Any) -> dict[str, Any]:
     """One ``attempts`` row for an :class:`~evalhydra.core.values.AttemptRecord`."""
     return {

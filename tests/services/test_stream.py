@@ -159,7 +159,6 @@ def test_only_an_event_stream_is_read_as_one() -> None:
     assert not is_event_stream(response([], content_type="application/json"))
 
 
-
 async def test_the_reply_id_is_the_first_chunk_that_names_one_and_kept_short() -> None:
     long_id = "x" * 10_000
     body = sse({**chunk({"content": "OK"}), "id": long_id}, {**chunk({}, "length"), "id": "other"}, "[DONE]")

@@ -305,7 +305,6 @@ def _parse_headers(head: bytes) -> dict[str, str]:
     return headers
 
 
-
 async def serve(
     settings: MockSettings | None = None,
     *,
