@@ -5,6 +5,7 @@ runs (one stack faulting a known share of replies), and the bench's replications
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,29 @@ def test_compare_attribute_server_on_two_stored_runs(tmp_path: Path) -> None:
     assert as_json["points_lost_to_server"]["estimate"] == pytest.approx(row["estimate"])
     wrong = run_cli("compare", "--attribute-server", older, "--store", str(store), cwd=tmp_path)
     assert wrong.returncode == 2 and wrong.stderr.startswith("error: --attribute-server needs two runs")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_record_wire_keeps_each_turns_calls_as_sent_whole_or_streamed(tmp_path: Path, stream: bool) -> None:
+    """``service.record_wire`` on a tool loop: each agent turn with calls keeps its reply as sent (a
+    whole reply's ``tool_calls``; a stream's raw deltas), which the recovering reader reads as the
+    very calls the loop ran; without it nothing is kept."""
+    import evalhydra
+
+    rows = {}
+    for record in (True, False):
+        store = tmp_path / f"{record}.db"
+        overrides = [f"service.stream={stream}".lower(), f"service.record_wire={record}".lower()]
+        result = evalhydra.evaluate(["eval=tools.order_desk", f"store.path={store}", *overrides])
+        assert result.exit_code == 0
+        with sqlite3.connect(store) as conn:
+            found = conn.execute("select details from results").fetchall()
+        rows[record] = [json.loads(d)["trajectory"] for (d,) in found]
+    assert any(t["calls"] for trajectory in rows[True] for t in trajectory["turns"])
+    for trajectory in rows[True]:
+        for turn in (t for t in trajectory["turns"] if t["calls"]):
+            ran = [(c["name"], json.loads(c["arguments"] or "{}")) for c in trajectory["tool_calls"]
+                   if c["turn"] == turn["turn"]]
+            assert ("deltas" in turn["wire"]) is stream and ("tool_calls" in turn["wire"]) is not stream
+            assert ran and same_calls(recovered_calls(turn["wire"]), ran)
+    assert all("wire" not in t for trajectory in rows[False] for t in trajectory["turns"])
