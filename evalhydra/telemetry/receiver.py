@@ -25,6 +25,8 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 #: The largest export request taken (an OTLP exporter batches a few hundred spans).
 MAX_BODY_BYTES = 64 << 20
 PATH = "/v1/traces"
+#: Seconds a connection may sit without sending (an exporter sends each request at once).
+SOCKET_TIMEOUT_S = 60.0
 
 
 class TraceReceiver:
@@ -100,6 +102,8 @@ def _decoded(body: bytes, encoding: str) -> bytes:
 
 def _handler(receiver: TraceReceiver) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = SOCKET_TIMEOUT_S  # a sender that stalls mid-request frees its thread
+
         def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
             if self.path.split("?", 1)[0] != PATH:
                 self._answer(404, b"traces go to /v1/traces")
@@ -116,7 +120,12 @@ def _handler(receiver: TraceReceiver) -> type[BaseHTTPRequestHandler]:
                 self._answer(413, b"too large")
                 return
             try:
-                body = _decoded(self.rfile.read(int(length)), self.headers.get("content-encoding", ""))
+                raw = self.rfile.read(int(length))
+            except OSError:  # the sender stalled past the timeout, or went away: nothing to answer
+                self.close_connection = True
+                return
+            try:
+                body = _decoded(raw, self.headers.get("content-encoding", ""))
                 receiver.take(body, self.headers.get("content-type", ""))
             except EvalHydraError as exc:
                 self._answer(400, exc.message.encode())

@@ -187,3 +187,29 @@ def test_the_receiver_takes_the_sdks_gzip_exports_and_refuses_bad_framing() -> N
     assert (name, case) == ("invoke_agent desk", "c1")
     assert framed.startswith("HTTP/1.0 411 ") and other.status_code == 400 and broken.status_code == 400
     assert "content-encoding 'br'" in other.text and "does not inflate" in broken.text
+
+
+def test_a_stalled_sender_is_dropped_and_the_receiver_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import threading
+
+    import httpx
+
+    from evalhydra.telemetry import receiver as receiver_module
+
+    monkeypatch.setattr(receiver_module, "SOCKET_TIMEOUT_S", 0.2)
+    receiver = receiver_module.TraceReceiver("127.0.0.1", 0)
+    threading.Thread(target=receiver.server.serve_forever, daemon=True).start()
+    try:
+        host, port = receiver.server.server_address[:2]
+        with socket.create_connection((str(host), port)) as raw:
+            raw.sendall(f"POST /v1/traces HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {receiver.token}\r\n"
+                        "content-type: application/json\r\ncontent-length: 100\r\n\r\n{".encode())
+            raw.settimeout(5)
+            assert raw.recv(100) == b""  # dropped after the timeout, without an answer or a traceback
+        headers = {"authorization": f"Bearer {receiver.token}", "content-type": "application/json"}
+        empty = httpx.post(receiver.endpoint, content=b'{"resourceSpans": []}', headers=headers)
+    finally:
+        receiver.server.shutdown()
+        receiver.close()
+    assert empty.status_code == 200
